@@ -1,0 +1,95 @@
+# Parley. `make help` lists the targets.
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := help
+MAKEFLAGS += --no-print-directory
+
+BIN := $(CURDIR)/bin
+export PATH := $(BIN):$(PATH)
+
+# Tools, pinned; `make tools` builds them into ./bin.
+BUF_VERSION            := v1.75.0
+SQLC_VERSION           := v1.31.1
+PROTOC_GEN_GO_VERSION  := v1.36.12
+CONNECT_GEN_VERSION    := v1.21.1
+
+FUZZTIME ?= 15s
+
+.PHONY: help
+help: ## List the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+.PHONY: db
+db: ## Make a local Postgres with pgvector ready (role and database parley)
+	@scripts/db-setup.sh
+
+.PHONY: redis
+redis: ## Make a local Redis ready on 127.0.0.1:6379 (used by the tests)
+	@scripts/redis-setup.sh
+
+.PHONY: build
+build: ## Build bin/parley
+	go build -o $(BIN)/parley ./backend/cmd/parley
+
+.PHONY: run
+run: db build ## Set up the database, migrate, create a demo organization, serve on :8080
+	@$(BIN)/parley migrate
+	@scripts/demo-org.sh $(BIN)/parley
+	$(BIN)/parley serve
+
+.PHONY: test
+test: db redis ## Run the whole suite against the real Postgres and Redis
+	go test -race -cover -count=1 ./...
+
+.PHONY: fuzz
+fuzz: ## Run each fuzz test for FUZZTIME (default 15s)
+	go test -run '^$$' -fuzz '^FuzzDecodeAgentBodies$$' -fuzztime $(FUZZTIME) ./compat/wire
+	go test -run '^$$' -fuzz '^FuzzDecodeChat$$' -fuzztime $(FUZZTIME) ./compat/wire
+	go test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./compat/wire
+	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/apikey
+
+.PHONY: bench
+bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)
+	go test -run '^$$' -bench . -benchmem -count 5 ./backend/server/ ./backend/chat/
+
+.PHONY: bench-knowledge
+bench-knowledge: db ## Ingestion throughput, search p50/p95 and recall@10 at 100k chunks (about 10 minutes)
+	go test -run '^$$' -bench 'Search/(hybrid|vector)' -benchtime 200x -timeout 60m ./backend/knowledge/
+	go test -run '^$$' -bench 'Search/recall' -benchtime 1x -timeout 60m ./backend/knowledge/
+	go test -run '^$$' -bench 'Ingest' -benchtime 5x ./backend/knowledge/
+
+.PHONY: tools
+tools: $(BIN)/buf $(BIN)/sqlc $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go ## Build the pinned code generators into ./bin
+
+$(BIN)/buf:
+	GOBIN=$(BIN) go install github.com/bufbuild/buf/cmd/buf@$(BUF_VERSION)
+$(BIN)/sqlc:
+	GOBIN=$(BIN) go install github.com/sqlc-dev/sqlc/cmd/sqlc@$(SQLC_VERSION)
+$(BIN)/protoc-gen-go:
+	GOBIN=$(BIN) go install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
+$(BIN)/protoc-gen-connect-go:
+	GOBIN=$(BIN) go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(CONNECT_GEN_VERSION)
+
+.PHONY: generate
+generate: tools ## Regenerate protobuf, Connect and sqlc code
+	go run ./scripts/protodeps build/protodeps
+	buf format -w
+	buf generate
+	sqlc generate
+
+.PHONY: check-generate
+check-generate: generate ## Fail when generated code is not fresh
+	@if [ -n "$$(git status --porcelain)" ]; then \
+	  echo "generated code is stale; run make generate and commit:"; git status --porcelain; git diff | head -50; exit 1; fi
+
+.PHONY: lint
+lint: tools ## go vet, gofmt, buf lint and buf format
+	go run ./scripts/protodeps build/protodeps
+	go vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
+	buf lint
+	buf format -d --exit-code proto
+
+.PHONY: clean
+clean: ## Remove build outputs
+	rm -rf $(BIN) build

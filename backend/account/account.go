@@ -1,0 +1,270 @@
+// Package account is an organization's own account: its plan and usage
+// (OrganizationService), its API keys (ApiKeyService), and the operator
+// commands that create organizations and set enterprise limits.
+package account
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/backend/apikey"
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/ratelimit"
+)
+
+// Service implements ApiKeyService and OrganizationService.
+type Service struct {
+	store  *db.Store
+	auth   *auth.Authenticator
+	limits *ratelimit.Limiter
+}
+
+var (
+	_ parleyv1connect.ApiKeyServiceHandler       = (*Service)(nil)
+	_ parleyv1connect.OrganizationServiceHandler = (*Service)(nil)
+)
+
+// New returns the account services. authn is told of revocations so that they
+// take effect on this instance at once; limits is read for usage.
+func New(store *db.Store, authn *auth.Authenticator, limits *ratelimit.Limiter) *Service {
+	return &Service{store: store, auth: authn, limits: limits}
+}
+
+// CreateApiKey issues a key for the caller's organization.
+func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRequest) (*parleyv1.CreateApiKeyResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var expires *time.Time
+	if req.ExpireTime != nil {
+		expires = ptr(req.GetExpireTime().AsTime())
+	}
+	var resp *parleyv1.CreateApiKeyResponse
+	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		org, err := q.GetOrganization(ctx, p.OrgID)
+		if err != nil {
+			return err
+		}
+		keyPlan := org.Plan
+		if req.Plan != nil {
+			keyPlan = req.GetPlan()
+		}
+		row, secret, err := issue(ctx, q, p.OrgID, org.Plan, req.GetName(), keyPlan, req.GetScopes(), expires)
+		if err != nil {
+			return err
+		}
+		resp = &parleyv1.CreateApiKeyResponse{ApiKey: keyToProto(row), Secret: secret}
+		return nil
+	})
+	return resp, err
+}
+
+// issue creates a key row and returns it with the key, which exists nowhere
+// else from then on.
+func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, keyPlan string, scopes []string, expires *time.Time) (dbq.ApiKey, string, error) {
+	// SECURITY: per-plan issuance: a key's plan is never above its organization's.
+	if !plan.AtMost(keyPlan, orgPlan) {
+		return dbq.ApiKey{}, "", apperr.New(apperr.FailedPrecondition,
+			"plan %q is higher than the organization's plan %q", keyPlan, orgPlan)
+	}
+	key, err := apikey.Generate()
+	if err != nil {
+		return dbq.ApiKey{}, "", err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return dbq.ApiKey{}, "", err
+	}
+	h := key.Hash()
+	row, err := q.CreateAPIKey(ctx, dbq.CreateAPIKeyParams{
+		OrgID: org, ID: id, Name: name, KeyHash: h[:], DisplayPrefix: key.DisplayPrefix(),
+		Plan: keyPlan, Scopes: scopes, ExpiresAt: expires,
+	})
+	return row, key.String(), err
+}
+
+// ListApiKeys lists the caller's keys.
+func (s *Service) ListApiKeys(ctx context.Context, _ *parleyv1.ListApiKeysRequest) (*parleyv1.ListApiKeysResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &parleyv1.ListApiKeysResponse{ApiKeys: []*parleyv1.ApiKey{}}
+	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		rows, err := q.ListAPIKeys(ctx, p.OrgID)
+		for _, r := range rows {
+			resp.ApiKeys = append(resp.ApiKeys, keyToProto(r))
+		}
+		return err
+	})
+	return resp, err
+}
+
+// RevokeApiKey revokes one of the caller's keys.
+func (s *Service) RevokeApiKey(ctx context.Context, req *parleyv1.RevokeApiKeyRequest) (*parleyv1.RevokeApiKeyResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.Parse(req.GetId())
+	if err != nil {
+		return nil, apperr.New(apperr.NotFound, "API key %q not found", req.GetId())
+	}
+	var resp *parleyv1.RevokeApiKeyResponse
+	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		row, err := q.RevokeAPIKey(ctx, dbq.RevokeAPIKeyParams{OrgID: p.OrgID, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return db.Missing(ctx, q, "api_key", "API key", id)
+		}
+		if err != nil {
+			return err
+		}
+		resp = &parleyv1.RevokeApiKeyResponse{ApiKey: keyToProto(row)}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.auth.Forget(id)
+	return resp, nil
+}
+
+// GetOrganization returns the caller's organization, limits and usage.
+func (s *Service) GetOrganization(ctx context.Context, _ *parleyv1.GetOrganizationRequest) (*parleyv1.GetOrganizationResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &parleyv1.GetOrganizationResponse{Usage: []*parleyv1.KeyUsage{}}
+	var keys []dbq.ApiKey
+	var plans []dbq.Plan
+	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		org, err := q.GetOrganization(ctx, p.OrgID)
+		if err != nil {
+			return err
+		}
+		resp.Organization = &parleyv1.Organization{
+			Id: org.ID.String(), Name: org.Name, Plan: org.Plan, CreateTime: timestamppb.New(org.CreatedAt),
+			Limits: &parleyv1.Limits{RequestsPerMinute: int64(org.RequestsPerMinute), RequestsPerDay: int64(org.RequestsPerDay)},
+		}
+		if resp.AgentCount, err = q.CountAgents(ctx, p.OrgID); err != nil {
+			return err
+		}
+		if keys, err = q.ListAPIKeys(ctx, p.OrgID); err != nil {
+			return err
+		}
+		plans, err = q.ListPlans(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if k.RevokedAt != nil {
+			continue
+		}
+		lim := limitsFor(k.Plan, plans, resp.Organization.Limits)
+		u, err := s.limits.Peek(ctx, k.ID.String(), lim)
+		if err != nil {
+			return nil, err
+		}
+		resp.Usage = append(resp.Usage, &parleyv1.KeyUsage{
+			ApiKeyId: k.ID.String(), Plan: k.Plan,
+			Limits:             &parleyv1.Limits{RequestsPerMinute: lim.PerMinute, RequestsPerDay: lim.PerDay},
+			RequestsThisMinute: u.Minute, RequestsToday: u.Day,
+		})
+	}
+	return resp, nil
+}
+
+// limitsFor mirrors GetAPIKeyByHash: enterprise keys take the organization's
+// limits, the others their plan's.
+func limitsFor(keyPlan string, plans []dbq.Plan, org *parleyv1.Limits) plan.Limits {
+	if keyPlan == plan.Enterprise {
+		return plan.Limits{PerMinute: org.RequestsPerMinute, PerDay: org.RequestsPerDay}
+	}
+	for _, p := range plans {
+		if p.ID == keyPlan {
+			return plan.Limits{PerMinute: int64(p.RequestsPerMinute), PerDay: int64(p.RequestsPerDay)}
+		}
+	}
+	return plan.Limits{}
+}
+
+// Bootstrap creates an organization and its first key, with the admin and
+// chat scopes. It is the operator's first-run path (parley admin bootstrap).
+func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgID uuid.UUID, key string, err error) {
+	if !plan.Valid(orgPlan) {
+		return uuid.Nil, "", fmt.Errorf("unknown plan %q (free, starter, pro or enterprise)", orgPlan)
+	}
+	if name == "" || len(name) > 200 {
+		return uuid.Nil, "", errors.New("the organization name must have 1 to 200 characters")
+	}
+	orgID, err = uuid.NewV7()
+	if err != nil {
+		return uuid.Nil, "", err
+	}
+	err = store.Tenant(ctx, orgID, func(q *dbq.Queries) error {
+		if _, err := q.CreateOrganization(ctx, dbq.CreateOrganizationParams{ID: orgID, Name: name, Plan: orgPlan}); err != nil {
+			return err
+		}
+		_, key, err = issue(ctx, q, orgID, orgPlan, "bootstrap", orgPlan,
+			[]string{string(auth.ScopeAdmin), string(auth.ScopeChat)}, nil)
+		return err
+	})
+	return orgID, key, err
+}
+
+// SetLimits sets an enterprise organization's limits (parley admin set-limits).
+func SetLimits(ctx context.Context, store *db.Store, org uuid.UUID, lim plan.Limits) error {
+	if lim.PerMinute <= 0 || lim.PerDay <= 0 || lim.PerMinute > 1<<31-1 || lim.PerDay > 1<<31-1 {
+		return errors.New("limits must be positive 32-bit numbers")
+	}
+	return store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		o, err := q.GetOrganization(ctx, org)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("no organization %s", org)
+		}
+		if err != nil {
+			return err
+		}
+		if o.Plan != plan.Enterprise {
+			return fmt.Errorf("organization %s is on the %s plan; only enterprise limits are set per organization", org, o.Plan)
+		}
+		pm, pd := int32(lim.PerMinute), int32(lim.PerDay)
+		_, err = q.SetOrganizationLimits(ctx, dbq.SetOrganizationLimitsParams{ID: org, RequestsPerMinute: &pm, RequestsPerDay: &pd})
+		return err
+	})
+}
+
+func keyToProto(k dbq.ApiKey) *parleyv1.ApiKey {
+	out := &parleyv1.ApiKey{
+		Id: k.ID.String(), Name: k.Name, DisplayPrefix: k.DisplayPrefix, Plan: k.Plan, Scopes: k.Scopes,
+		CreateTime: timestamppb.New(k.CreatedAt),
+	}
+	if k.ExpiresAt != nil {
+		out.ExpireTime = timestamppb.New(*k.ExpiresAt)
+	}
+	if k.LastUsedAt != nil {
+		out.LastUsedTime = timestamppb.New(*k.LastUsedAt)
+	}
+	if k.RevokedAt != nil {
+		out.RevokeTime = timestamppb.New(*k.RevokedAt)
+	}
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

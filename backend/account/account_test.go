@@ -1,0 +1,226 @@
+package account_test
+
+import (
+	"context"
+	"crypto/sha256"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/apikey"
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/dbtest"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+func keysClient(e *testenv.Env, key string) parleyv1connect.ApiKeyServiceClient {
+	return parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(key)))
+}
+
+func TestMalformedKeyIsRefusedWithoutAQuery(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	pool.Close() // any query now fails: only a refusal made before querying can be Unauthenticated
+	a := auth.NewAuthenticator(&db.Store{Pool: pool})
+	key, err := apikey.Generate()
+	require.NoError(t, err)
+	s := key.String()
+	typo := s[:10] + string("ab"[boolIndex(s[10] == 'a')]) + s[11:]
+	for _, bad := range []string{"Bearer " + typo, "Bearer " + s[:len(s)-1], "Bearer sk-abc"} {
+		_, err := a.Authenticate(context.Background(), bad)
+		require.Equal(t, apperr.Unauthenticated, apperr.CodeOf(err), "%q: %v", bad, err)
+	}
+	// The well-formed key does reach the (closed) database.
+	_, err = a.Authenticate(context.Background(), "Bearer "+s)
+	require.Equal(t, apperr.Internal, apperr.CodeOf(err), "a well-formed key must be looked up: %v", err)
+}
+
+func boolIndex(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestKeyLifecycle(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	admin := keysClient(e, e.A.Key)
+
+	created, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "ci", Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	secret := created.GetSecret()
+	_, err = apikey.Parse(secret)
+	require.NoError(t, err)
+	require.Equal(t, "pro", created.GetApiKey().GetPlan(), "default plan is the organization's")
+	require.True(t, strings.HasPrefix(secret, created.GetApiKey().GetDisplayPrefix()))
+
+	r := e.Do("GET", "/api/agents", secret, nil)
+	require.Equal(t, http.StatusOK, r.Status)
+
+	t.Run("no secret in the database", func(t *testing.T) {
+		tx, err := e.App.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.A.ID.String())
+		require.NoError(t, err)
+		rows, err := tx.Query(ctx, "SELECT row_to_json(k)::text, k.key_hash FROM api_keys k")
+		require.NoError(t, err)
+		var dump []string
+		hashes := map[[32]byte]bool{}
+		for rows.Next() {
+			var js string
+			var h []byte
+			require.NoError(t, rows.Scan(&js, &h))
+			dump = append(dump, js)
+			hashes[[32]byte(h)] = true
+		}
+		require.NoError(t, rows.Err())
+		require.Len(t, dump, 2)
+		all := strings.Join(dump, "\n")
+		for _, k := range []string{secret, e.A.Key} {
+			require.NotContains(t, all, k)
+			require.NotContains(t, all, k[len(apikey.Prefix)+6:], "the secret part of a key is stored")
+			require.True(t, hashes[sha256.Sum256([]byte(k))], "the key's SHA-256 is what is stored")
+		}
+	})
+
+	t.Run("revoked key is refused at once on this instance", func(t *testing.T) {
+		_, err := admin.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: created.GetApiKey().GetId()})
+		require.NoError(t, err)
+		r := e.Do("GET", "/api/agents", secret, nil)
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+		require.Equal(t, "UNAUTHORIZED", r.Err(t).Error.Code)
+		list, err := admin.ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+		require.NoError(t, err)
+		var found bool
+		for _, k := range list.GetApiKeys() {
+			if k.GetId() == created.GetApiKey().GetId() {
+				found = true
+				require.NotNil(t, k.GetRevokeTime())
+			}
+		}
+		require.True(t, found)
+	})
+
+	t.Run("scopes", func(t *testing.T) {
+		chatOnly, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "widget", Scopes: []string{"chat"}})
+		require.NoError(t, err)
+		r := e.Do("GET", "/api/agents", chatOnly.GetSecret(), nil)
+		require.Equal(t, http.StatusForbidden, r.Status)
+		require.Equal(t, "FORBIDDEN", r.Err(t).Error.Code)
+		_, err = keysClient(e, chatOnly.GetSecret()).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+		require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err))
+	})
+
+	t.Run("expired key", func(t *testing.T) {
+		short, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{
+			Name: "short", Scopes: []string{"admin"}, ExpireTime: timestamppb.New(time.Now().Add(1500 * time.Millisecond)),
+		})
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, e.Do("GET", "/api/agents", short.GetSecret(), nil).Status)
+		time.Sleep(1600 * time.Millisecond)
+		r := e.Do("GET", "/api/agents", short.GetSecret(), nil)
+		require.Equal(t, http.StatusUnauthorized, r.Status)
+		require.Contains(t, r.Err(t).Error.Message, "expired")
+	})
+
+	t.Run("per-plan issuance", func(t *testing.T) {
+		_, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "big", Scopes: []string{"chat"}, Plan: ptr("enterprise")})
+		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+		low, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "small", Scopes: []string{"admin"}, Plan: ptr("free")})
+		require.NoError(t, err)
+		// The free key gets the free plan's limits even in a pro organization.
+		r := e.Do("GET", "/api/agents", low.GetSecret(), nil)
+		require.Equal(t, "10", r.Header.Get("X-RateLimit-Limit"))
+	})
+
+	t.Run("another organization's key cannot be revoked", func(t *testing.T) {
+		bKeys, err := keysClient(e, e.B.Key).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+		require.NoError(t, err)
+		require.Len(t, bKeys.GetApiKeys(), 1)
+		_, err = admin.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: bKeys.GetApiKeys()[0].GetId()})
+		require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err))
+		require.Equal(t, http.StatusOK, e.Do("GET", "/api/agents", e.B.Key, nil).Status)
+	})
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func TestEnterpriseLimitsAreTheOperators(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	ent := e.Bootstrap("Big Co", plan.Enterprise)
+	r := e.Do("GET", "/api/agents", ent.Key, nil)
+	require.Equal(t, "1000", r.Header.Get("X-RateLimit-Limit"), "enterprise default before the operator sets limits")
+
+	require.NoError(t, account.SetLimits(ctx, e.App.Store, ent.ID, plan.Limits{PerMinute: 50, PerDay: 5000}))
+	require.Error(t, account.SetLimits(ctx, e.App.Store, e.A.ID, plan.Limits{PerMinute: 3, PerDay: 5}), "only enterprise limits are per organization")
+	require.Error(t, account.SetLimits(ctx, e.App.Store, ent.ID, plan.Limits{PerMinute: 0, PerDay: 5}))
+
+	// The auth cache may hold the old limits for up to auth.CacheTTL.
+	require.Eventually(t, func() bool {
+		return e.Do("GET", "/api/agents", ent.Key, nil).Header.Get("X-RateLimit-Limit") == "50"
+	}, auth.CacheTTL+2*time.Second, 200*time.Millisecond)
+
+	org, err := parleyv1connect.NewOrganizationServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(ent.Key))).
+		GetOrganization(ctx, &parleyv1.GetOrganizationRequest{})
+	require.NoError(t, err)
+	require.Equal(t, "enterprise", org.GetOrganization().GetPlan())
+	require.EqualValues(t, 50, org.GetOrganization().GetLimits().GetRequestsPerMinute())
+	require.Len(t, org.GetUsage(), 1)
+	require.EqualValues(t, 50, org.GetUsage()[0].GetLimits().GetRequestsPerMinute())
+	require.Positive(t, org.GetUsage()[0].GetRequestsThisMinute())
+}
+
+func TestRevocationReachesEveryInstanceWithin5s(t *testing.T) {
+	t.Parallel()
+	one := testenv.New(t)
+	two := testenv.NewOn(t, one.DBURL)
+	ctx := context.Background()
+	k, err := keysClient(one, one.A.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "shared", Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	// Instance two has the key in its cache.
+	require.Equal(t, http.StatusOK, two.Do("GET", "/api/agents", k.GetSecret(), nil).Status)
+	_, err = keysClient(one, one.A.Key).RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: k.GetApiKey().GetId()})
+	require.NoError(t, err)
+	revoked := time.Now()
+	for two.Do("GET", "/api/agents", k.GetSecret(), nil).Status != http.StatusUnauthorized {
+		if time.Since(revoked) > 5*time.Second {
+			t.Fatal("instance two still accepts a key revoked 5 s ago")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func TestLastUsedIsWrittenInBatches(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	for range 3 {
+		require.Equal(t, http.StatusOK, e.Do("GET", "/api/agents", e.A.Key, nil).Status)
+	}
+	list := func() *parleyv1.ApiKey {
+		l, err := keysClient(e, e.A.Key).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+		require.NoError(t, err)
+		return l.GetApiKeys()[0]
+	}
+	require.Nil(t, list().GetLastUsedTime(), "last use must not be written per request")
+	require.NoError(t, e.App.Auth.FlushLastUsed(ctx))
+	got := list().GetLastUsedTime()
+	require.NotNil(t, got)
+	require.WithinDuration(t, time.Now(), got.AsTime(), 10*time.Second)
+}

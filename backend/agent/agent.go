@@ -1,0 +1,323 @@
+// Package agent is AgentService: the agents of an organization. Every method
+// acts within the caller's organization only; an agent of another
+// organization is PermissionDenied (SPEC §5.6) and nothing of it is read
+// beyond the fact that its id exists.
+package agent
+
+import (
+	"context"
+	"errors"
+	"slices"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+)
+
+// Defaults of a new agent (SPEC §2.1).
+const (
+	DefaultModel       = "gpt-4o-mini"
+	DefaultTemperature = 0.7
+	DefaultVisibility  = "private"
+	// DefaultPageSize and MaxPageSize bound ListAgents.
+	DefaultPageSize = 20
+	MaxPageSize     = 100
+)
+
+type handler struct {
+	store *db.Store
+}
+
+var _ parleyv1connect.AgentServiceHandler = (*handler)(nil)
+
+// NewHandler returns the AgentService implementation. It expects requests
+// already validated (protovalidate) and a principal in the context.
+func NewHandler(store *db.Store) parleyv1connect.AgentServiceHandler {
+	return &handler{store: store}
+}
+
+func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequest) (*parleyv1.CreateAgentResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	params := dbq.CreateAgentParams{
+		OrgID: p.OrgID, ID: id, Name: req.GetName(), Description: req.GetDescription(),
+		Instructions: req.GetInstructions(), Model: DefaultModel, Temperature: DefaultTemperature,
+		Tools: req.GetTools(), Visibility: DefaultVisibility,
+	}
+	if req.Model != nil {
+		params.Model = req.GetModel()
+	}
+	if req.Temperature != nil {
+		params.Temperature = req.GetTemperature()
+	}
+	if req.Visibility != nil {
+		params.Visibility = req.GetVisibility()
+	}
+	if params.Tools == nil {
+		params.Tools = []string{}
+	}
+	var out *parleyv1.Agent
+	err = h.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		a, err := q.CreateAgent(ctx, params)
+		if err != nil {
+			return err
+		}
+		if err := setDatastores(ctx, q, p.OrgID, id, req.GetDatastores()); err != nil {
+			return err
+		}
+		out, err = withStats(ctx, q, a)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.CreateAgentResponse{Agent: out}, nil
+}
+
+func (h *handler) GetAgent(ctx context.Context, req *parleyv1.GetAgentRequest) (*parleyv1.GetAgentResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out *parleyv1.Agent
+	err = h.withAgent(ctx, p, req.GetId(), func(q *dbq.Queries, id uuid.UUID) error {
+		a, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: p.OrgID, ID: id})
+		if err != nil {
+			return err
+		}
+		out, err = withStats(ctx, q, a)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.GetAgentResponse{Agent: out}, nil
+}
+
+func (h *handler) ListAgents(ctx context.Context, req *parleyv1.ListAgentsRequest) (*parleyv1.ListAgentsResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	page, limit := req.GetPage(), req.GetLimit()
+	if page == 0 {
+		page = 1
+	}
+	if limit == 0 {
+		limit = DefaultPageSize
+	}
+	resp := &parleyv1.ListAgentsResponse{Page: page, Limit: limit, Agents: []*parleyv1.Agent{}}
+	err = h.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		total, err := q.CountAgents(ctx, p.OrgID)
+		if err != nil {
+			return err
+		}
+		resp.Total = total
+		rows, err := q.ListAgents(ctx, dbq.ListAgentsParams{
+			OrgID: p.OrgID, MaxRows: limit, SkipRows: (page - 1) * limit,
+		})
+		if err != nil {
+			return err
+		}
+		for _, a := range rows {
+			resp.Agents = append(resp.Agents, toProto(a, nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return resp, nil
+}
+
+func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequest) (*parleyv1.UpdateAgentResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	params := dbq.UpdateAgentParams{OrgID: p.OrgID}
+	for _, path := range req.GetUpdateMask().GetPaths() {
+		switch path {
+		case "name":
+			params.Name = ptr(req.GetName())
+		case "description":
+			params.Description = ptr(req.GetDescription())
+		case "instructions":
+			params.Instructions = ptr(req.GetInstructions())
+		case "model":
+			params.Model = ptr(req.GetModel())
+		case "temperature":
+			params.Temperature = ptr(req.GetTemperature())
+		case "tools":
+			params.Tools = append([]string{}, req.GetTools()...)
+		case "visibility":
+			params.Visibility = ptr(req.GetVisibility())
+		case "datastores":
+		default:
+			return nil, apperr.InvalidField("update_mask", "unknown path %q", path)
+		}
+	}
+	// A path named in the mask must have its value in the request: a mask of
+	// "name" with no name would otherwise blank the name.
+	if err := requireMasked(req); err != nil {
+		return nil, err
+	}
+	var out *parleyv1.Agent
+	err = h.withAgent(ctx, p, req.GetId(), func(q *dbq.Queries, id uuid.UUID) error {
+		params.ID = id
+		a, err := q.UpdateAgent(ctx, params)
+		if err != nil {
+			return err
+		}
+		if slices.Contains(req.GetUpdateMask().GetPaths(), "datastores") {
+			if err := setDatastores(ctx, q, p.OrgID, id, req.GetDatastores()); err != nil {
+				return err
+			}
+		}
+		out, err = withStats(ctx, q, a)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.UpdateAgentResponse{Agent: out}, nil
+}
+
+func requireMasked(req *parleyv1.UpdateAgentRequest) error {
+	for _, path := range req.GetUpdateMask().GetPaths() {
+		var set bool
+		switch path {
+		case "name":
+			set = req.Name != nil
+		case "description":
+			set = req.Description != nil
+		case "instructions":
+			set = req.Instructions != nil
+		case "model":
+			set = req.Model != nil
+		case "temperature":
+			set = req.Temperature != nil
+		case "visibility":
+			set = req.Visibility != nil
+		default: // tools, datastores: an empty list is a value
+			set = true
+		}
+		if !set {
+			return apperr.InvalidField(path, "named in update_mask but not given")
+		}
+	}
+	return nil
+}
+
+func (h *handler) DeleteAgent(ctx context.Context, req *parleyv1.DeleteAgentRequest) (*parleyv1.DeleteAgentResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = h.withAgent(ctx, p, req.GetId(), func(q *dbq.Queries, id uuid.UUID) error {
+		n, err := q.DeleteAgent(ctx, dbq.DeleteAgentParams{OrgID: p.OrgID, ID: id})
+		if err == nil && n == 0 {
+			return pgx.ErrNoRows
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.DeleteAgentResponse{}, nil
+}
+
+// withAgent runs fn in the caller's tenant transaction for the agent id. When
+// fn finds no row, the id is NotFound, or PermissionDenied if it is another
+// organization's agent.
+func (h *handler) withAgent(ctx context.Context, p *auth.Principal, rawID string, fn func(q *dbq.Queries, id uuid.UUID) error) error {
+	id, err := uuid.Parse(rawID)
+	if err != nil {
+		return notFound(rawID)
+	}
+	return h.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		err := fn(q, id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return db.Missing(ctx, q, "agent", "agent", id)
+		}
+		return err
+	})
+}
+
+func notFound(id string) error {
+	return apperr.New(apperr.NotFound, "agent %q not found", id)
+}
+
+// withStats is the agent's detail: the agent with its datastores and stats
+// computed from its conversations and messages.
+func withStats(ctx context.Context, q *dbq.Queries, a dbq.Agent) (*parleyv1.Agent, error) {
+	st, err := q.AgentStats(ctx, dbq.AgentStatsParams{OrgID: a.OrgID, AgentID: a.ID})
+	if err != nil {
+		return nil, err
+	}
+	ds, err := q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: a.OrgID, AgentID: a.ID})
+	if err != nil {
+		return nil, err
+	}
+	out := toProto(a, &parleyv1.AgentStats{
+		TotalConversations: st.TotalConversations, TotalMessages: st.TotalMessages, AverageRating: st.AverageRating,
+	})
+	for _, id := range ds {
+		out.Datastores = append(out.Datastores, id.String())
+	}
+	return out, nil
+}
+
+// setDatastores replaces an agent's datastores. Each must be one of the
+// organization's: another organization's is Forbidden, an unknown one
+// NotFound, and nothing is changed.
+func setDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, raw []string) error {
+	if err := q.ClearAgentDatastores(ctx, dbq.ClearAgentDatastoresParams{OrgID: org, AgentID: agent}); err != nil {
+		return err
+	}
+	for _, r := range raw {
+		id, err := uuid.Parse(r)
+		if err != nil {
+			return apperr.New(apperr.NotFound, "datastore %q not found", r)
+		}
+		if _, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id}); errors.Is(err, pgx.ErrNoRows) {
+			// SECURITY: only the organization's own datastores can be attached.
+			return db.Missing(ctx, q, "datastore", "datastore", id)
+		} else if err != nil {
+			return err
+		}
+		if err := q.AddAgentDatastore(ctx, dbq.AddAgentDatastoreParams{OrgID: org, AgentID: agent, DatastoreID: id}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func toProto(a dbq.Agent, stats *parleyv1.AgentStats) *parleyv1.Agent {
+	tools := a.Tools
+	if tools == nil {
+		tools = []string{}
+	}
+	return &parleyv1.Agent{
+		Id: a.ID.String(), Name: a.Name, Description: a.Description, Instructions: a.Instructions,
+		Model: a.Model, Temperature: a.Temperature, Tools: tools, Datastores: []string{},
+		Visibility: a.Visibility, Status: a.Status,
+		CreateTime: timestamppb.New(a.CreatedAt), UpdateTime: timestamppb.New(a.UpdatedAt),
+		Stats: stats,
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -1,0 +1,103 @@
+// Package apperr is Parley's one error vocabulary. Services return *Error
+// values; the transports (Connect and the legacy REST paths) turn them into
+// statuses with the single table in this file. Anything that is not an *Error
+// is internal: it is logged whole and the client sees a generic message, so
+// nothing from SQL or a provider leaks out.
+package apperr
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"connectrpc.com/connect"
+)
+
+// Code classifies an error.
+type Code string
+
+// The codes, each mapped once in the table below.
+const (
+	Invalid            Code = "invalid"
+	Unauthenticated    Code = "unauthenticated"
+	Forbidden          Code = "forbidden"
+	NotFound           Code = "not_found"
+	Conflict           Code = "conflict"
+	FailedPrecondition Code = "failed_precondition"
+	RateLimited        Code = "rate_limited"
+	Unavailable        Code = "unavailable"
+	Upstream           Code = "upstream"
+	Internal           Code = "internal"
+)
+
+// Mapping is how one code appears on each transport.
+type Mapping struct {
+	Connect    connect.Code
+	HTTPStatus int
+	// SpecCode is the `error.code` of the REST body (SPEC.md §7).
+	SpecCode string
+}
+
+var table = map[Code]Mapping{
+	Invalid:            {connect.CodeInvalidArgument, http.StatusBadRequest, "BAD_REQUEST"},
+	Unauthenticated:    {connect.CodeUnauthenticated, http.StatusUnauthorized, "UNAUTHORIZED"},
+	Forbidden:          {connect.CodePermissionDenied, http.StatusForbidden, "FORBIDDEN"},
+	NotFound:           {connect.CodeNotFound, http.StatusNotFound, "NOT_FOUND"},
+	Conflict:           {connect.CodeAlreadyExists, http.StatusConflict, "CONFLICT"},
+	FailedPrecondition: {connect.CodeFailedPrecondition, http.StatusUnprocessableEntity, "FAILED_PRECONDITION"},
+	RateLimited:        {connect.CodeResourceExhausted, http.StatusTooManyRequests, "RATE_LIMIT_EXCEEDED"},
+	Unavailable:        {connect.CodeUnavailable, http.StatusServiceUnavailable, "UPSTREAM_UNAVAILABLE"},
+	Upstream:           {connect.CodeUnavailable, http.StatusBadGateway, "UPSTREAM_ERROR"},
+	Internal:           {connect.CodeInternal, http.StatusInternalServerError, "INTERNAL_ERROR"},
+}
+
+// Lookup returns the transport mapping of a code; unknown codes map as Internal.
+func Lookup(c Code) Mapping {
+	if m, ok := table[c]; ok {
+		return m
+	}
+	return table[Internal]
+}
+
+// Error is a domain error whose message is safe to show to the client.
+type Error struct {
+	Code    Code
+	Message string
+	// Field names the request field at fault, for Invalid.
+	Field string
+	// RetryAfter is set for RateLimited.
+	RetryAfter time.Duration
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// New returns an error with a client-safe message.
+func New(code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// InvalidField returns an Invalid error about one request field. The message
+// starts with the field's name.
+func InvalidField(field, format string, args ...any) *Error {
+	return &Error{Code: Invalid, Field: field, Message: field + ": " + fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the code of err, Internal for anything that is not an *Error.
+func CodeOf(err error) Code {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return Internal
+}
+
+// Public returns err as an *Error safe to show to a client: internal errors
+// become a generic message.
+func Public(err error) *Error {
+	var e *Error
+	if errors.As(err, &e) && e.Code != Internal {
+		return e
+	}
+	return &Error{Code: Internal, Message: "internal error"}
+}

@@ -1,0 +1,47 @@
+package apperr
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"connectrpc.com/connect"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/protobuf/types/known/durationpb"
+)
+
+// ToConnect turns a service error into a Connect error, logging internal
+// ones. Errors that already are Connect errors (from interceptors such as
+// validation) pass through.
+func ToConnect(ctx context.Context, err error) error {
+	if err == nil {
+		return nil
+	}
+	var ce *connect.Error
+	if errors.As(err, &ce) {
+		return ce
+	}
+	if errors.Is(err, context.Canceled) {
+		return connect.NewError(connect.CodeCanceled, errors.New("request canceled"))
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return connect.NewError(connect.CodeDeadlineExceeded, errors.New("deadline exceeded"))
+	}
+	if CodeOf(err) == Internal {
+		slog.ErrorContext(ctx, "internal error", "err", err)
+	}
+	pub := Public(err)
+	out := connect.NewError(Lookup(pub.Code).Connect, errors.New(pub.Message))
+	if pub.Code == RateLimited {
+		if d, derr := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(pub.RetryAfter)}); derr == nil {
+			out.AddDetail(d)
+		}
+	}
+	if pub.Code == Invalid && pub.Field != "" {
+		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: pub.Field, Description: pub.Message}}}
+		if d, derr := connect.NewErrorDetail(br); derr == nil {
+			out.AddDetail(d)
+		}
+	}
+	return out
+}

@@ -1,0 +1,190 @@
+package auth
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/backend/apikey"
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/plan"
+)
+
+// CacheTTL bounds how long a key's record is trusted without asking the
+// database again, and so how long a revocation made on another instance takes
+// to be seen everywhere (the promise is 5 s).
+const CacheTTL = 4 * time.Second
+
+// maxCacheEntries bounds the cache against floods of well-formed unknown keys.
+const maxCacheEntries = 100_000
+
+type keyRecord struct {
+	principal *Principal // nil: no such key
+	expiresAt *time.Time
+	revoked   bool
+	fetched   time.Time
+}
+
+// Authenticator resolves keys to principals, caching each answer for CacheTTL,
+// and remembers when keys were last used without writing on every request.
+type Authenticator struct {
+	store *db.Store
+	now   func() time.Time
+
+	mu    sync.Mutex
+	cache map[apikey.Hash]keyRecord
+
+	usedMu sync.Mutex
+	used   map[uuid.UUID]lastUse // key id → last use, not yet written
+}
+
+type lastUse struct {
+	org uuid.UUID
+	at  time.Time
+}
+
+// NewAuthenticator returns an Authenticator over store.
+func NewAuthenticator(store *db.Store) *Authenticator {
+	return &Authenticator{store: store, now: time.Now, cache: map[apikey.Hash]keyRecord{}, used: map[uuid.UUID]lastUse{}}
+}
+
+// Authenticate resolves an Authorization header value. Missing, malformed,
+// unknown, expired and revoked keys are all Unauthenticated; a malformed key
+// is refused without touching the database.
+func (a *Authenticator) Authenticate(ctx context.Context, authorization string) (*Principal, error) {
+	if authorization == "" {
+		return nil, apperr.New(apperr.Unauthenticated, "missing API key: send Authorization: Bearer <key>")
+	}
+	scheme, token, ok := strings.Cut(authorization, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return nil, apperr.New(apperr.Unauthenticated, "the Authorization header must read Bearer <key>")
+	}
+	key, err := apikey.Parse(strings.TrimSpace(token))
+	if err != nil {
+		return nil, apperr.New(apperr.Unauthenticated, "invalid API key")
+	}
+	rec, err := a.lookup(ctx, key.Hash())
+	if err != nil {
+		return nil, err
+	}
+	now := a.now()
+	switch {
+	case rec.principal == nil:
+		return nil, apperr.New(apperr.Unauthenticated, "invalid API key")
+	case rec.revoked:
+		return nil, apperr.New(apperr.Unauthenticated, "API key revoked")
+	case rec.expiresAt != nil && !now.Before(*rec.expiresAt):
+		return nil, apperr.New(apperr.Unauthenticated, "API key expired")
+	}
+	a.usedMu.Lock()
+	a.used[rec.principal.KeyID] = lastUse{org: rec.principal.OrgID, at: now}
+	a.usedMu.Unlock()
+	return rec.principal, nil
+}
+
+func (a *Authenticator) lookup(ctx context.Context, h apikey.Hash) (keyRecord, error) {
+	now := a.now()
+	a.mu.Lock()
+	rec, ok := a.cache[h]
+	a.mu.Unlock()
+	if ok && now.Sub(rec.fetched) < CacheTTL {
+		return rec, nil
+	}
+	rec = keyRecord{fetched: now}
+	err := a.store.KeyHolder(ctx, h[:], func(q *dbq.Queries) error {
+		row, err := q.GetAPIKeyByHash(ctx, h[:])
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		rec.principal = &Principal{
+			OrgID: row.OrgID, KeyID: row.KeyID, Plan: row.Plan, Scopes: row.Scopes,
+			Limits: plan.Limits{PerMinute: int64(row.RequestsPerMinute), PerDay: int64(row.RequestsPerDay)},
+		}
+		rec.expiresAt = row.ExpiresAt
+		rec.revoked = row.RevokedAt != nil
+		return nil
+	})
+	if err != nil {
+		return keyRecord{}, err
+	}
+	a.mu.Lock()
+	if len(a.cache) >= maxCacheEntries {
+		clear(a.cache)
+	}
+	a.cache[h] = rec
+	a.mu.Unlock()
+	return rec, nil
+}
+
+// Forget drops a key from this instance's cache, so that a revocation made
+// here takes effect at once (other instances see it within CacheTTL).
+func (a *Authenticator) Forget(keyID uuid.UUID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for h, rec := range a.cache {
+		if rec.principal != nil && rec.principal.KeyID == keyID {
+			delete(a.cache, h)
+		}
+	}
+}
+
+// FlushLastUsed writes the last-use times gathered since the previous flush,
+// one transaction per organization.
+func (a *Authenticator) FlushLastUsed(ctx context.Context) error {
+	a.usedMu.Lock()
+	pending := a.used
+	a.used = map[uuid.UUID]lastUse{}
+	a.usedMu.Unlock()
+	type batch struct {
+		ids   []uuid.UUID
+		times []time.Time
+	}
+	byOrg := map[uuid.UUID]*batch{}
+	for id, u := range pending {
+		b := byOrg[u.org]
+		if b == nil {
+			b = &batch{}
+			byOrg[u.org] = b
+		}
+		b.ids = append(b.ids, id)
+		b.times = append(b.times, u.at)
+	}
+	var errs []error
+	for org, b := range byOrg {
+		err := a.store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			return q.TouchAPIKeys(ctx, dbq.TouchAPIKeysParams{OrgID: org, Ids: b.ids, UsedAt: b.times})
+		})
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// RunLastUsedFlusher flushes every interval until ctx ends, then once more.
+func (a *Authenticator) RunLastUsedFlusher(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			if err := a.FlushLastUsed(context.WithoutCancel(ctx)); err != nil {
+				slog.Error("writing API key last use", "err", err)
+			}
+			return
+		case <-t.C:
+			if err := a.FlushLastUsed(ctx); err != nil {
+				slog.Error("writing API key last use", "err", err)
+			}
+		}
+	}
+}

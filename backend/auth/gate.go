@@ -1,0 +1,61 @@
+package auth
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/ratelimit"
+)
+
+// Gate admits requests: authentication, then the key's rate limits, then its
+// scope. A request refused for its scope still counts against the key.
+type Gate struct {
+	Auth   *Authenticator
+	Limits *ratelimit.Limiter
+	Now    func() time.Time
+}
+
+// Admission is the result of Admit: the principal, and the rate-limit state
+// to report in response headers (also when the request is refused for it).
+type Admission struct {
+	Principal *Principal
+	Rate      *ratelimit.Result
+}
+
+// Admit authenticates the Authorization header value, counts the request and
+// checks that the key carries scope.
+func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope) (Admission, error) {
+	p, err := g.Auth.Authenticate(ctx, authorization)
+	if err != nil {
+		return Admission{}, err
+	}
+	res, err := g.Limits.Allow(ctx, p.KeyID.String(), p.Limits)
+	if err != nil {
+		return Admission{}, err
+	}
+	adm := Admission{Principal: p, Rate: &res}
+	if !res.Allowed {
+		return adm, g.Refusal(res)
+	}
+	// SECURITY: the key must carry the scope of the operation.
+	if !p.Has(scope) {
+		return adm, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
+	}
+	return adm, nil
+}
+
+// Refusal is the error for a request res refused.
+func (g *Gate) Refusal(res ratelimit.Result) error {
+	now := time.Now
+	if g.Now != nil {
+		now = g.Now
+	}
+	retry := res.RetryAfter(now())
+	return &apperr.Error{
+		Code:       apperr.RateLimited,
+		Message:    fmt.Sprintf("rate limit exceeded: %d requests allowed; retry after %d seconds", res.Limit, int64(retry/time.Second)),
+		RetryAfter: retry,
+	}
+}

@@ -1,0 +1,126 @@
+// Package chat runs one turn of a conversation with an agent: it admits the
+// caller (an API key of the agent's organization, or a visitor of a public
+// agent), keeps the conversation and its history, calls the model the agent
+// (or the request) names, streams the reply, and stores both messages with
+// usage, model, provider and latency. Connect handlers and the REST paths
+// both call it.
+//
+// It must never join a conversation of another agent, visitor or
+// organization, and never log message contents.
+package chat
+
+import (
+	"context"
+	"errors"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/ratelimit"
+)
+
+// Caller is who sends a request, as the transport sees it.
+type Caller struct {
+	// Authorization is the header's value, empty when none was sent.
+	Authorization string
+	// ClientIP is the peer's address, for public agents' per-IP limits.
+	ClientIP string
+}
+
+// Admitted is a request let through to an agent.
+type Admitted struct {
+	Agent dbq.Agent
+	// Principal is the key's, nil for a visitor of a public agent.
+	Principal *auth.Principal
+	// Rate is the rate-limit state to report.
+	Rate *ratelimit.Result
+}
+
+// OrgID is the agent's organization.
+func (a *Admitted) OrgID() uuid.UUID { return a.Agent.OrgID }
+
+// Admitter decides who may talk to which agent.
+type Admitter struct {
+	Store  *db.Store
+	Gate   *auth.Gate
+	Limits *ratelimit.Limiter
+}
+
+// Admit lets a caller reach an agent. With a key, the key must be valid,
+// carry the chat scope and belong to the agent's organization (403
+// otherwise). Without one, the agent must be public (401 for a private
+// agent) and visitorID is required; limits then count per visitor and per
+// client IP on the owner's plan. The returned Admitted carries the rate state
+// even when err is a rate-limit refusal.
+func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID string) (*Admitted, error) {
+	id, err := uuid.Parse(agentID)
+	if err != nil {
+		return nil, apperr.New(apperr.NotFound, "agent %q not found", agentID)
+	}
+	if c.Authorization != "" {
+		adm, err := a.Gate.Admit(ctx, c.Authorization, auth.ScopeChat)
+		if err != nil {
+			return &Admitted{Rate: adm.Rate}, err
+		}
+		out := &Admitted{Principal: adm.Principal, Rate: adm.Rate}
+		err = a.Store.Tenant(ctx, adm.Principal.OrgID, func(q *dbq.Queries) error {
+			ag, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: adm.Principal.OrgID, ID: id})
+			if errors.Is(err, pgx.ErrNoRows) {
+				// SECURITY: a key of another organization learns only that the agent exists.
+				return db.Missing(ctx, q, "agent", "agent", id)
+			}
+			out.Agent = ag
+			return err
+		})
+		if err != nil {
+			return out, err
+		}
+		return out, nil
+	}
+
+	var row dbq.GetPublicAgentRow
+	err = a.Store.PublicAgent(ctx, id, func(q *dbq.Queries) error {
+		var err error
+		row, err = q.GetPublicAgent(ctx, id)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		exists, xerr := q.ResourceExists(ctx, dbq.ResourceExistsParams{ID: id, Kind: "agent"})
+		if xerr != nil {
+			return xerr
+		}
+		if exists {
+			// SECURITY: a private agent needs its organization's key.
+			return apperr.New(apperr.Unauthenticated, "agent %s is private: send Authorization: Bearer <API key>", id)
+		}
+		return apperr.New(apperr.NotFound, "agent %q not found", agentID)
+	})
+	if err != nil {
+		return nil, err
+	}
+	if visitorID == "" {
+		return nil, apperr.InvalidField("visitor_id", "required for public agents")
+	}
+	out := &Admitted{Agent: dbq.Agent{
+		OrgID: row.OrgID, ID: row.ID, Name: row.Name, Description: row.Description, Instructions: row.Instructions,
+		Model: row.Model, Temperature: row.Temperature, Tools: row.Tools, Visibility: row.Visibility,
+		Status: row.Status, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+	}}
+	lim := plan.Limits{PerMinute: int64(row.OrgRequestsPerMinute), PerDay: int64(row.OrgRequestsPerDay)}
+	for _, key := range []string{"pub:" + id.String() + ":v:" + visitorID, "pub:" + id.String() + ":ip:" + c.ClientIP} {
+		res, err := a.Limits.Allow(ctx, key, lim)
+		if err != nil {
+			return nil, err
+		}
+		out.Rate = &res
+		if !res.Allowed {
+			return out, a.Gate.Refusal(res)
+		}
+	}
+	return out, nil
+}

@@ -1,0 +1,517 @@
+package chat_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/server"
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+type fixture struct {
+	*testenv.Env
+	fake    *testenv.FakeProvider
+	private string // an agent of A, private
+	public  string // an agent of A, public
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake))
+	f := &fixture{Env: e, fake: fake}
+	f.private = f.agent(t, `{"name":"Private","instructions":"You are private.","temperature":0.25}`)
+	f.public = f.agent(t, `{"name":"Public","instructions":"You are public.","visibility":"public","model":"gpt-4o"}`)
+	return f
+}
+
+func (f *fixture) agent(t *testing.T, body string) string {
+	t.Helper()
+	r := f.Do("POST", "/api/agents", f.A.Key, body)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	return a.ID
+}
+
+func bearer(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }
+
+type reply struct {
+	Answer, Response, ConversationID, MessageID, VisitorID string
+	Sources                                                []map[string]any
+	Usage                                                  struct {
+		PromptTokens, CompletionTokens, TotalTokens, Tokens int64
+		Cost                                                float64
+	}
+	Metadata struct {
+		Model, Provider string
+		Latency         *int64
+	}
+}
+
+func (f *fixture) chat(t *testing.T, agent, key, body string) (int, reply, testenv.Response) {
+	t.Helper()
+	r := f.Do("POST", "/api/v2/agent/"+agent+"/chat", key, body)
+	var rep reply
+	if r.Status == 200 {
+		r.JSON(t, &rep)
+	}
+	return r.Status, rep, r
+}
+
+// promptOf is the messages the fake provider received in call i (0-based).
+func promptOf(t *testing.T, fake *testenv.FakeProvider, i int) []map[string]any {
+	t.Helper()
+	reqs := fake.Requests()
+	require.Greater(t, len(reqs), i)
+	var out []map[string]any
+	for _, m := range reqs[i]["messages"].([]any) {
+		out = append(out, m.(map[string]any))
+	}
+	return out
+}
+
+func TestChatJSON(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	status, rep, raw := f.chat(t, f.private, f.A.Key, `{"query":"Hi there","conversationId":"conv-1","channel":"website"}`)
+	require.Equal(t, 200, status, "%s", raw.Body)
+	require.Equal(t, "Hello from the fake model.", rep.Answer)
+	require.Equal(t, rep.Answer, rep.Response)
+	require.Equal(t, "conv-1", rep.ConversationID)
+	require.NotEmpty(t, rep.MessageID)
+	require.Equal(t, []map[string]any{}, rep.Sources)
+	require.EqualValues(t, 11, rep.Usage.PromptTokens)
+	require.EqualValues(t, 5, rep.Usage.CompletionTokens)
+	require.EqualValues(t, 16, rep.Usage.TotalTokens)
+	require.EqualValues(t, 16, rep.Usage.Tokens)
+	require.InDelta(t, (11*1+5*2)/1e6, rep.Usage.Cost, 1e-12)
+	require.Equal(t, "gpt-4o-mini", rep.Metadata.Model)
+	require.Equal(t, "openai", rep.Metadata.Provider)
+	require.NotNil(t, rep.Metadata.Latency)
+	require.NotEmpty(t, raw.Header.Get("X-RateLimit-Limit"))
+
+	body := f.fake.Requests()[0]
+	require.Equal(t, "fake-gpt-4o-mini", body["model"])
+	require.Equal(t, 0.25, body["temperature"], "the agent's temperature")
+	msgs := promptOf(t, f.fake, 0)
+	require.Equal(t, "system", msgs[0]["role"])
+	require.Equal(t, "You are private.", msgs[0]["content"])
+	require.Equal(t, "Hi there", msgs[len(msgs)-1]["content"])
+
+	// selectedModel overrides the model for one turn; message is query's alias.
+	status, rep, raw = f.chat(t, f.private, f.A.Key, `{"message":"Again","conversationId":"conv-1","selectedModel":"gemini-1-5-pro","temperature":0.9,"modelName":"x","systemPrompt":"ignored","maxTokens":5}`)
+	require.Equal(t, 200, status, "%s", raw.Body)
+	require.Equal(t, "gemini-1-5-pro", rep.Metadata.Model)
+	require.Equal(t, "fake-gemini-1-5-pro", f.fake.Requests()[1]["model"])
+	require.Equal(t, 0.25, f.fake.Requests()[1]["temperature"], "a legacy temperature field is ignored")
+}
+
+func TestContinuationAndIsolation(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	turn := func(agent, key, body string) reply {
+		status, rep, raw := f.chat(t, agent, key, body)
+		require.Equal(t, 200, status, "%s", raw.Body)
+		return rep
+	}
+	turn(f.public, "", `{"query":"My name is Ada","conversationId":"shared-id","visitorId":"ada"}`)
+	rep := turn(f.public, "", `{"query":"What is my name?","conversationId":"shared-id","visitorId":"ada"}`)
+	require.Equal(t, "shared-id", rep.ConversationID)
+	second := promptOf(t, f.fake, 1)
+	var contents []string
+	for _, m := range second {
+		contents = append(contents, fmt.Sprint(m["role"], ": ", m["content"]))
+	}
+	require.Equal(t, []string{
+		"system: You are public.", "user: My name is Ada", "assistant: Hello from the fake model.", "user: What is my name?",
+	}, contents, "the second turn's prompt holds the first")
+
+	// Another visitor naming Ada's conversation gets a new one, with nothing of Ada's.
+	rep = turn(f.public, "", `{"query":"Who was here?","conversationId":"shared-id","visitorId":"eve"}`)
+	require.NotEqual(t, "shared-id", rep.ConversationID)
+	for _, m := range promptOf(t, f.fake, 2) {
+		require.NotContains(t, fmt.Sprint(m["content"]), "Ada")
+	}
+	// Another agent of the same organization naming it: also a new one.
+	rep = turn(f.private, f.A.Key, `{"query":"Hello?","conversationId":"shared-id"}`)
+	require.NotEqual(t, "shared-id", rep.ConversationID)
+	require.Len(t, promptOf(t, f.fake, 3), 2, "system + this message only")
+	// Ada continues hers undisturbed.
+	rep = turn(f.public, "", `{"query":"Still me","conversationId":"shared-id","visitorId":"ada"}`)
+	require.Equal(t, "shared-id", rep.ConversationID)
+	require.Len(t, promptOf(t, f.fake, 4), 6)
+
+	// Another organization may use the same id: its own namespace, its own conversation.
+	other := f.agentOf(t, f.B.Key)
+	rep = turn(other, f.B.Key, `{"query":"Hi","conversationId":"shared-id"}`)
+	require.Equal(t, "shared-id", rep.ConversationID)
+	require.Len(t, promptOf(t, f.fake, 5), 2)
+}
+
+func (f *fixture) agentOf(t *testing.T, key string) string {
+	r := f.Do("POST", "/api/agents", key, `{"name":"B","instructions":"B's"}`)
+	require.Equal(t, http.StatusCreated, r.Status)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	return a.ID
+}
+
+func TestSSESpecDialect(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	resp := f.Post("/api/v2/agent/"+f.private+"/chat", bearer(f.A.Key), `{"query":"Hi","conversationId":"s1","streaming":true}`)
+	defer resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "text/event-stream", resp.Header.Get("Content-Type"))
+	require.Equal(t, "no-cache", resp.Header.Get("Cache-Control"))
+	require.Equal(t, "no", resp.Header.Get("X-Accel-Buffering"))
+	events := testenv.ReadSSE(t, resp.Body)
+	require.Equal(t, "[DONE]", events[len(events)-1].Data)
+	var text strings.Builder
+	var done map[string]any
+	for _, ev := range events[:len(events)-1] {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(ev.Data), &m), ev.Data)
+		switch m["type"] {
+		case "token":
+			require.Nil(t, done, "a token after done")
+			text.WriteString(m["value"].(string))
+		case "done":
+			done = m
+		default:
+			t.Fatalf("unexpected event %v", m)
+		}
+	}
+	require.Equal(t, "Hello from the fake model.", text.String())
+	require.NotNil(t, done)
+	require.Equal(t, "s1", done["conversationId"])
+	require.NotEmpty(t, done["messageId"])
+	require.EqualValues(t, 16, done["usage"].(map[string]any)["totalTokens"])
+	require.Equal(t, "openai", done["metadata"].(map[string]any)["provider"])
+
+	// Accept alone asks for the stream when the body says nothing.
+	resp2 := f.Post("/api/v2/agent/"+f.private+"/chat", map[string]string{"Authorization": "Bearer " + f.A.Key, "Accept": "text/event-stream"}, `{"query":"Hi","conversationId":"s1"}`)
+	defer resp2.Body.Close()
+	require.Equal(t, "text/event-stream", resp2.Header.Get("Content-Type"))
+	// ...and streaming:false wins over Accept.
+	resp3 := f.Post("/api/v2/agent/"+f.private+"/chat", map[string]string{"Authorization": "Bearer " + f.A.Key, "Accept": "text/event-stream"}, `{"query":"Hi","conversationId":"s1","streaming":false}`)
+	defer resp3.Body.Close()
+	require.Contains(t, resp3.Header.Get("Content-Type"), "application/json")
+}
+
+func TestSSETextDialect(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	resp := f.Post("/api/v2/agent/"+f.private+"/chat?streamFormat=text", bearer(f.A.Key), `{"query":"Hi","conversationId":"t1","streaming":true}`)
+	defer resp.Body.Close()
+	events := testenv.ReadSSE(t, resp.Body)
+	require.Equal(t, "[DONE]", events[len(events)-1].Data)
+	var text strings.Builder
+	for _, ev := range events[:len(events)-1] {
+		var m map[string]any
+		require.NoError(t, json.Unmarshal([]byte(ev.Data), &m))
+		if m["type"] == "text" {
+			text.WriteString(m["text"].(string))
+		}
+		require.NotEqual(t, "token", m["type"])
+	}
+	require.Equal(t, "Hello from the fake model.", text.String())
+}
+
+func TestLegacyV1(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	r := f.Do("POST", "/api/agents/"+f.public+"/query", "", `{"query":"Hi"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Equal(t, "true", r.Header.Get("Deprecation"))
+	require.Equal(t, `</api/v2/agent/`+f.public+`/chat>; rel="successor-version"`, r.Header.Get("Link"))
+	var v1 struct {
+		Answer, ConversationID, VisitorID, MessageID string
+		Sources                                      []any
+	}
+	r.JSON(t, &v1)
+	require.Equal(t, "Hello from the fake model.", v1.Answer)
+	require.NotEmpty(t, v1.ConversationID)
+	require.NotEmpty(t, v1.VisitorID, "v1 makes a visitor id when none is sent")
+	require.NotEmpty(t, v1.MessageID)
+	require.NotNil(t, v1.Sources)
+
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"50% off", " & more\n", "ünïcode"}}
+	}
+	resp := f.Post("/agents/"+f.private+"/query", bearer(f.A.Key), `{"query":"Deals?","conversationId":"v1c","streaming":true}`)
+	defer resp.Body.Close()
+	require.Equal(t, "true", resp.Header.Get("Deprecation"))
+	events := testenv.ReadSSE(t, resp.Body)
+	var text strings.Builder
+	var final map[string]any
+	for _, ev := range events {
+		switch ev.Type {
+		case "answer":
+			chunk, err := url.PathUnescape(ev.Data)
+			require.NoError(t, err)
+			text.WriteString(chunk)
+		case "endpoint_response":
+			require.NoError(t, json.Unmarshal([]byte(ev.Data), &final))
+		}
+	}
+	require.Equal(t, "[DONE]", events[len(events)-1].Data)
+	require.Equal(t, "50% off & more\nünïcode", text.String())
+	require.Equal(t, text.String(), final["answer"])
+	require.Equal(t, "v1c", final["conversationId"])
+}
+
+func TestChatOverConnectAndGRPC(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	ctx := context.Background()
+	c := parleyv1connect.NewChatServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.A.Key)))
+	resp, err := c.Chat(ctx, &parleyv1.ChatRequest{AgentId: f.private, Query: "Hi", ConversationId: "rpc-1"})
+	require.NoError(t, err)
+	require.Equal(t, "Hello from the fake model.", resp.GetAnswer())
+	require.Equal(t, "openai", resp.GetMetadata().GetProvider())
+
+	collect := func(next func() bool, msg func() *parleyv1.ChatStreamResponse) (string, *parleyv1.ChatResponse) {
+		var text strings.Builder
+		var done *parleyv1.ChatResponse
+		for next() {
+			switch e := msg().GetEvent().(type) {
+			case *parleyv1.ChatStreamResponse_Token:
+				text.WriteString(e.Token)
+			case *parleyv1.ChatStreamResponse_Done:
+				done = e.Done
+			}
+		}
+		return text.String(), done
+	}
+	for _, opt := range []struct {
+		name   string
+		client *http.Client
+		opts   []connect.ClientOption
+	}{
+		{"connect", http.DefaultClient, nil},
+		{"grpc-web", http.DefaultClient, []connect.ClientOption{connect.WithGRPCWeb()}},
+		{"grpc via connect-go", testenv.H2C(), []connect.ClientOption{connect.WithGRPC()}},
+	} {
+		t.Run(opt.name+" stream", func(t *testing.T) {
+			c := parleyv1connect.NewChatServiceClient(opt.client, f.URL, append(opt.opts, connect.WithInterceptors(testenv.Bearer(f.A.Key)))...)
+			stream, err := c.ChatStream(ctx, &parleyv1.ChatRequest{AgentId: f.public, Query: "Hi", ConversationId: "rpc-s", VisitorId: "v"})
+			require.NoError(t, err)
+			text, done := collect(stream.Receive, stream.Msg)
+			require.NoError(t, stream.Err())
+			require.Equal(t, "Hello from the fake model.", text)
+			require.NotNil(t, done)
+			require.Equal(t, "gpt-4o", done.GetMetadata().GetModel())
+		})
+	}
+	t.Run("grpc-go stream", func(t *testing.T) {
+		conn, err := grpc.NewClient(strings.TrimPrefix(f.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+		require.NoError(t, err)
+		defer conn.Close()
+		gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.A.Key)
+		s, err := conn.NewStream(gctx, &grpc.StreamDesc{ServerStreams: true}, "/parley.v1.ChatService/ChatStream")
+		require.NoError(t, err)
+		require.NoError(t, s.SendMsg(&parleyv1.ChatRequest{AgentId: f.private, Query: "Hi", ConversationId: "grpc-go"}))
+		require.NoError(t, s.CloseSend())
+		var text strings.Builder
+		var done bool
+		for {
+			m := new(parleyv1.ChatStreamResponse)
+			if err := s.RecvMsg(m); err == io.EOF {
+				break
+			} else {
+				require.NoError(t, err)
+			}
+			text.WriteString(m.GetToken())
+			done = done || m.GetDone() != nil
+		}
+		require.Equal(t, "Hello from the fake model.", text.String())
+		require.True(t, done)
+	})
+}
+
+func TestChatRules(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	chatOnlyB := f.B.Key
+	cases := []struct {
+		name, agent, key, body string
+		status                 int
+		code, field            string
+	}{
+		{"query missing", f.private, f.A.Key, `{"conversationId":"c"}`, 400, "BAD_REQUEST", "query"},
+		{"conversationId missing", f.private, f.A.Key, `{"query":"q"}`, 400, "BAD_REQUEST", "conversationId"},
+		{"query wrong type", f.private, f.A.Key, `{"query":5,"conversationId":"c"}`, 400, "BAD_REQUEST", "query"},
+		{"streaming wrong type", f.private, f.A.Key, `{"query":"q","conversationId":"c","streaming":"yes"}`, 400, "BAD_REQUEST", "streaming"},
+		{"channel", f.private, f.A.Key, `{"query":"q","conversationId":"c","channel":"fax"}`, 400, "BAD_REQUEST", "channel"},
+		{"email", f.private, f.A.Key, `{"query":"q","conversationId":"c","contact":{"email":"not-an-email"}}`, 400, "BAD_REQUEST", "contact.email"},
+		{"phone", f.private, f.A.Key, `{"query":"q","conversationId":"c","contact":{"phoneNumber":"0612345678"}}`, 400, "BAD_REQUEST", "contact.phoneNumber"},
+		{"attachment url", f.private, f.A.Key, `{"query":"q","conversationId":"c","attachments":[{"url":"file:///etc/passwd"}]}`, 400, "BAD_REQUEST", "attachments[0].url"},
+		{"attachment without url", f.private, f.A.Key, `{"query":"q","conversationId":"c","attachments":[{"name":"x"}]}`, 400, "BAD_REQUEST", "attachments[0].url"},
+		{"selectedModel", f.private, f.A.Key, `{"query":"q","conversationId":"c","selectedModel":"gpt-5"}`, 400, "BAD_REQUEST", "selectedModel"},
+		{"visitorId on public", f.public, "", `{"query":"q","conversationId":"c"}`, 400, "BAD_REQUEST", "visitorId"},
+		{"unknown agent", "01a200f2-0000-7000-8000-000000000000", f.A.Key, `{"query":"q","conversationId":"c"}`, 404, "NOT_FOUND", ""},
+		{"unknown agent, no key", "nope", "", `{"query":"q","conversationId":"c","visitorId":"v"}`, 404, "NOT_FOUND", ""},
+		{"private without key", f.private, "", `{"query":"q","conversationId":"c","visitorId":"v"}`, 401, "UNAUTHORIZED", ""},
+		{"private with bad key", f.private, "prly_nope", `{"query":"q","conversationId":"c"}`, 401, "UNAUTHORIZED", ""},
+		{"another organization's key", f.private, chatOnlyB, `{"query":"q","conversationId":"c"}`, 403, "FORBIDDEN", ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := f.Do("POST", "/api/v2/agent/"+tc.agent+"/chat", tc.key, tc.body)
+			require.Equal(t, tc.status, r.Status, "%s", r.Body)
+			eb := r.Err(t)
+			require.Equal(t, tc.code, eb.Error.Code)
+			require.Equal(t, tc.field, eb.Error.Field)
+		})
+	}
+	require.Empty(t, f.fake.Requests(), "no refused request reached the model")
+
+	t.Run("a key without the chat scope", func(t *testing.T) {
+		keys := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.A.Key)))
+		k, err := keys.CreateApiKey(context.Background(), &parleyv1.CreateApiKeyRequest{Name: "admin only", Scopes: []string{"admin"}})
+		require.NoError(t, err)
+		r := f.Do("POST", "/api/v2/agent/"+f.private+"/chat", k.GetSecret(), `{"query":"q","conversationId":"c"}`)
+		require.Equal(t, 403, r.Status)
+	})
+
+	t.Run("over Connect", func(t *testing.T) {
+		ctx := context.Background()
+		anon := parleyv1connect.NewChatServiceClient(http.DefaultClient, f.URL)
+		_, err := anon.Chat(ctx, &parleyv1.ChatRequest{AgentId: f.private, Query: "q", ConversationId: "c", VisitorId: "v"})
+		require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err))
+		_, err = anon.Chat(ctx, &parleyv1.ChatRequest{AgentId: f.private, ConversationId: "c"})
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err))
+		_, err = anon.Chat(ctx, &parleyv1.ChatRequest{AgentId: "01a200f2-0000-7000-8000-000000000000", Query: "q", ConversationId: "c", VisitorId: "v"})
+		require.Equal(t, connect.CodeNotFound, connect.CodeOf(err))
+		b := parleyv1connect.NewChatServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.B.Key)))
+		_, err = b.Chat(ctx, &parleyv1.ChatRequest{AgentId: f.private, Query: "q", ConversationId: "c"})
+		require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err))
+	})
+}
+
+func TestPublicAgentLimitsPerVisitorAndIP(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake))
+	free := e.Bootstrap("Free", "free")
+	r := e.Do("POST", "/api/agents", free.Key, `{"name":"Pub","instructions":"i","visibility":"public"}`)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	ok := 0
+	for i := range 12 {
+		r := e.Do("POST", "/api/v2/agent/"+a.ID+"/chat", "", fmt.Sprintf(`{"query":"q","conversationId":"c%d","visitorId":"v%d"}`, i, i%2))
+		switch r.Status {
+		case 200:
+			ok++
+		case 429:
+			eb := r.Err(t)
+			require.Equal(t, "RATE_LIMIT_EXCEEDED", eb.Error.Code)
+			require.NotNil(t, eb.Error.RetryAfter)
+		default:
+			t.Fatalf("status %d: %s", r.Status, r.Body)
+		}
+	}
+	// Two visitors, one IP: the per-IP count on the owner's free plan (10/min) decides.
+	require.Equal(t, 10, ok)
+	c := parleyv1connect.NewChatServiceClient(http.DefaultClient, e.URL)
+	_, err := c.Chat(context.Background(), &parleyv1.ChatRequest{AgentId: a.ID, Query: "q", ConversationId: "x", VisitorId: "v9"})
+	require.Equal(t, connect.CodeResourceExhausted, connect.CodeOf(err))
+}
+
+func TestProviderFailures(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply { return testenv.FakeReply{Status: 500} }
+	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"fail-1"}`)
+	require.Equal(t, http.StatusBadGateway, status, "%s", raw.Body)
+	require.Equal(t, "UPSTREAM_ERROR", raw.Err(t).Error.Code)
+	require.NotContains(t, string(raw.Body), f.fake.URL)
+
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply { return testenv.FakeReply{Status: 429} }
+	status, _, raw = f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"fail-2","streaming":true}`)
+	require.Equal(t, http.StatusServiceUnavailable, status, "before any token, a stream fails with a status: %s", raw.Body)
+	require.Equal(t, "UPSTREAM_UNAVAILABLE", raw.Err(t).Error.Code)
+
+	// After tokens went out: an error event, then [DONE]; the partial answer is stored as incomplete.
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " finished"}, CutAfter: 2}
+	}
+	resp := f.Post("/api/v2/agent/"+f.private+"/chat", bearer(f.A.Key), `{"query":"q","conversationId":"fail-3","streaming":true}`)
+	defer resp.Body.Close()
+	events := testenv.ReadSSE(t, resp.Body)
+	var types []string
+	for _, ev := range events {
+		var m map[string]any
+		if json.Unmarshal([]byte(ev.Data), &m) == nil {
+			types = append(types, fmt.Sprint(m["type"]))
+		} else {
+			types = append(types, ev.Data)
+		}
+	}
+	require.Equal(t, []string{"token", "token", "error", "[DONE]"}, types)
+	content, incomplete := lastAnswer(t, f, "fail-3")
+	require.Equal(t, "Partial answer", content)
+	require.True(t, incomplete)
+}
+
+// lastAnswer reads the stored assistant message of a conversation of A.
+func lastAnswer(t *testing.T, f *fixture, conv string) (string, bool) {
+	t.Helper()
+	ctx := context.Background()
+	var content string
+	var incomplete bool
+	require.Eventually(t, func() bool {
+		tx, err := f.App.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
+		require.NoError(t, err)
+		err = tx.QueryRow(ctx, `SELECT content, incomplete FROM messages WHERE conversation_id = $1 AND role = 'assistant'
+			ORDER BY created_at DESC, id DESC LIMIT 1`, conv).Scan(&content, &incomplete)
+		return err == nil
+	}, 5*time.Second, 50*time.Millisecond, "no assistant message stored for %s", conv)
+	return content, incomplete
+}
+
+func TestHistoryFitsTheModelsBudget(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, func(c *server.Config) {
+		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
+		// A tiny context window: 4096 for the answer leaves room for about 200
+		// tokens of history.
+		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: 4096 + 220})
+	})
+	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"n","instructions":"i"}`)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	long := strings.Repeat("word ", 60) // about 60 tokens a message
+	for i := range 4 {
+		r := e.Do("POST", "/api/v2/agent/"+a.ID+"/chat", e.A.Key, fmt.Sprintf(`{"query":"%d %s","conversationId":"budget"}`, i, long))
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+	}
+	last := fake.Requests()[3]["messages"].([]any)
+	// system + the newest history that fits + the question: not all 6 past messages.
+	require.Less(t, len(last), 1+6+1)
+	require.Greater(t, len(last), 2, "some history fits")
+	lastHist := last[len(last)-2].(map[string]any)
+	require.Equal(t, "assistant", lastHist["role"], "the newest history is kept first")
+}

@@ -1,0 +1,229 @@
+// Command parley is the Parley service: `parley serve` runs the API,
+// `parley migrate` applies the schema, `parley admin ...` are operator tasks.
+// Run `parley help` for the list.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/google/uuid"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/server"
+)
+
+const usage = `parley: hosts AI agents.
+
+Usage:
+  parley serve [flags]        run the API server (parley serve --help)
+  parley worker [flags]       run ingestion jobs only (same flags as serve; no HTTP)
+  parley migrate [flags]      apply pending database migrations
+  parley admin bootstrap --org NAME --plan free|starter|pro|enterprise [--json]
+                              create an organization and its first admin+chat API key
+  parley admin set-limits --org ID --per-minute N --per-day N
+                              set an enterprise organization's rate limits
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "parley:", err)
+		}
+		os.Exit(2)
+	}
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("no command given")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(ctx, args[1:], stderr)
+	case "worker":
+		return worker(ctx, args[1:], stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], stderr)
+	case "admin":
+		if len(args) < 2 {
+			fmt.Fprint(stderr, usage)
+			return errors.New("admin needs a subcommand")
+		}
+		switch args[1] {
+		case "bootstrap":
+			return bootstrap(ctx, args[2:], stdout, stderr)
+		case "set-limits":
+			return setLimits(ctx, args[2:], stdout, stderr)
+		}
+		return fmt.Errorf("unknown admin command %q", args[1])
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func setupLogging(level string, w io.Writer) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return fmt.Errorf("log level %q: use debug, info, warn or error", level)
+	}
+	slog.SetDefault(slog.New(server.LogHandler{Handler: slog.NewJSONHandler(w, &slog.HandlerOptions{Level: l})}))
+	return nil
+}
+
+func serve(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg server.Config
+	cfg.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
+		return err
+	}
+	app, err := server.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	ln, err := net.Listen("tcp", cfg.Addr)
+	if err != nil {
+		return err
+	}
+	return app.Serve(ctx, ln)
+}
+
+// worker runs ingestion jobs without serving HTTP, to scale them apart.
+func worker(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley worker", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg server.Config
+	cfg.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	cfg.Workers = true
+	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
+		return err
+	}
+	app, err := server.New(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	defer app.Close()
+	slog.Info("running ingestion jobs")
+	return app.RunWorkers(ctx)
+}
+
+// dbFlags registers --database-url with the same default as serve.
+func dbFlags(fs *flag.FlagSet) *string {
+	var cfg server.Config
+	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
+	return fs.String("database-url", cfg.DatabaseURL, "Postgres URL (PARLEY_DATABASE_URL or DATABASE_URL)")
+}
+
+func migrate(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley migrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	res, err := db.Migrate(ctx, *url)
+	if err != nil {
+		return err
+	}
+	for _, r := range res {
+		fmt.Fprintf(stderr, "applied %s in %s\n", r.Source.Path, r.Duration)
+	}
+	fmt.Fprintf(stderr, "database is up to date (%d applied now)\n", len(res))
+	return nil
+}
+
+func openStore(ctx context.Context, url string) (*db.Store, func(), error) {
+	if _, err := db.Migrate(ctx, url); err != nil {
+		return nil, nil, fmt.Errorf("migrate: %w", err)
+	}
+	pool, err := db.Open(ctx, url, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	return &db.Store{Pool: pool}, pool.Close, nil
+}
+
+func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley admin bootstrap", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	org := fs.String("org", "", "organization name (required)")
+	p := fs.String("plan", plan.Free, "plan: free, starter, pro or enterprise")
+	asJSON := fs.Bool("json", false, `print exactly {"organizationId":"...","apiKey":"..."}`)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if strings.TrimSpace(*org) == "" {
+		return errors.New("--org is required")
+	}
+	store, closeFn, err := openStore(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	id, key, err := account.Bootstrap(ctx, store, *org, *p)
+	if err != nil {
+		return err
+	}
+	if *asJSON {
+		return json.NewEncoder(stdout).Encode(struct {
+			OrganizationID string `json:"organizationId"`
+			APIKey         string `json:"apiKey"`
+		}{id.String(), key})
+	}
+	fmt.Fprintf(stdout, "organization %s (%s plan)\nAPI key (shown once, keep it): %s\n", id, *p, key)
+	return nil
+}
+
+func setLimits(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley admin set-limits", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	org := fs.String("org", "", "organization id (required)")
+	perMinute := fs.Int64("per-minute", 0, "requests per minute per key")
+	perDay := fs.Int64("per-day", 0, "requests per day per key")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := uuid.Parse(*org)
+	if err != nil {
+		return fmt.Errorf("--org %q is not an organization id", *org)
+	}
+	store, closeFn, err := openStore(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	if err := account.SetLimits(ctx, store, id, plan.Limits{PerMinute: *perMinute, PerDay: *perDay}); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "organization %s: %d requests per minute, %d per day per key\n", id, *perMinute, *perDay)
+	return nil
+}

@@ -1,0 +1,186 @@
+// Package db opens Parley's Postgres pool, runs its migrations and scopes
+// every transaction to one organization. Queries live in queries/*.sql and are
+// generated into package dbq by sqlc; no SQL is assembled from input here.
+//
+// It must never run a tenant query outside Tenant: row-level security would
+// then show nothing, and the explicit org_id filters would be the only wall.
+package db
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	pgxvec "github.com/pgvector/pgvector-go/pgx"
+	"github.com/pressly/goose/v3"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivermigrate"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/migrations"
+)
+
+// ErrNotFound is returned by helpers when a row does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store runs transactions over a pgx pool.
+type Store struct {
+	Pool *pgxpool.Pool
+}
+
+// Open connects a pool to url and checks it answers.
+func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	// The vector type, for embeddings (binary encoding, COPY).
+	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		return pgxvec.RegisterTypes(ctx, conn)
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	return pool, nil
+}
+
+// Tenant runs fn in a transaction scoped to org: app.org_id is set local to
+// the transaction, so it is gone at commit or rollback and the next user of
+// the connection starts with none.
+func (s *Store) Tenant(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetTenant(ctx, org.String()); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
+// TenantTx is Tenant with the transaction itself, for work that must commit
+// with the rows (enqueueing a job in the same transaction).
+func (s *Store) TenantTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetTenant(ctx, org.String()); err != nil {
+			return err
+		}
+		return fn(tx, q)
+	})
+}
+
+// KeyHolder runs fn in a transaction that may read the one API key whose
+// SHA-256 is hash, and its organization, before the organization is known.
+func (s *Store) KeyHolder(ctx context.Context, hash []byte, fn func(q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetKeyHash(ctx, fmt.Sprintf("%x", hash)); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
+// PublicAgent runs fn in a transaction that may read the agent with this id,
+// and its organization, if the agent is public: the way a visitor without a
+// key reaches a public agent.
+func (s *Store) PublicAgent(ctx context.Context, agentID uuid.UUID, fn func(q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetPublicAgent(ctx, agentID.String()); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
+func migrator(url string) (*goose.Provider, *sql.DB, error) {
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		return nil, nil, fmt.Errorf("database url: %w", err)
+	}
+	sqldb := stdlib.OpenDB(*cfg)
+	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
+	if err != nil {
+		sqldb.Close()
+		return nil, nil, err
+	}
+	return p, sqldb, nil
+}
+
+// Migrate applies every pending migration: Parley's schema (goose), then
+// River's job tables.
+func Migrate(ctx context.Context, url string) ([]*goose.MigrationResult, error) {
+	p, sqldb, err := migrator(url)
+	if err != nil {
+		return nil, err
+	}
+	defer sqldb.Close()
+	res, err := p.Up(ctx)
+	if err != nil {
+		return res, err
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return res, err
+	}
+	defer pool.Close()
+	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return res, err
+	}
+	if _, err := m.Migrate(ctx, rivermigrate.DirectionUp, nil); err != nil {
+		return res, fmt.Errorf("river migrations: %w", err)
+	}
+	return res, nil
+}
+
+// Pending reports how many migrations are not applied yet.
+func Pending(ctx context.Context, url string) (int, error) {
+	p, sqldb, err := migrator(url)
+	if err != nil {
+		return 0, err
+	}
+	defer sqldb.Close()
+	st, err := p.Status(ctx)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, m := range st {
+		if m.State == goose.StatePending {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Missing explains why a tenant query found no row for id: Forbidden when the
+// id is a resource of another organization (SPEC §5.6), NotFound otherwise.
+// kind is the resource_ids kind ("agent", "api_key"); label names it to users.
+func Missing(ctx context.Context, q *dbq.Queries, kind, label string, id uuid.UUID) error {
+	// SECURITY: the tenant query found nothing; the id registry tells only
+	// whether the id exists elsewhere, never whose it is or what it holds.
+	exists, err := q.ResourceExists(ctx, dbq.ResourceExistsParams{ID: id, Kind: kind})
+	if err != nil {
+		return err
+	}
+	if exists {
+		return apperr.New(apperr.Forbidden, "%s %s belongs to another organization", label, id)
+	}
+	return apperr.New(apperr.NotFound, "%s %q not found", label, id.String())
+}

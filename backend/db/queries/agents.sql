@@ -1,0 +1,39 @@
+-- name: CreateAgent :one
+INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(instructions),
+        sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility))
+RETURNING *;
+
+-- name: GetAgent :one
+SELECT * FROM agents WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: ListAgents :many
+SELECT * FROM agents
+WHERE org_id = sqlc.arg(org_id)
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows) OFFSET sqlc.arg(skip_rows);
+
+-- name: UpdateAgent :one
+-- A NULL argument leaves its column as it is.
+UPDATE agents SET
+  name = coalesce(sqlc.narg(name), name),
+  description = coalesce(sqlc.narg(description), description),
+  instructions = coalesce(sqlc.narg(instructions), instructions),
+  model = coalesce(sqlc.narg(model), model),
+  temperature = coalesce(sqlc.narg(temperature), temperature),
+  tools = coalesce(sqlc.narg(tools), tools),
+  visibility = coalesce(sqlc.narg(visibility), visibility),
+  updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+RETURNING *;
+
+-- name: DeleteAgent :execrows
+DELETE FROM agents WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: AgentStats :one
+SELECT count(DISTINCT c.id)::bigint AS total_conversations,
+       count(m.id)::bigint AS total_messages,
+       coalesce(avg(m.rating), 0)::double precision AS average_rating
+FROM conversations c
+LEFT JOIN messages m ON m.org_id = c.org_id AND m.conversation_id = c.id
+WHERE c.org_id = sqlc.arg(org_id) AND c.agent_id = sqlc.arg(agent_id);

@@ -1,0 +1,33 @@
+-- name: CreateAPIKey :one
+INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(key_hash), sqlc.arg(display_prefix),
+        sqlc.arg(plan), sqlc.arg(scopes), sqlc.narg(expires_at))
+RETURNING *;
+
+-- name: GetAPIKeyByHash :one
+-- Authentication: run after SetKeyHash; the by_secret policy shows this row only.
+SELECT k.id AS key_id, k.org_id, k.plan, k.scopes, k.expires_at, k.revoked_at,
+       (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_minute, p.requests_per_minute)
+             ELSE p.requests_per_minute END)::int AS requests_per_minute,
+       (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_day, p.requests_per_day)
+             ELSE p.requests_per_day END)::int AS requests_per_day
+FROM api_keys k
+JOIN organizations o ON o.id = k.org_id
+JOIN plans p ON p.id = k.plan
+WHERE k.key_hash = sqlc.arg(key_hash);
+
+-- name: ListAPIKeys :many
+SELECT * FROM api_keys
+WHERE org_id = sqlc.arg(org_id)
+ORDER BY created_at DESC, id DESC;
+
+-- name: RevokeAPIKey :one
+UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+RETURNING *;
+
+-- name: TouchAPIKeys :exec
+-- Records last use for a batch of one organization's keys.
+UPDATE api_keys k SET last_used_at = greatest(k.last_used_at, u.used_at)
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(used_at)::timestamptz[]) AS used_at) AS u
+WHERE k.org_id = sqlc.arg(org_id) AND k.id = u.id;

@@ -1,0 +1,78 @@
+-- name: SetPublicAgent :exec
+-- Lets the current transaction read the agent with this id if it is public.
+SELECT set_config('app.public_agent_id', sqlc.arg(agent_id)::text, true);
+
+-- name: GetPublicAgent :one
+-- Run after SetPublicAgent: the public_agent policy shows the row only if the
+-- agent is public.
+SELECT a.*, o.plan AS org_plan,
+       coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS org_requests_per_minute,
+       coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS org_requests_per_day
+FROM agents a
+JOIN organizations o ON o.id = a.org_id
+JOIN plans p ON p.id = o.plan
+WHERE a.id = sqlc.arg(id);
+
+-- name: GetConversation :one
+SELECT * FROM conversations WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: CreateConversation :one
+INSERT INTO conversations (org_id, id, agent_id, visitor_id, channel, contact_id)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(agent_id), sqlc.narg(visitor_id), sqlc.arg(channel), sqlc.narg(contact_id))
+RETURNING *;
+
+-- name: TouchConversation :exec
+UPDATE conversations
+SET updated_at = now(), contact_id = coalesce(sqlc.narg(contact_id), contact_id)
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: ListMessages :many
+-- The conversation's history, newest first (the prompt takes what fits).
+SELECT role, content, incomplete FROM messages
+WHERE org_id = sqlc.arg(org_id) AND conversation_id = sqlc.arg(conversation_id)
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows);
+
+-- name: CreateMessage :one
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
+                      model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), sqlc.arg(role), sqlc.arg(content),
+        sqlc.arg(channel), sqlc.arg(attachments), sqlc.arg(sources), sqlc.narg(model), sqlc.narg(provider),
+        sqlc.narg(latency_ms), sqlc.narg(prompt_tokens), sqlc.narg(completion_tokens), sqlc.narg(cost),
+        sqlc.arg(incomplete))
+RETURNING id, created_at;
+
+-- name: UpsertContactByEmail :one
+INSERT INTO contacts (org_id, id, email, phone_number, first_name, last_name, custom_fields)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(email), sqlc.narg(phone_number), sqlc.arg(first_name),
+        sqlc.arg(last_name), sqlc.arg(custom_fields))
+ON CONFLICT (org_id, email) WHERE email IS NOT NULL DO UPDATE SET
+  phone_number = coalesce(EXCLUDED.phone_number, contacts.phone_number),
+  first_name = CASE WHEN EXCLUDED.first_name <> '' THEN EXCLUDED.first_name ELSE contacts.first_name END,
+  last_name = CASE WHEN EXCLUDED.last_name <> '' THEN EXCLUDED.last_name ELSE contacts.last_name END,
+  custom_fields = contacts.custom_fields || EXCLUDED.custom_fields,
+  updated_at = now()
+RETURNING id;
+
+-- name: UpsertContactByPhone :one
+INSERT INTO contacts (org_id, id, phone_number, first_name, last_name, custom_fields)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(phone_number), sqlc.arg(first_name),
+        sqlc.arg(last_name), sqlc.arg(custom_fields))
+ON CONFLICT (org_id, phone_number) WHERE email IS NULL DO UPDATE SET
+  first_name = CASE WHEN EXCLUDED.first_name <> '' THEN EXCLUDED.first_name ELSE contacts.first_name END,
+  last_name = CASE WHEN EXCLUDED.last_name <> '' THEN EXCLUDED.last_name ELSE contacts.last_name END,
+  custom_fields = contacts.custom_fields || EXCLUDED.custom_fields,
+  updated_at = now()
+RETURNING id;
+
+-- name: ListConversations :many
+-- Newest first, with each conversation's message count and latest message.
+SELECT c.id, c.created_at, c.status, c.visitor_id, c.channel,
+       (SELECT count(*) FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id)::bigint AS messages_count,
+       coalesce((SELECT m.content FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '')::text AS last_message
+FROM conversations c
+WHERE c.org_id = sqlc.arg(org_id) AND c.agent_id = sqlc.arg(agent_id)
+  AND (sqlc.narg(visitor_id)::text IS NULL OR c.visitor_id = sqlc.narg(visitor_id))
+ORDER BY c.created_at DESC, c.id DESC
+LIMIT sqlc.arg(max_rows);

@@ -1,0 +1,156 @@
+-- name: CreateDatastore :one
+INSERT INTO datastores (org_id, id, name, description, embedding_model, embedding_dim)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(embedding_model), sqlc.arg(embedding_dim))
+RETURNING *;
+
+-- name: GetDatastore :one
+SELECT * FROM datastores WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: ListDatastores :many
+SELECT * FROM datastores WHERE org_id = sqlc.arg(org_id) ORDER BY created_at DESC, id DESC;
+
+-- name: DatastoreCounts :one
+SELECT (SELECT count(*) FROM datasources d WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = sqlc.arg(datastore_id))::bigint AS datasources,
+       (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = sqlc.arg(datastore_id))::bigint AS chunks;
+
+-- name: UpdateDatastore :one
+UPDATE datastores SET
+  name = coalesce(sqlc.narg(name), name),
+  description = coalesce(sqlc.narg(description), description),
+  updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+RETURNING *;
+
+-- name: DeleteDatastore :execrows
+DELETE FROM datastores WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: CreateDatasource :one
+INSERT INTO datasources (org_id, id, datastore_id, type, name, config, content, content_type, size_bytes)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(datastore_id), sqlc.arg(type), sqlc.arg(name), sqlc.arg(config),
+        sqlc.narg(content), sqlc.arg(content_type), sqlc.arg(size_bytes))
+RETURNING id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at;
+
+-- name: GetDatasource :one
+SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
+FROM datasources WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: GetDatasourceContent :one
+SELECT d.id, d.datastore_id, d.type, d.name, d.status, d.config, d.content, d.content_type, d.generation,
+       s.embedding_model, s.embedding_dim
+FROM datasources d JOIN datastores s ON s.org_id = d.org_id AND s.id = d.datastore_id
+WHERE d.org_id = sqlc.arg(org_id) AND d.id = sqlc.arg(id);
+
+-- name: ListDatasources :many
+SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
+FROM datasources WHERE org_id = sqlc.arg(org_id) AND datastore_id = sqlc.arg(datastore_id)
+ORDER BY created_at DESC, id DESC;
+
+-- name: DeleteDatasource :execrows
+DELETE FROM datasources WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: SetDatasourceStatus :exec
+UPDATE datasources SET status = sqlc.arg(status), error = sqlc.arg(error), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: DeleteChunksAbove :exec
+-- Removes what an interrupted run left: chunks newer than the visible generation.
+DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation > sqlc.arg(generation);
+
+-- name: InsertChunks :batchexec
+-- (COPY is refused on tables with row-level security: a pipelined batch of
+-- inserts, one round trip.)
+INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(datastore_id), sqlc.arg(datasource_id), sqlc.arg(generation), sqlc.arg(position),
+        sqlc.arg(text), sqlc.arg(title), sqlc.arg(heading), sqlc.arg(url), sqlc.arg(page), sqlc.arg(tokens), sqlc.arg(embedding), sqlc.arg(embedding_dim));
+
+-- name: PublishGeneration :exec
+-- Makes a finished run's chunks the visible ones, in one statement per step
+-- of one transaction (see knowledge.Ingest).
+UPDATE chunks SET visible = (generation = sqlc.arg(generation))
+WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id);
+
+-- name: DeleteChunksBelow :exec
+DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation < sqlc.arg(generation);
+
+-- name: MarkSynced :exec
+UPDATE datasources SET status = 'synced', error = '', generation = sqlc.arg(generation), chunk_count = sqlc.arg(chunk_count),
+  synced_at = now(), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: CountChunks :one
+SELECT count(*) FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation = sqlc.arg(generation);
+
+-- name: AgentDatastores :many
+SELECT datastore_id FROM agent_datastores WHERE org_id = sqlc.arg(org_id) AND agent_id = sqlc.arg(agent_id) ORDER BY datastore_id;
+
+-- name: ClearAgentDatastores :exec
+DELETE FROM agent_datastores WHERE org_id = sqlc.arg(org_id) AND agent_id = sqlc.arg(agent_id);
+
+-- name: AddAgentDatastore :exec
+INSERT INTO agent_datastores (org_id, agent_id, datastore_id) VALUES (sqlc.arg(org_id), sqlc.arg(agent_id), sqlc.arg(datastore_id));
+
+-- name: SearchVector512 :many
+-- Nearest visible chunks by cosine distance, for 512-dimension datastores
+-- (the expression and predicate match the partial HNSW index).
+SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+       (c.embedding::vector(512) <=> sqlc.arg(query)::vector(512))::float8 AS distance
+FROM chunks c
+WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 512 AND c.visible
+  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+ORDER BY c.embedding::vector(512) <=> sqlc.arg(query)::vector(512)
+LIMIT sqlc.arg(k);
+
+-- name: SearchVector768 :many
+-- Nearest visible chunks by cosine distance, for 768-dimension datastores
+-- (the expression and predicate match the partial HNSW index).
+SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+       (c.embedding::vector(768) <=> sqlc.arg(query)::vector(768))::float8 AS distance
+FROM chunks c
+WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 768 AND c.visible
+  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+ORDER BY c.embedding::vector(768) <=> sqlc.arg(query)::vector(768)
+LIMIT sqlc.arg(k);
+
+-- name: SearchVector1536 :many
+-- Nearest visible chunks by cosine distance, for 1536-dimension datastores
+-- (the expression and predicate match the partial HNSW index).
+SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+       (c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536))::float8 AS distance
+FROM chunks c
+WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
+  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
+LIMIT sqlc.arg(k);
+
+-- name: SearchText :many
+-- Full-text matches; query is an OR of sanitised words (knowledge.tsQuery).
+SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+       ts_rank_cd(c.tsv, to_tsquery('english', sqlc.arg(query)))::float8 AS rank
+FROM chunks c
+WHERE c.org_id = sqlc.arg(org_id) AND c.visible
+  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+  AND c.tsv @@ to_tsquery('english', sqlc.arg(query))
+ORDER BY rank DESC, c.id
+LIMIT sqlc.arg(k);
+
+-- name: TuneVectorSearch :exec
+-- pgvector 0.8 iterative index scans: keep scanning the HNSW graph until
+-- enough rows pass the filters, so a filtered search loses no results.
+SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
+       set_config('hnsw.ef_search', sqlc.arg(ef_search)::text, true);
+
+-- name: DatasourceNames :many
+SELECT id, name, type, config FROM datasources WHERE org_id = sqlc.arg(org_id) AND id = ANY (sqlc.arg(ids)::uuid[]);
+
+-- name: SetSetting :exec
+-- A transaction-local setting (benchmarks compare search settings with it).
+SELECT set_config(sqlc.arg(name)::text, sqlc.arg(value)::text, true);
+
+-- name: SetDatastoreEmbedder :one
+UPDATE datastores SET embedding_model = sqlc.arg(embedding_model), embedding_dim = sqlc.arg(embedding_dim), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+RETURNING *;

@@ -1,0 +1,24 @@
+-- name: CreateOrganization :one
+INSERT INTO organizations (id, name, plan)
+VALUES (sqlc.arg(id), sqlc.arg(name), sqlc.arg(plan))
+RETURNING *;
+
+-- name: GetOrganization :one
+SELECT o.*,
+       coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS requests_per_minute,
+       coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS requests_per_day
+FROM organizations o JOIN plans p ON p.id = o.plan
+WHERE o.id = sqlc.arg(id);
+
+-- name: SetOrganizationLimits :one
+UPDATE organizations
+SET custom_requests_per_minute = sqlc.arg(requests_per_minute),
+    custom_requests_per_day = sqlc.arg(requests_per_day)
+WHERE id = sqlc.arg(id)
+RETURNING *;
+
+-- name: ListPlans :many
+SELECT * FROM plans;
+
+-- name: CountAgents :one
+SELECT count(*) FROM agents WHERE org_id = sqlc.arg(org_id);

@@ -1,0 +1,281 @@
+package knowledge
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// BenchmarkIngest: one text datasource of about 200 chunks per op, with the
+// offline embedder, into Postgres (HNSW and GIN maintained as rows arrive).
+func BenchmarkIngest(b *testing.B) {
+	env := setupIngestB(b)
+	ctx := context.Background()
+	k := New(env.store, Lexical{}, netguard.New(netguard.Config{}))
+	text := longText(400)
+	pieces := Chunk(Markdown(text), DefaultChunkOptions)
+	tokens := 0
+	for _, p := range pieces {
+		tokens += p.Tokens
+	}
+	var elapsed time.Duration
+	for b.Loop() {
+		id := uuid.New()
+		if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
+			_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: env.org, ID: id, DatastoreID: env.store_, Type: "text", Name: "t", Config: []byte("{}"), Content: []byte(text)})
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		if err := k.Ingest(ctx, env.org, id); err != nil {
+			b.Fatal(err)
+		}
+		elapsed += time.Since(start)
+	}
+	b.ReportMetric(float64(len(pieces)*b.N)/elapsed.Seconds(), "chunks/s")
+	b.ReportMetric(float64(tokens*b.N)/elapsed.Seconds(), "tokens/s")
+}
+
+var (
+	searchOnce sync.Once
+	searchEnv  kenv
+	searchErr  error
+	queries    []string
+)
+
+// vocabulary is a deterministic set of pseudo-words.
+func vocabulary(n int, r *rand.Rand) []string {
+	syll := []string{"ka", "lo", "mi", "ru", "sen", "ta", "vo", "ne", "pi", "dra", "gu", "el", "an", "or", "is", "qu", "be", "zo"}
+	out := make([]string, n)
+	for i := range out {
+		var b strings.Builder
+		for j := 0; j < 2+r.Intn(3); j++ {
+			b.WriteString(syll[r.Intn(len(syll))])
+		}
+		out[i] = b.String()
+	}
+	return out
+}
+
+// setupSearch loads PARLEY_BENCH_CHUNKS (default 100,000) chunks once: rows
+// first, then the HNSW index built in bulk, as a restore would.
+func setupSearch(b *testing.B) kenv {
+	searchOnce.Do(func() {
+		n := 100_000
+		if v, err := strconv.Atoi(os.Getenv("PARLEY_BENCH_CHUNKS")); err == nil && v > 0 {
+			n = v
+		}
+		env := setupIngestB(b)
+		ctx := context.Background()
+		r := rand.New(rand.NewSource(7))
+		vocab := vocabulary(3000, r)
+		sentence := func(words int) string {
+			var s []string
+			for i := 0; i < words; i++ {
+				s = append(s, vocab[int(float64(len(vocab))*r.Float64()*r.Float64())]) // skewed, like real text
+			}
+			return strings.Join(s, " ")
+		}
+		if _, err := env.store.Pool.Exec(ctx, "DROP INDEX chunks_embedding_512"); err != nil {
+			searchErr = err
+			return
+		}
+		start := time.Now()
+		for done := 0; done < n; done += 1000 {
+			var texts []string
+			for i := done; i < min(done+1000, n); i++ {
+				texts = append(texts, sentence(40+r.Intn(40)))
+			}
+			vecs, _ := Lexical{}.Embed(ctx, texts)
+			var rows []dbq.InsertChunksParams
+			for i, tx := range texts {
+				v := pgvector.NewVector(vecs[i])
+				rows = append(rows, dbq.InsertChunksParams{OrgID: env.org, ID: uuid.New(), DatastoreID: env.store_, DatasourceID: env.ds, Generation: 1,
+					Position: int32(done + i), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: LexicalDim})
+			}
+			searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
+				return writeChunks(ctx, q, rows)
+			})
+			if searchErr != nil {
+				return
+			}
+		}
+		searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
+			return q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: env.org, DatasourceID: env.ds, Generation: 1})
+		})
+		if searchErr != nil {
+			return
+		}
+		loaded := time.Since(start)
+		start = time.Now()
+		conn, err := env.store.Pool.Acquire(ctx)
+		if err != nil {
+			searchErr = err
+			return
+		}
+		defer conn.Release()
+		for _, stmt := range []string{
+			"SET maintenance_work_mem = '1GB'",
+			"CREATE INDEX chunks_embedding_512 ON chunks USING hnsw ((embedding::vector(512)) vector_cosine_ops) WHERE embedding_dim = 512",
+			"ANALYZE chunks",
+		} {
+			if _, searchErr = conn.Exec(ctx, stmt); searchErr != nil {
+				return
+			}
+		}
+		fmt.Fprintf(os.Stderr, "loaded %d chunks in %v, built the HNSW index in %v\n", n, loaded.Round(time.Second), time.Since(start).Round(time.Second))
+		for i := 0; i < 200; i++ {
+			queries = append(queries, sentence(3+r.Intn(5)))
+		}
+		searchEnv = env
+	})
+	if searchErr != nil {
+		b.Fatal(searchErr)
+	}
+	return searchEnv
+}
+
+func percentiles(ds []time.Duration) (p50, p95 float64) {
+	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
+	at := func(p float64) float64 { return float64(ds[int(p*float64(len(ds)-1))].Microseconds()) / 1000 }
+	return at(0.50), at(0.95)
+}
+
+// BenchmarkSearch: latency of a top-10 search over the loaded chunks, hybrid
+// (vector + full text, fused) and vector only (HNSW), with p50/p95, and the
+// HNSW path's recall@10 against exact search.
+func BenchmarkSearch(b *testing.B) {
+	env := setupSearch(b)
+	ctx := context.Background()
+	k := New(env.store, Lexical{}, netguard.New(netguard.Config{}))
+	var store dbq.Datastore
+	if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
+		var err error
+		store, err = q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: env.org, ID: env.store_})
+		return err
+	}); err != nil {
+		b.Fatal(err)
+	}
+	vector := func(q *dbq.Queries, text string, _ bool) ([]uuid.UUID, error) {
+		v, _ := Lexical{}.Embed(ctx, []string{text})
+		vec := pgvector.NewVector(v[0])
+		// ef_search as Search sets it, unless PARLEY_BENCH_EF says otherwise.
+		ef := strconv.Itoa(DefaultEfSearch)
+		if v := os.Getenv("PARLEY_BENCH_EF"); v != "" {
+			ef = v
+		}
+		if err := q.TuneVectorSearch(ctx, ef); err != nil {
+			return nil, err
+		}
+		if scan := os.Getenv("PARLEY_BENCH_SCAN"); scan != "" { // relaxed_order, strict_order or off
+			if err := q.SetSetting(ctx, dbq.SetSettingParams{Name: "hnsw.iterative_scan", Value: scan}); err != nil {
+				return nil, err
+			}
+		}
+		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: []uuid.UUID{env.store_}, DatasourceIds: []uuid.UUID{}, K: 10})
+		ids := make([]uuid.UUID, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		return ids, err
+	}
+	b.Run("hybrid", func(b *testing.B) {
+		var lat []time.Duration
+		i := 0
+		for b.Loop() {
+			q := queries[i%len(queries)]
+			i++
+			start := time.Now()
+			if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
+				_, err := k.Search(ctx, qq, env.org, []dbq.Datastore{store}, nil, q, 10)
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		p50, p95 := percentiles(lat)
+		b.ReportMetric(p50, "p50-ms")
+		b.ReportMetric(p95, "p95-ms")
+	})
+	b.Run("vector", func(b *testing.B) {
+		var lat []time.Duration
+		i := 0
+		for b.Loop() {
+			q := queries[i%len(queries)]
+			i++
+			start := time.Now()
+			if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
+				_, err := vector(qq, q, false)
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		p50, p95 := percentiles(lat)
+		b.ReportMetric(p50, "p50-ms")
+		b.ReportMetric(p95, "p95-ms")
+	})
+	b.Run("recall", func(b *testing.B) {
+		var hits, total int
+		for b.Loop() {
+			hits, total = 0, 0
+			for _, q := range queries[:50] {
+				var approx, exact []uuid.UUID
+				err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
+					var err error
+					if approx, err = vector(qq, q, false); err != nil {
+						return err
+					}
+					return nil
+				})
+				if err != nil {
+					b.Fatal(err)
+				}
+				// Exact: the same query with index scans off (a sequential scan
+				// computes every distance).
+				tx, err := env.store.Pool.Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				qq := dbq.New(tx)
+				if err := qq.SetTenant(ctx, env.org.String()); err != nil {
+					b.Fatal(err)
+				}
+				if _, err := tx.Exec(ctx, "SET LOCAL enable_indexscan = off"); err != nil {
+					b.Fatal(err)
+				}
+				if exact, err = vector(qq, q, true); err != nil {
+					b.Fatal(err)
+				}
+				_ = tx.Rollback(ctx)
+				in := map[uuid.UUID]bool{}
+				for _, id := range exact {
+					in[id] = true
+				}
+				for _, id := range approx {
+					if in[id] {
+						hits++
+					}
+				}
+				total += len(exact)
+			}
+		}
+		b.ReportMetric(float64(hits)/float64(total), "recall@10")
+	})
+}

@@ -1,0 +1,181 @@
+package knowledge
+
+import (
+	"strings"
+	"unicode/utf8"
+
+	"github.com/parleyhq/parley/backend/llm"
+)
+
+// Section is a part of a document under one heading (or page, slide, sheet).
+type Section struct {
+	// Heading is the heading path, "Guide > Install".
+	Heading string
+	Text    string
+	// Page is the page (or slide) number, 0 when unknown.
+	Page int
+}
+
+// Document is extracted text with its structure.
+type Document struct {
+	Title    string
+	URL      string
+	Sections []Section
+}
+
+// Piece is one chunk of a document.
+type Piece struct {
+	Text     string
+	Heading  string
+	Page     int
+	Position int
+	Tokens   int
+}
+
+// ChunkOptions sizes chunks in tokens.
+type ChunkOptions struct {
+	MaxTokens     int
+	OverlapTokens int
+}
+
+// DefaultChunkOptions: chunks of up to 300 tokens, consecutive chunks of a
+// section sharing up to 50.
+var DefaultChunkOptions = ChunkOptions{MaxTokens: 300, OverlapTokens: 50}
+
+// Chunk cuts a document by its structure (sections, then paragraphs and
+// sentences, then words for a sentence too long) into pieces of at most
+// MaxTokens, each starting with up to OverlapTokens of the previous piece's
+// end within the same section. No text is lost: every unit of the document
+// is in at least one piece, in order.
+func Chunk(doc Document, opt ChunkOptions) []Piece {
+	var out []Piece
+	for _, s := range doc.Sections {
+		units := splitUnits(s.Text, opt.MaxTokens)
+		var cur []unit
+		curTokens := 0
+		emit := func() {
+			if len(cur) == 0 {
+				return
+			}
+			var b strings.Builder
+			for _, u := range cur {
+				b.WriteString(u.text)
+			}
+			text := strings.TrimSpace(b.String())
+			if text != "" {
+				out = append(out, Piece{Text: text, Heading: s.Heading, Page: s.Page, Position: len(out), Tokens: curTokens})
+			}
+		}
+		for _, u := range units {
+			if curTokens+u.tokens > opt.MaxTokens && len(cur) > 0 {
+				emit()
+				// Carry the tail of this piece into the next, within the overlap.
+				var keep []unit
+				kept := 0
+				for i := len(cur) - 1; i >= 0; i-- {
+					if kept+cur[i].tokens > opt.OverlapTokens || kept+cur[i].tokens+u.tokens > opt.MaxTokens {
+						break
+					}
+					kept += cur[i].tokens
+					keep = append([]unit{cur[i]}, keep...)
+				}
+				cur, curTokens = keep, kept
+			}
+			cur = append(cur, u)
+			curTokens += u.tokens
+		}
+		emit()
+	}
+	return out
+}
+
+type unit struct {
+	text   string
+	tokens int
+}
+
+// splitUnits cuts text into sentences (keeping their trailing space and
+// paragraph breaks), and a sentence longer than max into word runs.
+func splitUnits(text string, max int) []unit {
+	var out []unit
+	for _, s := range sentences(text) {
+		n := llm.CountTokens(s)
+		if n <= max {
+			out = append(out, unit{s, n})
+			continue
+		}
+		var b strings.Builder
+		bt := 0
+		for _, w := range strings.SplitAfter(s, " ") {
+			wt := llm.CountTokens(w)
+			if bt+wt > max && b.Len() > 0 {
+				out = append(out, unit{b.String(), bt})
+				b.Reset()
+				bt = 0
+			}
+			if wt > max { // one "word" longer than a chunk: cut it by runes
+				for _, part := range splitRunes(w, max) {
+					out = append(out, unit{part, llm.CountTokens(part)})
+				}
+				continue
+			}
+			b.WriteString(w)
+			bt += wt
+		}
+		if b.Len() > 0 {
+			out = append(out, unit{b.String(), bt})
+		}
+	}
+	return out
+}
+
+// splitRunes cuts s into parts of at most max tokens, assuming at least one
+// rune per token.
+func splitRunes(s string, max int) []string {
+	var out []string
+	for len(s) > 0 {
+		n := 0
+		i := 0
+		for i < len(s) && n < max {
+			_, size := utf8.DecodeRuneInString(s[i:])
+			i += size
+			n++
+		}
+		for i > 0 && llm.CountTokens(s[:i]) > max {
+			_, size := utf8.DecodeLastRuneInString(s[:i])
+			i -= size
+		}
+		if i == 0 {
+			_, i = utf8.DecodeRuneInString(s)
+		}
+		out = append(out, s[:i])
+		s = s[i:]
+	}
+	return out
+}
+
+// sentences splits after ., !, ? followed by space, and after newlines,
+// keeping every byte.
+func sentences(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		end := -1
+		switch {
+		case c == '\n':
+			end = i + 1
+		case (c == '.' || c == '!' || c == '?') && i+1 < len(text) && text[i+1] == ' ':
+			end = i + 2
+		}
+		if end > 0 {
+			out = append(out, text[start:end])
+			start = end
+			i = end - 1
+		}
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
+}

@@ -1,0 +1,154 @@
+package knowledge
+
+import (
+	"bytes"
+	"context"
+	"encoding/xml"
+	"log/slog"
+	"net/url"
+	"strings"
+
+	"golang.org/x/net/html"
+)
+
+// Crawl bounds.
+const (
+	// DefaultMaxPages is a web_site's page cap when none is given.
+	DefaultMaxPages = 50
+	// MaxPages is the largest cap allowed.
+	MaxPages = 1000
+	// maxSitemapURLs bounds what a sitemap may list before the cap applies.
+	maxSitemapURLs = 50000
+)
+
+// crawl reads a site: the pages its sitemap lists when the URL is a sitemap,
+// else the pages reachable by links from the URL within its host,
+// breadth first, up to maxPages. Pages that fail are skipped (and logged);
+// the site fails only if no page could be read.
+func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Document, error) {
+	if maxPages <= 0 {
+		maxPages = DefaultMaxPages
+	}
+	maxPages = min(maxPages, MaxPages)
+	root, err := url.Parse(start)
+	if err != nil {
+		return nil, permanent("invalid URL %q", start)
+	}
+	first, err := k.Guard.Get(ctx, start)
+	if err != nil {
+		return nil, permanent("%s: %v", start, err)
+	}
+	var queue []string
+	if urls, ok := sitemapURLs(first.Body); ok {
+		for _, u := range urls {
+			if pu, err := url.Parse(u); err == nil && pu.Host == root.Host {
+				queue = append(queue, pu.String())
+			}
+			if len(queue) >= maxPages {
+				break
+			}
+		}
+	} else {
+		queue = []string{first.URL.String()}
+	}
+	seen := map[string]bool{}
+	var docs []Document
+	var lastErr error
+	for len(queue) > 0 && len(docs) < maxPages {
+		u := queue[0]
+		queue = queue[1:]
+		if seen[u] {
+			continue
+		}
+		seen[u] = true
+		p, err := k.Guard.Get(ctx, u)
+		if err != nil {
+			lastErr = err
+			slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", err)
+			continue
+		}
+		if d, _, err := Extract(pageName(p.URL), p.Body, p.URL.String()); err == nil {
+			d.URL = p.URL.String()
+			docs = append(docs, d)
+		} else {
+			lastErr = err
+		}
+		for _, l := range links(p.Body, p.URL) {
+			if l.Host == root.Host && !seen[l.String()] && len(queue) < maxPages*4 {
+				queue = append(queue, l.String())
+			}
+		}
+	}
+	if len(docs) == 0 {
+		return nil, permanent("no page of %s could be read: %v", start, lastErr)
+	}
+	return docs, nil
+}
+
+func pageName(u *url.URL) string {
+	if u.Path == "" || strings.HasSuffix(u.Path, "/") {
+		return u.Path + "index.html"
+	}
+	return u.Path
+}
+
+// sitemapURLs reads a sitemap (urlset) or the first level of a sitemap
+// index; ok is false when b is not one.
+func sitemapURLs(b []byte) ([]string, bool) {
+	trimmed := bytes.TrimSpace(b)
+	if !bytes.HasPrefix(trimmed, []byte("<?xml")) && !bytes.HasPrefix(trimmed, []byte("<urlset")) && !bytes.HasPrefix(trimmed, []byte("<sitemapindex")) {
+		return nil, false
+	}
+	var doc struct {
+		XMLName xml.Name
+		URLs    []struct {
+			Loc string `xml:"loc"`
+		} `xml:"url"`
+		Sitemaps []struct {
+			Loc string `xml:"loc"`
+		} `xml:"sitemap"`
+	}
+	if err := xml.Unmarshal(b, &doc); err != nil {
+		return nil, false
+	}
+	if doc.XMLName.Local != "urlset" && doc.XMLName.Local != "sitemapindex" {
+		return nil, false
+	}
+	var out []string
+	for _, u := range doc.URLs {
+		if len(out) >= maxSitemapURLs {
+			break
+		}
+		out = append(out, strings.TrimSpace(u.Loc))
+	}
+	return out, true
+}
+
+// links are a page's <a href> targets, resolved, without fragments.
+func links(b []byte, base *url.URL) []*url.URL {
+	var out []*url.URL
+	z := html.NewTokenizer(bytes.NewReader(b))
+	for {
+		switch z.Next() {
+		case html.ErrorToken:
+			return out
+		case html.StartTagToken, html.SelfClosingTagToken:
+			name, hasAttr := z.TagName()
+			if string(name) != "a" || !hasAttr {
+				continue
+			}
+			for {
+				k, v, more := z.TagAttr()
+				if string(k) == "href" {
+					if u, err := base.Parse(string(v)); err == nil && (u.Scheme == "http" || u.Scheme == "https") {
+						u.Fragment = ""
+						out = append(out, u)
+					}
+				}
+				if !more {
+					break
+				}
+			}
+		}
+	}
+}

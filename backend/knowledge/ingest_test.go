@@ -1,0 +1,222 @@
+package knowledge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+	"sync/atomic"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/pgvector/pgvector-go"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// dying fails every embedding call after the first `ok` ones: a worker
+// killed half-way through a document.
+type dying struct {
+	Lexical
+	ok    int64
+	calls atomic.Int64
+}
+
+func (d *dying) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if d.calls.Add(1) > d.ok {
+		return nil, errors.New("killed")
+	}
+	return d.Lexical.Embed(ctx, texts)
+}
+
+type kenv struct {
+	store  *db.Store
+	org    uuid.UUID
+	ds     uuid.UUID
+	store_ uuid.UUID // the datastore
+}
+
+func setupIngest(t *testing.T, text string) kenv { return setupIngestTB(t, text) }
+
+func setupIngestB(b *testing.B) kenv { return setupIngestTB(b, "") }
+
+func setupIngestTB(t testing.TB, text string) kenv {
+	t.Helper()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
+	require.NoError(t, err)
+	e := kenv{store: store, org: org, ds: uuid.New(), store_: uuid.New()}
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: e.store_, Name: "s", EmbeddingModel: Lexical{}.Model(), EmbeddingDim: LexicalDim}); err != nil {
+			return err
+		}
+		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: org, ID: e.ds, DatastoreID: e.store_, Type: "text", Name: "t", Config: []byte("{}"), Content: []byte(text)})
+		return err
+	}))
+	return e
+}
+
+func (e kenv) chunks(t *testing.T) (total, visible, distinctPositions int) {
+	t.Helper()
+	tx, err := e.store.Pool.Begin(context.Background())
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	_, err = tx.Exec(context.Background(), "SELECT set_config('app.org_id', $1, true)", e.org.String())
+	require.NoError(t, err)
+	require.NoError(t, tx.QueryRow(context.Background(),
+		"SELECT count(*), count(*) FILTER (WHERE visible), count(DISTINCT position) FILTER (WHERE visible) FROM chunks WHERE datasource_id = $1", e.ds).
+		Scan(&total, &visible, &distinctPositions))
+	return
+}
+
+func longText(paragraphs int) string {
+	var b strings.Builder
+	for i := 0; i < paragraphs; i++ {
+		fmt.Fprintf(&b, "Paragraph %d tells of topic %d with enough words to fill part of a chunk of text for the test. ", i, i)
+		b.WriteString("It goes on a little longer so that chunks hold several sentences each.\n\n")
+	}
+	return b.String()
+}
+
+// A job killed after embedding half the chunks, then retried, ends with
+// exactly one copy of each chunk; the half-written run was never visible.
+func TestIngestKilledAndRetriedLeavesOneCopy(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, longText(120))
+	ctx := context.Background()
+	half := &dying{ok: 2}
+	k := New(e.store, half, netguard.New(netguard.Config{}))
+	k.batch = 4
+	err := k.Ingest(ctx, e.org, e.ds)
+	require.ErrorContains(t, err, "killed")
+	total, visible, _ := e.chunks(t)
+	require.Equal(t, 8, total, "two batches of four were written before the kill")
+	require.Zero(t, visible, "a half-written run is visible")
+
+	good := New(e.store, Lexical{}, netguard.New(netguard.Config{}))
+	good.batch = 4
+	require.NoError(t, good.Ingest(ctx, e.org, e.ds))
+	total, visible, positions := e.chunks(t)
+	require.Equal(t, total, visible, "leftovers of the killed run remain")
+	require.Equal(t, visible, positions, "a chunk is stored twice")
+	want := len(Chunk(Markdown(longText(120)), DefaultChunkOptions))
+	require.Equal(t, want, visible)
+
+	// A resync replaces the chunks: still one copy each.
+	require.NoError(t, good.Ingest(ctx, e.org, e.ds))
+	total, visible, positions = e.chunks(t)
+	require.Equal(t, want, total)
+	require.Equal(t, want, positions)
+}
+
+// With many chunks in the datastore, a search filtered to one datasource
+// holding k matching chunks returns k: the HNSW scan keeps going
+// (iterative scans) instead of filtering a fixed candidate list.
+func TestFilteredSearchReturnsK(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "seed")
+	ctx := context.Background()
+	other := uuid.New()
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: other, DatastoreID: e.store_, Type: "text", Name: "needle", Config: []byte("{}")})
+		return err
+	}))
+	insertSynthetic(t, e, e.ds, 1500, "common haystack text about shipping parcels")
+	insertSynthetic(t, e, other, 7, "needle text about shipping parcels to Lyon")
+	k := New(e.store, Lexical{}, netguard.New(netguard.Config{}))
+	var got []Result
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: e.org, ID: e.store_})
+		if err != nil {
+			return err
+		}
+		// The vector half alone must find all 7 (the text half matches them too).
+		v, _ := Lexical{}.Embed(ctx, []string{"shipping parcels"})
+		vec := pgvector.NewVector(v[0])
+		if err := q.TuneVectorSearch(ctx, "40"); err != nil {
+			return err
+		}
+		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: e.org, DatastoreIds: []uuid.UUID{e.store_}, DatasourceIds: []uuid.UUID{other}, K: 7})
+		if err != nil {
+			return err
+		}
+		require.Len(t, rows, 7, "the filtered vector search lost results")
+		got, err = k.Search(ctx, q, e.org, []dbq.Datastore{d}, []uuid.UUID{other}, "shipping parcels", 7)
+		return err
+	}))
+	require.Len(t, got, 7)
+	for _, r := range got {
+		require.Equal(t, other, r.DatasourceID)
+	}
+}
+
+// insertSynthetic writes n visible chunks with lexical embeddings.
+func insertSynthetic(t *testing.T, e kenv, ds uuid.UUID, n int, text string) {
+	t.Helper()
+	ctx := context.Background()
+	for start := 0; start < n; start += 500 {
+		var rows []dbq.InsertChunksParams
+		var texts []string
+		for i := start; i < min(start+500, n); i++ {
+			texts = append(texts, fmt.Sprintf("%s number %d variant %d", text, i, i%97))
+		}
+		vecs, _ := Lexical{}.Embed(ctx, texts)
+		for i, tx := range texts {
+			v := pgvector.NewVector(vecs[i])
+			rows = append(rows, dbq.InsertChunksParams{OrgID: e.org, ID: uuid.New(), DatastoreID: e.store_, DatasourceID: ds, Generation: 1,
+				Position: int32(start + i), Text: tx, Tokens: 10, Embedding: &v, EmbeddingDim: LexicalDim})
+		}
+		require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+			if err := writeChunks(ctx, q, rows); err != nil {
+				return err
+			}
+			return q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: e.org, DatasourceID: ds, Generation: 1})
+		}))
+	}
+	_, err := e.store.Pool.Exec(ctx, "ANALYZE chunks")
+	require.NoError(t, err)
+}
+
+// At a size where it matters, the vector search uses the HNSW index.
+func TestVectorSearchUsesHNSW(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "seed")
+	insertSynthetic(t, e, e.ds, 4000, "assorted words for the planner")
+	ctx := context.Background()
+	tx, err := e.store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String())
+	require.NoError(t, err)
+	v, _ := Lexical{}.Embed(ctx, []string{"assorted planner"})
+	rows, err := tx.Query(ctx, "EXPLAIN "+searchVector512SQL(), pgvector.NewVector(v[0]), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, 10)
+	require.NoError(t, err)
+	var plan strings.Builder
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		plan.WriteString(line + "\n")
+	}
+	require.Contains(t, plan.String(), "chunks_embedding_512", "the plan does not use the HNSW index:\n%s", plan.String())
+}
+
+// searchVector512SQL is the generated query's text, read from the generated
+// code so that the test explains exactly what runs.
+func searchVector512SQL() string {
+	b, err := os.ReadFile("../db/dbq/knowledge.sql.go")
+	if err != nil {
+		panic(err)
+	}
+	s := string(b)
+	i := strings.Index(s, "const searchVector512 = `")
+	s = s[i+len("const searchVector512 = `"):]
+	return s[:strings.Index(s, "`")]
+}

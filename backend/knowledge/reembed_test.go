@@ -1,0 +1,94 @@
+package knowledge
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// wide is a second embedder of another dimension: the lexical features
+// spread over 768 buckets.
+type wide struct{}
+
+func (wide) Model() string  { return "test-wide-768" }
+func (wide) Dimension() int { return 768 }
+func (wide) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	v, _ := Lexical{}.Embed(ctx, texts)
+	out := make([][]float32, len(v))
+	for i, x := range v {
+		out[i] = append(append([]float32{}, x...), make([]float32, 256)...)
+	}
+	return out, nil
+}
+
+// Changing a datastore's embedder re-embeds its datasources.
+func TestChangingTheEmbedderReembeds(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
+	ctx := context.Background()
+	k := New(e.store, Lexical{}, netguard.New(netguard.Config{}), wide{})
+	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
+	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
+	require.NoError(t, err)
+	svc := &Service{K: k, Jobs: jobs}
+	actx := auth.WithPrincipal(ctx, &auth.Principal{OrgID: e.org, Scopes: []string{"admin"}})
+
+	model := "nope"
+	_, err = svc.UpdateDatastore(actx, &parleyv1.UpdateDatastoreRequest{Id: e.store_.String(), EmbeddingModel: &model})
+	require.ErrorContains(t, err, "not a configured embedder")
+
+	model = wide{}.Model()
+	resp, err := svc.UpdateDatastore(actx, &parleyv1.UpdateDatastoreRequest{Id: e.store_.String(), EmbeddingModel: &model})
+	require.NoError(t, err)
+	require.Equal(t, model, resp.GetDatastore().GetEmbeddingModel())
+	require.EqualValues(t, 768, resp.GetDatastore().GetEmbeddingDimension())
+
+	var status string
+	var jobCount int
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		d, err := q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: e.org, ID: e.ds})
+		status = d.Status
+		if err != nil {
+			return err
+		}
+		return e.store.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'ingest_datasource'").Scan(&jobCount)
+	}))
+	require.Equal(t, "pending", status)
+	require.Equal(t, 1, jobCount, "one re-embedding job per datasource")
+
+	// The job runs: chunks now carry the new embedder's vectors, and search uses them.
+	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
+	require.NoError(t, pgx.BeginFunc(ctx, e.store.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String()); err != nil {
+			return err
+		}
+		var dims []int32
+		rows, err := tx.Query(ctx, "SELECT DISTINCT embedding_dim FROM chunks WHERE datasource_id = $1", e.ds)
+		if err != nil {
+			return err
+		}
+		dims, err = pgx.CollectRows(rows, pgx.RowTo[int32])
+		require.Equal(t, []int32{768}, dims)
+		return err
+	}))
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: e.org, ID: e.store_})
+		if err != nil {
+			return err
+		}
+		rs, err := k.Search(ctx, q, e.org, []dbq.Datastore{d}, []uuid.UUID{}, "refund within thirty days", 3)
+		require.NotEmpty(t, rs)
+		require.Contains(t, rs[0].Text, "thirty days")
+		return err
+	}))
+}

@@ -1,0 +1,225 @@
+package knowledge
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/pgvector/pgvector-go"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+)
+
+// Result is one chunk a search found.
+type Result struct {
+	ChunkID        uuid.UUID
+	DatasourceID   uuid.UUID
+	DatasourceName string
+	Text           string
+	Title          string
+	Heading        string
+	URL            string
+	Page           int
+	// Score is the fused relevance, 0 to 1.
+	Score float64
+}
+
+// Source names a result's origin: its URL, else its datasource's name.
+func (r Result) Source() string {
+	if r.URL != "" {
+		return r.URL
+	}
+	return r.DatasourceName
+}
+
+// rrfK is reciprocal rank fusion's constant.
+const rrfK = 60
+
+// Search runs a hybrid search in q's tenant transaction: the nearest chunks
+// by embedding (pgvector HNSW, cosine) and the best full-text matches
+// (tsvector, GIN), fused by reciprocal rank. Scores are normalised to 0..1
+// (1: first in both lists). datasourceIDs, when given, restrict the search.
+func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query string, topK int) ([]Result, error) {
+	if len(datastores) == 0 || topK <= 0 {
+		return nil, nil
+	}
+	if datasourceIDs == nil {
+		datasourceIDs = []uuid.UUID{}
+	}
+	candidates := max(topK*4, 20)
+	type hit struct {
+		row   Result
+		score float64
+	}
+	hits := map[uuid.UUID]*hit{}
+	add := func(rank int, r Result) {
+		h := hits[r.ChunkID]
+		if h == nil {
+			h = &hit{row: r}
+			hits[r.ChunkID] = h
+		}
+		h.score += 1.0 / float64(rrfK+rank+1)
+	}
+
+	// Vector half: one search per embedder among the datastores.
+	byModel := map[string][]uuid.UUID{}
+	dims := map[string]int{}
+	for _, d := range datastores {
+		byModel[d.EmbeddingModel] = append(byModel[d.EmbeddingModel], d.ID)
+		dims[d.EmbeddingModel] = int(d.EmbeddingDim)
+	}
+	if err := q.TuneVectorSearch(ctx, strconv.Itoa(min(max(candidates*2, k.EfSearch), 1000))); err != nil {
+		return nil, err
+	}
+	for model, ids := range byModel {
+		emb, err := k.Embedder(model)
+		if err != nil {
+			return nil, err
+		}
+		vecs, err := emb.Embed(ctx, []string{query})
+		if err != nil {
+			return nil, fmt.Errorf("embedding the query: %w", err)
+		}
+		v := pgvector.NewVector(vecs[0])
+		rows, err := k.vectorSearch(ctx, q, dims[model], dbq.SearchVector512Params{
+			Query: &v, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates),
+		})
+		if err != nil {
+			return nil, err
+		}
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Distance < rows[j].Distance }) // relaxed order
+		for i, r := range rows {
+			add(i, r.Result)
+		}
+	}
+
+	// Full-text half.
+	if tsq := tsQuery(query); tsq != "" {
+		var ids []uuid.UUID
+		for _, d := range datastores {
+			ids = append(ids, d.ID)
+		}
+		rows, err := q.SearchText(ctx, dbq.SearchTextParams{Query: tsq, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates)})
+		if err != nil {
+			return nil, err
+		}
+		for i, r := range rows {
+			add(i, Result{ChunkID: r.ID, DatasourceID: r.DatasourceID, Text: r.Text, Title: r.Title, Heading: r.Heading, URL: r.Url, Page: int(r.Page)})
+		}
+	}
+
+	out := make([]Result, 0, len(hits))
+	best := 2.0 / float64(rrfK+1)
+	for _, h := range hits {
+		h.row.Score = min(h.score/best, 1)
+		out = append(out, h.row)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Score != out[j].Score {
+			return out[i].Score > out[j].Score
+		}
+		return out[i].ChunkID.String() < out[j].ChunkID.String()
+	})
+	if len(out) > topK {
+		out = out[:topK]
+	}
+	return out, k.name(ctx, q, org, out)
+}
+
+type vectorRow struct {
+	Result
+	Distance float64
+}
+
+// vectorSearch runs the query of the datastore's dimension: each has its
+// own partial HNSW index, which a query must name by its exact expression.
+func (k *Knowledge) vectorSearch(ctx context.Context, q *dbq.Queries, dim int, p dbq.SearchVector512Params) ([]vectorRow, error) {
+	var out []vectorRow
+	conv := func(id, ds uuid.UUID, text, title, heading, url string, page int32, dist float64) {
+		out = append(out, vectorRow{Result{ChunkID: id, DatasourceID: ds, Text: text, Title: title, Heading: heading, URL: url, Page: int(page)}, dist})
+	}
+	switch dim {
+	case 512:
+		rows, err := q.SearchVector512(ctx, p)
+		for _, r := range rows {
+			conv(r.ID, r.DatasourceID, r.Text, r.Title, r.Heading, r.Url, r.Page, r.Distance)
+		}
+		return out, err
+	case 768:
+		rows, err := q.SearchVector768(ctx, dbq.SearchVector768Params(p))
+		for _, r := range rows {
+			conv(r.ID, r.DatasourceID, r.Text, r.Title, r.Heading, r.Url, r.Page, r.Distance)
+		}
+		return out, err
+	case 1536:
+		rows, err := q.SearchVector1536(ctx, dbq.SearchVector1536Params(p))
+		for _, r := range rows {
+			conv(r.ID, r.DatasourceID, r.Text, r.Title, r.Heading, r.Url, r.Page, r.Distance)
+		}
+		return out, err
+	}
+	return nil, fmt.Errorf("no vector index for dimension %d", dim)
+}
+
+// name fills each result's datasource name (and URL for Q&A sources).
+func (k *Knowledge) name(ctx context.Context, q *dbq.Queries, org uuid.UUID, rs []Result) error {
+	if len(rs) == 0 {
+		return nil
+	}
+	seen := map[uuid.UUID]bool{}
+	var ids []uuid.UUID
+	for _, r := range rs {
+		if !seen[r.DatasourceID] {
+			seen[r.DatasourceID] = true
+			ids = append(ids, r.DatasourceID)
+		}
+	}
+	rows, err := q.DatasourceNames(ctx, dbq.DatasourceNamesParams{OrgID: org, Ids: ids})
+	if err != nil {
+		return err
+	}
+	names := map[uuid.UUID]string{}
+	for _, r := range rows {
+		names[r.ID] = r.Name
+	}
+	for i := range rs {
+		rs[i].DatasourceName = names[rs[i].DatasourceID]
+	}
+	return nil
+}
+
+// tsQuery is an OR of the query's words, sanitised to letters and digits,
+// for to_tsquery: a paraphrase shares some words, rarely all.
+func tsQuery(query string) string {
+	var parts []string
+	seen := map[string]bool{}
+	for _, w := range Words(query) {
+		if len(w) < 2 || seen[w] {
+			continue
+		}
+		seen[w] = true
+		parts = append(parts, w)
+	}
+	return strings.Join(parts, " | ")
+}
+
+// configOf reads a datasource's config column.
+func configOf(raw []byte) datasourceConfig {
+	var c datasourceConfig
+	_ = json.Unmarshal(raw, &c)
+	return c
+}
+
+// datasourceConfig is what a datasource keeps beside its content.
+type datasourceConfig struct {
+	URL       string `json:"url,omitempty"`
+	MaxPages  int    `json:"maxPages,omitempty"`
+	Question  string `json:"question,omitempty"`
+	Answer    string `json:"answer,omitempty"`
+	SourceURL string `json:"sourceUrl,omitempty"`
+	FileName  string `json:"fileName,omitempty"`
+}

@@ -1,0 +1,408 @@
+package knowledge
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+)
+
+// DefaultTopK is a query's result count when none is asked.
+const DefaultTopK = 5
+
+// Service is DatastoreService.
+type Service struct {
+	K *Knowledge
+	// Jobs inserts ingestion jobs (it need not run workers).
+	Jobs *river.Client[pgx.Tx]
+}
+
+var _ parleyv1connect.DatastoreServiceHandler = (*Service)(nil)
+
+func parseID(raw, label string) (uuid.UUID, error) {
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return uuid.Nil, apperr.New(apperr.NotFound, "%s %q not found", label, raw)
+	}
+	return id, nil
+}
+
+func (s *Service) tenant(ctx context.Context, fn func(p *auth.Principal, q *dbq.Queries) error) error {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return err
+	}
+	return s.K.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error { return fn(p, q) })
+}
+
+// datastore loads one of the caller's datastores, or explains its absence.
+func datastore(ctx context.Context, q *dbq.Queries, org uuid.UUID, raw string) (dbq.Datastore, error) {
+	id, err := parseID(raw, "datastore")
+	if err != nil {
+		return dbq.Datastore{}, err
+	}
+	d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return d, db.Missing(ctx, q, "datastore", "datastore", id)
+	}
+	return d, err
+}
+
+func datastoreProto(ctx context.Context, q *dbq.Queries, d dbq.Datastore) (*parleyv1.Datastore, error) {
+	c, err := q.DatastoreCounts(ctx, dbq.DatastoreCountsParams{OrgID: d.OrgID, DatastoreID: d.ID})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.Datastore{
+		Id: d.ID.String(), Name: d.Name, Description: d.Description, EmbeddingModel: d.EmbeddingModel,
+		EmbeddingDimension: d.EmbeddingDim, DatasourceCount: c.Datasources, ChunkCount: c.Chunks,
+		CreateTime: timestamppb.New(d.CreatedAt), UpdateTime: timestamppb.New(d.UpdatedAt),
+	}, nil
+}
+
+// CreateDatastore implements DatastoreService.
+func (s *Service) CreateDatastore(ctx context.Context, req *parleyv1.CreateDatastoreRequest) (*parleyv1.CreateDatastoreResponse, error) {
+	var out *parleyv1.Datastore
+	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		d, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{
+			OrgID: p.OrgID, ID: id, Name: req.GetName(), Description: req.GetDescription(),
+			EmbeddingModel: s.K.Default.Model(), EmbeddingDim: int32(s.K.Default.Dimension()),
+		})
+		if err != nil {
+			return err
+		}
+		out, err = datastoreProto(ctx, q, d)
+		return err
+	})
+	return &parleyv1.CreateDatastoreResponse{Datastore: out}, err
+}
+
+// GetDatastore implements DatastoreService.
+func (s *Service) GetDatastore(ctx context.Context, req *parleyv1.GetDatastoreRequest) (*parleyv1.GetDatastoreResponse, error) {
+	var out *parleyv1.Datastore
+	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		d, err := datastore(ctx, q, p.OrgID, req.GetId())
+		if err != nil {
+			return err
+		}
+		out, err = datastoreProto(ctx, q, d)
+		return err
+	})
+	return &parleyv1.GetDatastoreResponse{Datastore: out}, err
+}
+
+// ListDatastores implements DatastoreService.
+func (s *Service) ListDatastores(ctx context.Context, _ *parleyv1.ListDatastoresRequest) (*parleyv1.ListDatastoresResponse, error) {
+	resp := &parleyv1.ListDatastoresResponse{Datastores: []*parleyv1.Datastore{}}
+	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		rows, err := q.ListDatastores(ctx, p.OrgID)
+		if err != nil {
+			return err
+		}
+		for _, d := range rows {
+			pd, err := datastoreProto(ctx, q, d)
+			if err != nil {
+				return err
+			}
+			resp.Datastores = append(resp.Datastores, pd)
+		}
+		return nil
+	})
+	return resp, err
+}
+
+// UpdateDatastore implements DatastoreService. A new embedding model
+// re-embeds every datasource: each gets an ingestion job, enqueued with the
+// change.
+func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatastoreRequest) (*parleyv1.UpdateDatastoreResponse, error) {
+	var emb Embedder
+	if req.EmbeddingModel != nil {
+		var err error
+		if emb, err = s.K.Embedder(req.GetEmbeddingModel()); err != nil {
+			return nil, apperr.InvalidField("embedding_model", "%q is not a configured embedder", req.GetEmbeddingModel())
+		}
+	}
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out *parleyv1.Datastore
+	err = s.K.Store.TenantTx(ctx, p.OrgID, func(tx pgx.Tx, q *dbq.Queries) error {
+		d, err := datastore(ctx, q, p.OrgID, req.GetId())
+		if err != nil {
+			return err
+		}
+		d, err = q.UpdateDatastore(ctx, dbq.UpdateDatastoreParams{OrgID: p.OrgID, ID: d.ID, Name: req.Name, Description: req.Description})
+		if err != nil {
+			return err
+		}
+		if emb != nil && emb.Model() != d.EmbeddingModel {
+			if d, err = q.SetDatastoreEmbedder(ctx, dbq.SetDatastoreEmbedderParams{
+				OrgID: p.OrgID, ID: d.ID, EmbeddingModel: emb.Model(), EmbeddingDim: int32(emb.Dimension()),
+			}); err != nil {
+				return err
+			}
+			sources, err := q.ListDatasources(ctx, dbq.ListDatasourcesParams{OrgID: p.OrgID, DatastoreID: d.ID})
+			if err != nil {
+				return err
+			}
+			for _, src := range sources {
+				if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: p.OrgID, ID: src.ID, Status: "pending"}); err != nil {
+					return err
+				}
+				if _, err := s.Jobs.InsertTx(ctx, tx, IngestArgs{OrgID: p.OrgID, DatasourceID: src.ID}, nil); err != nil {
+					return err
+				}
+			}
+		}
+		out, err = datastoreProto(ctx, q, d)
+		return err
+	})
+	return &parleyv1.UpdateDatastoreResponse{Datastore: out}, err
+}
+
+// DeleteDatastore implements DatastoreService.
+func (s *Service) DeleteDatastore(ctx context.Context, req *parleyv1.DeleteDatastoreRequest) (*parleyv1.DeleteDatastoreResponse, error) {
+	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		d, err := datastore(ctx, q, p.OrgID, req.GetId())
+		if err != nil {
+			return err
+		}
+		_, err = q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: p.OrgID, ID: d.ID})
+		return err
+	})
+	return &parleyv1.DeleteDatastoreResponse{}, err
+}
+
+// CreateDatasource implements DatastoreService: the row and its ingestion
+// job are written in one transaction.
+func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateDatasourceRequest) (*parleyv1.CreateDatasourceResponse, error) {
+	cfg := datasourceConfig{URL: req.GetUrl(), MaxPages: int(req.GetMaxPages()), Question: req.GetQuestion(),
+		Answer: req.GetAnswer(), SourceURL: req.GetSourceUrl(), FileName: req.GetFileName()}
+	name := req.GetName()
+	var content []byte
+	contentType := ""
+	switch req.GetType() {
+	case "text":
+		content = []byte(req.GetText())
+		contentType = KindMarkdown
+		if name == "" {
+			name = "Text"
+		}
+	case "qa":
+		if name == "" {
+			name = cfg.Question
+		}
+	case "web_page", "web_site":
+		if err := validURL(cfg.URL); err != nil {
+			return nil, apperr.InvalidField("url", "%v", err)
+		}
+		if name == "" {
+			name = cfg.URL
+		}
+		if req.GetType() == "web_site" && cfg.MaxPages == 0 {
+			cfg.MaxPages = DefaultMaxPages
+		}
+	case "file":
+		content = req.GetFile()
+		if cfg.FileName == "" {
+			cfg.FileName = "upload"
+		}
+		kind, err := Detect(cfg.FileName, content)
+		if err != nil {
+			return nil, apperr.InvalidField("file", "%v (supported: PDF, DOCX, PPTX, XLSX, HTML, Markdown, TXT, CSV, JSON)", err)
+		}
+		contentType = kind
+		if name == "" {
+			name = path.Base(cfg.FileName)
+		}
+	}
+	if cfg.SourceURL != "" {
+		if u, err := url.Parse(cfg.SourceURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
+			return nil, apperr.InvalidField("source_url", "must be an http or https URL")
+		}
+	}
+	rawCfg, err := json.Marshal(cfg)
+	if err != nil {
+		return nil, err
+	}
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out *parleyv1.Datasource
+	err = s.K.Store.TenantTx(ctx, p.OrgID, func(tx pgx.Tx, q *dbq.Queries) error {
+		d, err := datastore(ctx, q, p.OrgID, req.GetDatastoreId())
+		if err != nil {
+			return err
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		row, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{
+			OrgID: p.OrgID, ID: id, DatastoreID: d.ID, Type: req.GetType(), Name: name, Config: rawCfg,
+			Content: content, ContentType: contentType, SizeBytes: int64(len(content)),
+		})
+		if err != nil {
+			return err
+		}
+		if _, err := s.Jobs.InsertTx(ctx, tx, IngestArgs{OrgID: p.OrgID, DatasourceID: id}, nil); err != nil {
+			return fmt.Errorf("enqueueing ingestion: %w", err)
+		}
+		out = datasourceProto(dbq.GetDatasourceRow(row))
+		return nil
+	})
+	return &parleyv1.CreateDatasourceResponse{Datasource: out}, err
+}
+
+func datasourceProto(r dbq.GetDatasourceRow) *parleyv1.Datasource {
+	c := configOf(r.Config)
+	out := &parleyv1.Datasource{
+		Id: r.ID.String(), DatastoreId: r.DatastoreID.String(), Type: r.Type, Name: r.Name, Status: r.Status,
+		Error: r.Error, Url: c.URL, MaxPages: int32(c.MaxPages), Question: c.Question, Answer: c.Answer,
+		SourceUrl: c.SourceURL, ContentType: r.ContentType, SizeBytes: r.SizeBytes, ChunkCount: int64(r.ChunkCount),
+		CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
+	}
+	if r.SyncedAt != nil {
+		out.SyncTime = timestamppb.New(*r.SyncedAt)
+	}
+	return out
+}
+
+func datasource(ctx context.Context, q *dbq.Queries, org uuid.UUID, raw string) (dbq.GetDatasourceRow, error) {
+	id, err := parseID(raw, "datasource")
+	if err != nil {
+		return dbq.GetDatasourceRow{}, err
+	}
+	r, err := q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: org, ID: id})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return r, db.Missing(ctx, q, "datasource", "datasource", id)
+	}
+	return r, err
+}
+
+// GetDatasource implements DatastoreService.
+func (s *Service) GetDatasource(ctx context.Context, req *parleyv1.GetDatasourceRequest) (*parleyv1.GetDatasourceResponse, error) {
+	var out *parleyv1.Datasource
+	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		r, err := datasource(ctx, q, p.OrgID, req.GetId())
+		out = datasourceProto(r)
+		return err
+	})
+	return &parleyv1.GetDatasourceResponse{Datasource: out}, err
+}
+
+// ListDatasources implements DatastoreService.
+func (s *Service) ListDatasources(ctx context.Context, req *parleyv1.ListDatasourcesRequest) (*parleyv1.ListDatasourcesResponse, error) {
+	resp := &parleyv1.ListDatasourcesResponse{Datasources: []*parleyv1.Datasource{}}
+	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		d, err := datastore(ctx, q, p.OrgID, req.GetDatastoreId())
+		if err != nil {
+			return err
+		}
+		rows, err := q.ListDatasources(ctx, dbq.ListDatasourcesParams{OrgID: p.OrgID, DatastoreID: d.ID})
+		for _, r := range rows {
+			resp.Datasources = append(resp.Datasources, datasourceProto(dbq.GetDatasourceRow(r)))
+		}
+		return err
+	})
+	return resp, err
+}
+
+// DeleteDatasource implements DatastoreService.
+func (s *Service) DeleteDatasource(ctx context.Context, req *parleyv1.DeleteDatasourceRequest) (*parleyv1.DeleteDatasourceResponse, error) {
+	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		r, err := datasource(ctx, q, p.OrgID, req.GetId())
+		if err != nil {
+			return err
+		}
+		_, err = q.DeleteDatasource(ctx, dbq.DeleteDatasourceParams{OrgID: p.OrgID, ID: r.ID})
+		return err
+	})
+	return &parleyv1.DeleteDatasourceResponse{}, err
+}
+
+// ResyncDatasource implements DatastoreService.
+func (s *Service) ResyncDatasource(ctx context.Context, req *parleyv1.ResyncDatasourceRequest) (*parleyv1.ResyncDatasourceResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out *parleyv1.Datasource
+	err = s.K.Store.TenantTx(ctx, p.OrgID, func(tx pgx.Tx, q *dbq.Queries) error {
+		r, err := datasource(ctx, q, p.OrgID, req.GetId())
+		if err != nil {
+			return err
+		}
+		if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: p.OrgID, ID: r.ID, Status: "pending"}); err != nil {
+			return err
+		}
+		if _, err := s.Jobs.InsertTx(ctx, tx, IngestArgs{OrgID: p.OrgID, DatasourceID: r.ID}, nil); err != nil {
+			return err
+		}
+		r.Status, r.Error = "pending", ""
+		out = datasourceProto(r)
+		return nil
+	})
+	return &parleyv1.ResyncDatasourceResponse{Datasource: out}, err
+}
+
+// Query implements DatastoreService.
+func (s *Service) Query(ctx context.Context, req *parleyv1.QueryRequest) (*parleyv1.QueryResponse, error) {
+	resp := &parleyv1.QueryResponse{Results: []*parleyv1.QueryResult{}}
+	k := int(req.GetTopK())
+	if k == 0 {
+		k = DefaultTopK
+	}
+	sources, err := ParseIDs(req.GetDatasourceIds(), "datasource_ids")
+	if err != nil {
+		return nil, err
+	}
+	err = s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		d, err := datastore(ctx, q, p.OrgID, req.GetDatastoreId())
+		if err != nil {
+			return err
+		}
+		rs, err := s.K.Search(ctx, q, p.OrgID, []dbq.Datastore{d}, sources, req.GetQuery(), k)
+		for _, r := range rs {
+			resp.Results = append(resp.Results, &parleyv1.QueryResult{
+				Chunk: r.Text, Score: r.Score, Source: r.Source(), DatasourceId: r.DatasourceID.String(),
+				DatasourceName: r.DatasourceName, Title: r.Title, Url: r.URL, Page: int32(r.Page),
+			})
+		}
+		return err
+	})
+	return resp, err
+}
+
+// ParseIDs parses datasource ids of a filter; a malformed one is Invalid.
+func ParseIDs(raw []string, field string) ([]uuid.UUID, error) {
+	out := make([]uuid.UUID, 0, len(raw))
+	for i, r := range raw {
+		id, err := uuid.Parse(r)
+		if err != nil {
+			return nil, apperr.InvalidField(fmt.Sprintf("%s[%d]", field, i), "%q is not a datasource id", r)
+		}
+		out = append(out, id)
+	}
+	return out, nil
+}

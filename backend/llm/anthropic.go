@@ -1,0 +1,148 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"time"
+
+	"github.com/anthropics/anthropic-sdk-go"
+	"github.com/anthropics/anthropic-sdk-go/option"
+)
+
+// Anthropic speaks the Messages API through the official SDK.
+type Anthropic struct {
+	client anthropic.Client
+}
+
+// AnthropicConfig configures the Anthropic provider.
+type AnthropicConfig struct {
+	APIKey     string
+	BaseURL    string
+	HTTPClient *http.Client
+}
+
+// maxOutputTokens bounds a reply; the Messages API requires a bound.
+const maxOutputTokens = 4096
+
+// NewAnthropic returns the provider, with the SDK's own retries off.
+func NewAnthropic(cfg AnthropicConfig) *Anthropic {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 2 * time.Minute}
+	}
+	opts := []option.RequestOption{option.WithHTTPClient(hc), option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey)}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	return &Anthropic{client: anthropic.NewClient(opts...)}
+}
+
+// Provider implements Model.
+func (a *Anthropic) Provider() string { return "anthropic" }
+
+// Stream implements Model.
+func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) error) error {
+	params := anthropic.MessageNewParams{
+		Model:       req.Model,
+		MaxTokens:   maxOutputTokens,
+		Temperature: anthropic.Float(req.Temperature),
+	}
+	if sys := systemWithKnowledge(req); sys != "" {
+		params.System = []anthropic.TextBlockParam{{Text: sys}}
+	}
+	for _, m := range req.Messages {
+		blocks := []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(m.Content)}
+		if m.Role == RoleAssistant {
+			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
+			continue
+		}
+		for _, u := range m.ImageURLs {
+			blocks = append(blocks, anthropic.NewImageBlock(anthropic.URLImageSourceParam{URL: u}))
+		}
+		params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
+	}
+	for _, t := range req.Tools {
+		schema := anthropic.ToolInputSchemaParam{Properties: t.Parameters["properties"]}
+		if r, ok := t.Parameters["required"].([]string); ok {
+			schema.Required = r
+		}
+		tool := anthropic.ToolUnionParamOfTool(schema, t.Name)
+		tool.OfTool.Description = anthropic.String(t.Description)
+		params.Tools = append(params.Tools, tool)
+	}
+
+	stream := a.client.Messages.NewStreaming(ctx, params)
+	defer stream.Close()
+	type partial struct{ id, name, args string }
+	calls := map[int64]*partial{}
+	var usage Usage
+	stopped := false
+	for stream.Next() {
+		ev := stream.Current()
+		switch ev.Type {
+		case "message_stop":
+			stopped = true
+		case "message_start":
+			usage.PromptTokens = ev.Message.Usage.InputTokens
+		case "content_block_start":
+			if ev.ContentBlock.Type == "tool_use" {
+				calls[ev.Index] = &partial{id: ev.ContentBlock.ID, name: ev.ContentBlock.Name}
+			}
+		case "content_block_delta":
+			switch ev.Delta.Type {
+			case "text_delta":
+				if err := yield(Event{Text: ev.Delta.Text}); err != nil {
+					return err
+				}
+			case "input_json_delta":
+				if p := calls[ev.Index]; p != nil {
+					p.args += ev.Delta.PartialJSON
+				}
+			}
+		case "message_delta":
+			usage.CompletionTokens = ev.Usage.OutputTokens
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return a.wrap(ctx, err)
+	}
+	if !stopped {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ProviderError{Provider: "anthropic", Err: errors.New("the stream ended before message_stop")}
+	}
+	idx := make([]int64, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(x, y int) bool { return idx[x] < idx[y] })
+	for _, i := range idx {
+		p := calls[i]
+		if p.args == "" {
+			p.args = "{}"
+		}
+		if err := yield(Event{ToolCall: &ToolCall{ID: p.id, Name: p.name, Arguments: p.args}}); err != nil {
+			return err
+		}
+	}
+	return yield(Event{Usage: &usage})
+}
+
+func (a *Anthropic) wrap(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	pe := &ProviderError{Provider: "anthropic", Err: err}
+	var apiErr *anthropic.Error
+	if errors.As(err, &apiErr) {
+		pe.Status = apiErr.StatusCode
+		pe.Err = errors.New(http.StatusText(apiErr.StatusCode))
+		if apiErr.Response != nil {
+			pe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"))
+		}
+	}
+	return pe
+}

@@ -1,0 +1,210 @@
+package llm
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+	"time"
+)
+
+// The model names of the interface specification (SPEC §2.1, §4.1).
+var SpecModels = []string{"gpt-4o", "gpt-4o-mini", "claude-3-5-sonnet", "gemini-1-5-pro"}
+
+// Route is how one model name is served.
+type Route struct {
+	// Name is the spec's model name.
+	Name string
+	// Upstream is the provider's model id.
+	Upstream string
+	Model    Model
+	// Prices in US dollars per million tokens, for usage.cost.
+	InputPerMTok, OutputPerMTok float64
+	// ContextTokens is the model's context window; 0: DefaultContextTokens.
+	ContextTokens int
+}
+
+// DefaultContextTokens is the context window assumed for a model the
+// catalog does not know (and the offline engine's).
+const DefaultContextTokens = 16000
+
+// HistoryBudget is how many tokens of conversation history a prompt may
+// hold: the context window less the system prompt, the question and room
+// for the answer, and never more than 32,000 (long histories cost more than
+// they help).
+func (r Route) HistoryBudget(system, question string) int {
+	window := r.ContextTokens
+	if window == 0 {
+		window = DefaultContextTokens
+	}
+	const answerRoom = 4096
+	return max(0, min(window-answerRoom-CountTokens(system)-CountTokens(question), 32000))
+}
+
+// Cost of a call's usage.
+func (r Route) Cost(u Usage) float64 {
+	return (float64(u.PromptTokens)*r.InputPerMTok + float64(u.CompletionTokens)*r.OutputPerMTok) / 1e6
+}
+
+// Catalog maps model names to routes. A name with no configured provider is
+// served by the local engine.
+type Catalog struct {
+	routes map[string]Route
+}
+
+// Resolve returns the route of a model name.
+func (c *Catalog) Resolve(name string) Route {
+	if r, ok := c.routes[name]; ok {
+		return r
+	}
+	return Route{Name: name, Upstream: "local", Model: Local{}}
+}
+
+// Describe lists "name -> provider/upstream" for every spec model, for the
+// start-up log.
+func (c *Catalog) Describe() map[string]string {
+	out := map[string]string{}
+	names := append([]string{}, SpecModels...)
+	for n := range c.routes {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		r := c.Resolve(n)
+		out[n] = r.Model.Provider() + "/" + r.Upstream
+	}
+	return out
+}
+
+// CatalogConfig says which providers exist and how model names map to them.
+type CatalogConfig struct {
+	// Env reads a variable (os.Getenv by default).
+	Env func(string) string
+	// File is a JSON models file (PARLEY_MODELS_FILE), optional.
+	File string
+	// Retry policy of every provider.
+	Attempts         int
+	Backoff, MaxWait time.Duration
+}
+
+// modelsFile is the format of PARLEY_MODELS_FILE; see docs/models.md.
+type modelsFile struct {
+	Providers map[string]struct {
+		Type      string `json:"type"` // openai (any OpenAI-compatible server)
+		BaseURL   string `json:"baseURL"`
+		APIKeyEnv string `json:"apiKeyEnv"`
+	} `json:"providers"`
+	Models map[string]struct {
+		Provider      string   `json:"provider"`
+		Model         string   `json:"model"`
+		InputPerMTok  *float64 `json:"inputPerMTok"`
+		OutputPerMTok *float64 `json:"outputPerMTok"`
+		ContextTokens int      `json:"contextTokens"`
+	} `json:"models"`
+}
+
+// Default upstream ids and list prices (USD per million tokens, input and
+// output) of the spec's model names.
+var defaults = map[string]struct {
+	provider, upstream string
+	in, out            float64
+	context            int
+}{
+	"gpt-4o":            {"openai", "gpt-4o", 2.5, 10, 128000},
+	"gpt-4o-mini":       {"openai", "gpt-4o-mini", 0.15, 0.6, 128000},
+	"claude-3-5-sonnet": {"anthropic", "claude-3-5-sonnet-latest", 3, 15, 200000},
+	"gemini-1-5-pro":    {"gemini", "gemini-1.5-pro", 1.25, 5, 2000000},
+}
+
+// LoadCatalog builds the catalog: providers from PARLEY_OPENAI_API_KEY (and
+// PARLEY_OPENAI_BASE_URL), PARLEY_ANTHROPIC_API_KEY, PARLEY_GEMINI_API_KEY,
+// and the models file, which may add OpenAI-compatible providers and remap
+// any name.
+func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
+	env := cfg.Env
+	if env == nil {
+		env = os.Getenv
+	}
+	if cfg.Attempts == 0 {
+		cfg.Attempts, cfg.Backoff, cfg.MaxWait = 3, 500*time.Millisecond, 10*time.Second
+	}
+	wrap := func(m Model) Model { return Retry(m, cfg.Attempts, cfg.Backoff, cfg.MaxWait) }
+	providers := map[string]Model{}
+	if k := env("PARLEY_OPENAI_API_KEY"); k != "" {
+		providers["openai"] = wrap(NewOpenAI(OpenAIConfig{Name: "openai", APIKey: k, BaseURL: env("PARLEY_OPENAI_BASE_URL")}))
+	}
+	if k := env("PARLEY_ANTHROPIC_API_KEY"); k != "" {
+		providers["anthropic"] = wrap(NewAnthropic(AnthropicConfig{APIKey: k, BaseURL: env("PARLEY_ANTHROPIC_BASE_URL")}))
+	}
+	if k := env("PARLEY_GEMINI_API_KEY"); k != "" {
+		g, err := NewGemini(GeminiConfig{APIKey: k, BaseURL: env("PARLEY_GEMINI_BASE_URL")})
+		if err != nil {
+			return nil, err
+		}
+		providers["gemini"] = wrap(g)
+	}
+	c := &Catalog{routes: map[string]Route{}}
+	for name, d := range defaults {
+		if m, ok := providers[d.provider]; ok {
+			c.routes[name] = Route{Name: name, Upstream: d.upstream, Model: m, InputPerMTok: d.in, OutputPerMTok: d.out, ContextTokens: d.context}
+		}
+	}
+	if cfg.File == "" {
+		return c, nil
+	}
+	raw, err := os.ReadFile(cfg.File)
+	if err != nil {
+		return nil, fmt.Errorf("models file: %w", err)
+	}
+	var f modelsFile
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&f); err != nil {
+		return nil, fmt.Errorf("models file %s: %w", cfg.File, err)
+	}
+	for name, p := range f.Providers {
+		if p.Type != "openai" {
+			return nil, fmt.Errorf("models file: provider %q: type %q is not supported (openai)", name, p.Type)
+		}
+		key := ""
+		if p.APIKeyEnv != "" {
+			key = env(p.APIKeyEnv)
+		}
+		providers[name] = wrap(NewOpenAI(OpenAIConfig{Name: name, APIKey: key, BaseURL: p.BaseURL}))
+	}
+	for name, m := range f.Models {
+		if name == "" || m.Model == "" {
+			return nil, fmt.Errorf("models file: model %q needs a name and an upstream model", name)
+		}
+		r := Route{Name: name, Upstream: m.Model}
+		if m.Provider == "local" {
+			r.Model = Local{}
+		} else if r.Model = providers[m.Provider]; r.Model == nil {
+			return nil, fmt.Errorf("models file: model %q: provider %q is not configured", name, m.Provider)
+		}
+		if d, ok := defaults[name]; ok && d.upstream == m.Model {
+			r.InputPerMTok, r.OutputPerMTok, r.ContextTokens = d.in, d.out, d.context
+		}
+		if m.ContextTokens > 0 {
+			r.ContextTokens = m.ContextTokens
+		}
+		if m.InputPerMTok != nil {
+			r.InputPerMTok = *m.InputPerMTok
+		}
+		if m.OutputPerMTok != nil {
+			r.OutputPerMTok = *m.OutputPerMTok
+		}
+		c.routes[name] = r
+	}
+	return c, nil
+}
+
+// NewCatalog is a catalog of the given routes (tests, embedding).
+func NewCatalog(routes ...Route) *Catalog {
+	c := &Catalog{routes: map[string]Route{}}
+	for _, r := range routes {
+		c.routes[r.Name] = r
+	}
+	return c
+}

@@ -1,0 +1,155 @@
+package llm
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"google.golang.org/genai"
+)
+
+// Gemini speaks the Gemini API (streamGenerateContent) through Google's
+// official Gen AI SDK.
+type Gemini struct {
+	client *genai.Client
+}
+
+// GeminiConfig configures the Gemini provider.
+type GeminiConfig struct {
+	APIKey     string
+	BaseURL    string
+	HTTPClient *http.Client
+}
+
+// NewGemini returns the provider.
+func NewGemini(cfg GeminiConfig) (*Gemini, error) {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 2 * time.Minute}
+	}
+	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
+		APIKey: cfg.APIKey, Backend: genai.BackendGeminiAPI, HTTPClient: hc,
+		HTTPOptions: genai.HTTPOptions{BaseURL: cfg.BaseURL},
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Gemini{client: c}, nil
+}
+
+// Provider implements Model.
+func (g *Gemini) Provider() string { return "gemini" }
+
+// Stream implements Model.
+func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) error) error {
+	temp := float32(req.Temperature)
+	cfg := &genai.GenerateContentConfig{Temperature: &temp}
+	if sys := systemWithKnowledge(req); sys != "" {
+		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: sys}}}
+	}
+	var contents []*genai.Content
+	for _, m := range req.Messages {
+		role := genai.RoleUser
+		if m.Role == RoleAssistant {
+			role = genai.RoleModel
+		}
+		parts := []*genai.Part{{Text: m.Content}}
+		for _, u := range m.ImageURLs {
+			parts = append(parts, &genai.Part{FileData: &genai.FileData{FileURI: u, MIMEType: imageMIME(u)}})
+		}
+		contents = append(contents, &genai.Content{Role: role, Parts: parts})
+	}
+	if len(req.Tools) > 0 {
+		var decls []*genai.FunctionDeclaration
+		for _, t := range req.Tools {
+			decls = append(decls, &genai.FunctionDeclaration{Name: t.Name, Description: t.Description, ParametersJsonSchema: t.Parameters})
+		}
+		cfg.Tools = []*genai.Tool{{FunctionDeclarations: decls}}
+	}
+	var usage Usage
+	var calls []ToolCall
+	finished := false
+	for resp, err := range g.client.Models.GenerateContentStream(ctx, req.Model, contents, cfg) {
+		if err != nil {
+			return g.wrap(ctx, err)
+		}
+		if u := resp.UsageMetadata; u != nil {
+			usage = Usage{PromptTokens: int64(u.PromptTokenCount), CompletionTokens: int64(u.CandidatesTokenCount)}
+		}
+		for _, cand := range resp.Candidates {
+			if cand.FinishReason != "" {
+				finished = true
+			}
+			if cand.Content == nil {
+				continue
+			}
+			for _, p := range cand.Content.Parts {
+				if p.Text != "" && !p.Thought {
+					if err := yield(Event{Text: p.Text}); err != nil {
+						return err
+					}
+				}
+				if fc := p.FunctionCall; fc != nil {
+					args, _ := json.Marshal(fc.Args)
+					calls = append(calls, ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(args)})
+				}
+			}
+		}
+	}
+	if !finished {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ProviderError{Provider: "gemini", Err: errors.New("the stream ended before a finish reason")}
+	}
+	for i := range calls {
+		if err := yield(Event{ToolCall: &calls[i]}); err != nil {
+			return err
+		}
+	}
+	return yield(Event{Usage: &usage})
+}
+
+func (g *Gemini) wrap(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	pe := &ProviderError{Provider: "gemini", Err: err}
+	var apiErr genai.APIError
+	var apiErrP *genai.APIError
+	switch {
+	case errors.As(err, &apiErr):
+	case errors.As(err, &apiErrP):
+		apiErr = *apiErrP
+	default:
+		return pe
+	}
+	pe.Status = apiErr.Code
+	pe.Err = errors.New(apiErr.Status)
+	// Gemini says when to retry in a google.rpc.RetryInfo detail.
+	for _, d := range apiErr.Details {
+		if t, _ := d["@type"].(string); strings.HasSuffix(t, "google.rpc.RetryInfo") {
+			if s, _ := d["retryDelay"].(string); s != "" {
+				if dur, err := time.ParseDuration(s); err == nil {
+					pe.RetryAfter = dur
+				}
+			}
+		}
+	}
+	return pe
+}
+
+func imageMIME(u string) string {
+	switch l := strings.ToLower(u); {
+	case strings.HasSuffix(l, ".png"):
+		return "image/png"
+	case strings.HasSuffix(l, ".webp"):
+		return "image/webp"
+	case strings.HasSuffix(l, ".gif"):
+		return "image/gif"
+	}
+	return "image/jpeg"
+}

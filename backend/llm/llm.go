@@ -1,0 +1,153 @@
+// Package llm is Parley's view of a language model: a streaming chat call
+// with usage and tool calls. Providers (OpenAI and OpenAI-compatible servers,
+// and the offline local engine) adapt to Model; Catalog maps the spec's model
+// names to a provider and an upstream model.
+//
+// It must never log prompts or keys.
+package llm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Role of a message in a prompt.
+type Role string
+
+// The roles.
+const (
+	RoleUser      Role = "user"
+	RoleAssistant Role = "assistant"
+)
+
+// Message is one turn of the prompt's history.
+type Message struct {
+	Role    Role
+	Content string
+	// ImageURLs are given to models that accept images.
+	ImageURLs []string
+}
+
+// Passage is retrieved knowledge given to the model with its source.
+type Passage struct {
+	Source, Title, URL           string
+	DatasourceID, DatasourceName string
+	Text                         string
+	Score                        float64
+}
+
+// Tool is a function the model may call.
+type Tool struct {
+	Name        string
+	Description string
+	// Parameters is a JSON schema.
+	Parameters map[string]any
+}
+
+// Request is one chat call.
+type Request struct {
+	// Model is the upstream model id.
+	Model       string
+	System      string
+	Messages    []Message
+	Temperature float64
+	Tools       []Tool
+	Knowledge   []Passage
+}
+
+// ToolCall is a call the model asked for.
+type ToolCall struct {
+	ID, Name, Arguments string
+}
+
+// Usage counts tokens.
+type Usage struct {
+	PromptTokens, CompletionTokens int64
+}
+
+// Event is one thing a stream yields: text, a tool call, or the usage
+// (usually last).
+type Event struct {
+	Text     string
+	ToolCall *ToolCall
+	Usage    *Usage
+}
+
+// Model streams a reply. Stream calls yield for each event in order and
+// stops at the first error yield returns. It returns when the reply is
+// complete, on error, or when ctx ends (and then cancels the upstream call).
+type Model interface {
+	Provider() string
+	Stream(ctx context.Context, req Request, yield func(Event) error) error
+}
+
+// ProviderError is a failure of the upstream provider.
+type ProviderError struct {
+	Provider string
+	// Status is the upstream HTTP status, 0 when the call did not get one
+	// (connection refused or cut, timeout).
+	Status int
+	// RetryAfter is the upstream's Retry-After, when it sent one.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *ProviderError) Error() string {
+	if e.Status != 0 {
+		return fmt.Sprintf("%s: upstream status %d: %v", e.Provider, e.Status, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Provider, e.Err)
+}
+
+func (e *ProviderError) Unwrap() error { return e.Err }
+
+// Retryable reports whether trying again may succeed: rate limits, server
+// errors and transport failures.
+func (e *ProviderError) Retryable() bool {
+	return e.Status == 0 || e.Status == 429 || e.Status >= 500
+}
+
+// Retry wraps m so that a failed call is tried again, up to attempts times in
+// all, with exponential backoff from base (or the provider's Retry-After, up
+// when it asks for no more than maxWait), but only while nothing of the reply has been yielded: text is
+// never repeated.
+func Retry(m Model, attempts int, base, maxWait time.Duration) Model {
+	return &retrying{Model: m, attempts: attempts, base: base, maxWait: maxWait}
+}
+
+type retrying struct {
+	Model
+	attempts      int
+	base, maxWait time.Duration
+}
+
+func (r *retrying) Stream(ctx context.Context, req Request, yield func(Event) error) error {
+	wait := r.base
+	for attempt := 1; ; attempt++ {
+		started := false
+		err := r.Model.Stream(ctx, req, func(ev Event) error {
+			started = true
+			return yield(ev)
+		})
+		var pe *ProviderError
+		if err == nil || started || attempt >= r.attempts || ctx.Err() != nil ||
+			!errors.As(err, &pe) || !pe.Retryable() {
+			return err
+		}
+		d := min(wait, r.maxWait)
+		if pe.RetryAfter > r.maxWait {
+			return err // honour the provider: it asks for a longer pause than a caller waits
+		}
+		if pe.RetryAfter > 0 {
+			d = pe.RetryAfter
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(d):
+		}
+		wait *= 2
+	}
+}

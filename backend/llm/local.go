@@ -1,0 +1,143 @@
+package llm
+
+import (
+	"context"
+	"sort"
+	"strings"
+	"unicode"
+)
+
+// Local is the offline engine: deterministic, no network, no keys. It is not
+// a language model and says so. With knowledge, it answers extractively: the
+// sentences of the given passages that best match the question, best first,
+// with their sources. Without, it says plainly that it has no knowledge on
+// the question. It streams its answer word by word.
+type Local struct{}
+
+// Provider implements Model.
+func (Local) Provider() string { return "local" }
+
+// NoKnowledgeAnswer is what Local says when nothing it was given matches.
+const NoKnowledgeAnswer = "I have no knowledge about that yet. (This is Parley's offline engine, which answers only from an agent's datastores; configure a model provider for generated answers.)"
+
+// maxSentences bounds an extractive answer.
+const maxSentences = 3
+
+// Stream implements Model.
+func (Local) Stream(ctx context.Context, req Request, yield func(Event) error) error {
+	question := ""
+	for i := len(req.Messages) - 1; i >= 0; i-- {
+		if req.Messages[i].Role == RoleUser {
+			question = req.Messages[i].Content
+			break
+		}
+	}
+	answer := extract(question, req.Knowledge)
+	if answer == "" {
+		answer = NoKnowledgeAnswer
+	}
+	for _, tok := range splitTokens(answer) {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := yield(Event{Text: tok}); err != nil {
+			return err
+		}
+	}
+	prompt := CountTokens(req.System)
+	for _, m := range req.Messages {
+		prompt += CountTokens(m.Content)
+	}
+	for _, p := range req.Knowledge {
+		prompt += CountTokens(p.Text)
+	}
+	return yield(Event{Usage: &Usage{PromptTokens: int64(prompt), CompletionTokens: int64(CountTokens(answer))}})
+}
+
+// extract picks the sentences of the passages sharing the most words with
+// the question.
+func extract(question string, passages []Passage) string {
+	q := words(question)
+	if len(q) == 0 {
+		return ""
+	}
+	type scored struct {
+		text  string
+		score float64
+		order int
+	}
+	var cands []scored
+	for pi, p := range passages {
+		for si, s := range sentences(p.Text) {
+			w := words(s)
+			hits := 0
+			for t := range w {
+				if q[t] {
+					hits++
+				}
+			}
+			if hits == 0 {
+				continue
+			}
+			cands = append(cands, scored{text: s, score: float64(hits) / float64(len(q)), order: pi*10000 + si})
+		}
+	}
+	sort.SliceStable(cands, func(i, j int) bool {
+		if cands[i].score != cands[j].score {
+			return cands[i].score > cands[j].score
+		}
+		return cands[i].order < cands[j].order
+	})
+	var out []string
+	for i := 0; i < len(cands) && i < maxSentences; i++ {
+		out = append(out, cands[i].text)
+	}
+	return strings.Join(out, " ")
+}
+
+var stopWords = map[string]bool{
+	"the": true, "a": true, "an": true, "is": true, "are": true, "of": true, "to": true, "and": true,
+	"or": true, "in": true, "on": true, "for": true, "what": true, "how": true, "do": true, "does": true,
+	"i": true, "you": true, "it": true, "can": true, "my": true, "your": true, "with": true, "be": true,
+}
+
+func words(s string) map[string]bool {
+	out := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		if !stopWords[w] {
+			out[w] = true
+		}
+	}
+	return out
+}
+
+func sentences(text string) []string {
+	var out []string
+	start := 0
+	for i, r := range text {
+		if r == '.' || r == '!' || r == '?' || r == '\n' {
+			if s := strings.TrimSpace(text[start : i+1]); len(s) > 1 {
+				out = append(out, s)
+			}
+			start = i + 1
+		}
+	}
+	if s := strings.TrimSpace(text[start:]); s != "" {
+		out = append(out, s)
+	}
+	return out
+}
+
+// splitTokens cuts text into streaming pieces: each word with the space
+// before it, so that the pieces concatenate back to the text.
+func splitTokens(text string) []string {
+	var out []string
+	start := 0
+	for i := 1; i < len(text); i++ {
+		if text[i] == ' ' {
+			out = append(out, text[start:i])
+			start = i
+		}
+	}
+	return append(out, text[start:])
+}

@@ -1,0 +1,179 @@
+package llm
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/shared"
+)
+
+// OpenAI speaks the chat.completions API through the official SDK: OpenAI
+// itself, or any OpenAI-compatible server (Ollama, vLLM, ...) at BaseURL.
+type OpenAI struct {
+	name   string
+	client openai.Client
+}
+
+// OpenAIConfig configures an OpenAI-compatible provider.
+type OpenAIConfig struct {
+	// Name is the provider's name in replies (metadata.provider), e.g.
+	// "openai" or "ollama".
+	Name    string
+	APIKey  string
+	BaseURL string
+	// HTTPClient defaults to one with a 2-minute timeout.
+	HTTPClient *http.Client
+}
+
+// NewOpenAI returns the provider. The SDK's own retries are off: Retry does
+// them, and only before the first token.
+func NewOpenAI(cfg OpenAIConfig) *OpenAI {
+	hc := cfg.HTTPClient
+	if hc == nil {
+		hc = &http.Client{Timeout: 2 * time.Minute}
+	}
+	opts := []option.RequestOption{option.WithHTTPClient(hc), option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey)}
+	if cfg.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(cfg.BaseURL))
+	}
+	name := cfg.Name
+	if name == "" {
+		name = "openai"
+	}
+	return &OpenAI{name: name, client: openai.NewClient(opts...)}
+}
+
+// Provider implements Model.
+func (o *OpenAI) Provider() string { return o.name }
+
+// Stream implements Model.
+func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) error) error {
+	params := openai.ChatCompletionNewParams{
+		Model:         req.Model,
+		Temperature:   openai.Float(req.Temperature),
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	}
+	if sys := systemWithKnowledge(req); sys != "" {
+		params.Messages = append(params.Messages, openai.SystemMessage(sys))
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case RoleAssistant:
+			params.Messages = append(params.Messages, openai.AssistantMessage(m.Content))
+		default:
+			if len(m.ImageURLs) == 0 {
+				params.Messages = append(params.Messages, openai.UserMessage(m.Content))
+				continue
+			}
+			parts := []openai.ChatCompletionContentPartUnionParam{openai.TextContentPart(m.Content)}
+			for _, u := range m.ImageURLs {
+				parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: u}))
+			}
+			params.Messages = append(params.Messages, openai.UserMessage(parts))
+		}
+	}
+	for _, t := range req.Tools {
+		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name: t.Name, Description: openai.String(t.Description), Parameters: t.Parameters,
+		}))
+	}
+
+	stream := o.client.Chat.Completions.NewStreaming(ctx, params)
+	defer stream.Close()
+	type partial struct{ id, name, args string }
+	calls := map[int64]*partial{}
+	var usage *Usage
+	for stream.Next() {
+		chunk := stream.Current()
+		for _, ch := range chunk.Choices {
+			if ch.Delta.Content != "" {
+				if err := yield(Event{Text: ch.Delta.Content}); err != nil {
+					return err
+				}
+			}
+			for _, tc := range ch.Delta.ToolCalls {
+				p := calls[tc.Index]
+				if p == nil {
+					p = &partial{}
+					calls[tc.Index] = p
+				}
+				if tc.ID != "" {
+					p.id = tc.ID
+				}
+				p.name += tc.Function.Name
+				p.args += tc.Function.Arguments
+			}
+		}
+		if chunk.Usage.TotalTokens > 0 || chunk.Usage.PromptTokens > 0 {
+			usage = &Usage{PromptTokens: chunk.Usage.PromptTokens, CompletionTokens: chunk.Usage.CompletionTokens}
+		}
+	}
+	if err := stream.Err(); err != nil {
+		return o.wrap(ctx, err)
+	}
+	idx := make([]int64, 0, len(calls))
+	for i := range calls {
+		idx = append(idx, i)
+	}
+	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
+	for _, i := range idx {
+		p := calls[i]
+		if err := yield(Event{ToolCall: &ToolCall{ID: p.id, Name: p.name, Arguments: p.args}}); err != nil {
+			return err
+		}
+	}
+	if usage != nil {
+		return yield(Event{Usage: usage})
+	}
+	return nil
+}
+
+func (o *OpenAI) wrap(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	pe := &ProviderError{Provider: o.name, Err: err}
+	var apiErr *openai.Error
+	if errors.As(err, &apiErr) {
+		pe.Status = apiErr.StatusCode
+		// The SDK's message may echo the request URL; keep only status and code.
+		pe.Err = errors.New(http.StatusText(apiErr.StatusCode) + " " + apiErr.Code)
+		if apiErr.Response != nil {
+			pe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"))
+		}
+	}
+	return pe
+}
+
+// retryAfter reads a Retry-After header: seconds, or an HTTP date.
+func retryAfter(v string) time.Duration {
+	if v == "" {
+		return 0
+	}
+	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
+		return time.Duration(s * float64(time.Second))
+	}
+	if t, err := http.ParseTime(v); err == nil {
+		return max(time.Until(t), 0)
+	}
+	return 0
+}
+
+// systemWithKnowledge is the system prompt with the retrieved passages, each
+// labelled with its source, for providers that read knowledge as text.
+func systemWithKnowledge(req Request) string {
+	if len(req.Knowledge) == 0 {
+		return req.System
+	}
+	s := req.System + "\n\nAnswer from these sources when they are relevant; name the source you use.\n"
+	for i, p := range req.Knowledge {
+		s += "\n[" + strconv.Itoa(i+1) + "] " + p.Source + "\n" + p.Text + "\n"
+	}
+	return s
+}

@@ -1,0 +1,223 @@
+package llm_test
+
+import (
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/llm"
+)
+
+// wire writes one provider's real streaming wire format.
+type wire struct {
+	name     string
+	path     string // the request path the SDK must call
+	newModel func(baseURL string) llm.Model
+	text     func(w http.ResponseWriter, pieces []string, prompt, completion int)
+	tool     func(w http.ResponseWriter, id, name string, argPieces []string)
+	tooMany  func(w http.ResponseWriter, retryAfterSeconds int)
+	broken   func(w http.ResponseWriter)
+	// cut writes pieces and leaves the stream unfinished.
+	cut func(w http.ResponseWriter, pieces []string)
+}
+
+func sse(w http.ResponseWriter, event, data string) {
+	if event != "" {
+		fmt.Fprintf(w, "event: %s\n", event)
+	}
+	fmt.Fprintf(w, "data: %s\n\n", data)
+	w.(http.Flusher).Flush()
+}
+
+func jsonStr(s string) string { return fmt.Sprintf("%q", s) }
+
+var anthropicWire = wire{
+	name: "anthropic",
+	path: "/v1/messages",
+	newModel: func(u string) llm.Model {
+		return llm.Retry(llm.NewAnthropic(llm.AnthropicConfig{APIKey: "sk-ant-test", BaseURL: u}), 3, 10*time.Millisecond, 2*time.Second)
+	},
+	text: func(w http.ResponseWriter, pieces []string, prompt, completion int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"claude-3-5-sonnet-latest","stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, prompt))
+		sse(w, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+		sse(w, "ping", `{"type":"ping"}`)
+		for _, p := range pieces {
+			sse(w, "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+jsonStr(p)+`}}`)
+		}
+		sse(w, "content_block_stop", `{"type":"content_block_stop","index":0}`)
+		sse(w, "message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":%d}}`, completion))
+		sse(w, "message_stop", `{"type":"message_stop"}`)
+	},
+	tool: func(w http.ResponseWriter, id, name string, args []string) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":10,"output_tokens":1}}}`)
+		sse(w, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":`+jsonStr(id)+`,"name":`+jsonStr(name)+`,"input":{}}}`)
+		for _, a := range args {
+			sse(w, "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":`+jsonStr(a)+`}}`)
+		}
+		sse(w, "content_block_stop", `{"type":"content_block_stop","index":0}`)
+		sse(w, "message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use","stop_sequence":null},"usage":{"output_tokens":12}}`)
+		sse(w, "message_stop", `{"type":"message_stop"}`)
+	},
+	tooMany: func(w http.ResponseWriter, secs int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Retry-After", fmt.Sprint(secs))
+		w.WriteHeader(429)
+		fmt.Fprint(w, `{"type":"error","error":{"type":"rate_limit_error","message":"Number of requests has exceeded your rate limit"}}`)
+	},
+	broken: func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(500)
+		fmt.Fprint(w, `{"type":"error","error":{"type":"api_error","message":"Internal server error"}}`)
+	},
+	cut: func(w http.ResponseWriter, pieces []string) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":10,"output_tokens":1}}}`)
+		sse(w, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+		for _, p := range pieces {
+			sse(w, "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":`+jsonStr(p)+`}}`)
+		}
+	},
+}
+
+var geminiWire = wire{
+	name: "gemini",
+	path: "/v1beta/models/gemini-1.5-pro:streamGenerateContent",
+	newModel: func(u string) llm.Model {
+		g, err := llm.NewGemini(llm.GeminiConfig{APIKey: "gm-test", BaseURL: u})
+		if err != nil {
+			panic(err)
+		}
+		return llm.Retry(g, 3, 10*time.Millisecond, 2*time.Second)
+	},
+	text: func(w http.ResponseWriter, pieces []string, prompt, completion int) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for i, p := range pieces {
+			finish := ""
+			usage := ""
+			if i == len(pieces)-1 {
+				finish = `,"finishReason":"STOP"`
+				usage = fmt.Sprintf(`,"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d}`, prompt, completion, prompt+completion)
+			}
+			sse(w, "", `{"candidates":[{"content":{"parts":[{"text":`+jsonStr(p)+`}],"role":"model"},"index":0`+finish+`}]`+usage+`,"modelVersion":"gemini-1.5-pro"}`)
+		}
+	},
+	tool: func(w http.ResponseWriter, id, name string, args []string) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "", `{"candidates":[{"content":{"parts":[{"functionCall":{"id":`+jsonStr(id)+`,"name":`+jsonStr(name)+`,"args":`+strings.Join(args, "")+`}}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5}}`)
+	},
+	tooMany: func(w http.ResponseWriter, secs int) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(429)
+		fmt.Fprintf(w, `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"%ds"}]}}`, secs)
+	},
+	broken: func(w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(500)
+		fmt.Fprint(w, `{"error":{"code":500,"message":"An internal error has occurred.","status":"INTERNAL"}}`)
+	},
+	cut: func(w http.ResponseWriter, pieces []string) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		for _, p := range pieces {
+			sse(w, "", `{"candidates":[{"content":{"parts":[{"text":`+jsonStr(p)+`}],"role":"model"},"index":0}]}`)
+		}
+	},
+}
+
+func hijackClose(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+	}
+}
+
+func wireServer(t *testing.T, wr wire, handle func(call int, w http.ResponseWriter)) (*httptest.Server, *atomic.Int64) {
+	var calls atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != wr.path {
+			t.Errorf("%s: request to %s, want %s", wr.name, r.URL.Path, wr.path)
+			http.NotFound(w, r)
+			return
+		}
+		handle(int(calls.Add(1)), w)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, &calls
+}
+
+func TestProviderWireFormats(t *testing.T) {
+	t.Parallel()
+	req := llm.Request{Model: "gemini-1.5-pro", System: "Be brief.", Temperature: 0.2,
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}, {Role: llm.RoleAssistant, Content: "hello"}, {Role: llm.RoleUser, Content: "and?"}}}
+	for _, wr := range []wire{anthropicWire, geminiWire} {
+		t.Run(wr.name+"/text and usage", func(t *testing.T) {
+			t.Parallel()
+			srv, _ := wireServer(t, wr, func(_ int, w http.ResponseWriter) { wr.text(w, []string{"Hel", "lo ", "there."}, 21, 4) })
+			text, calls, usage, err := collect(t, wr.newModel(srv.URL), req)
+			require.NoError(t, err)
+			require.Equal(t, "Hello there.", text)
+			require.Empty(t, calls)
+			require.Equal(t, &llm.Usage{PromptTokens: 21, CompletionTokens: 4}, usage)
+		})
+		t.Run(wr.name+"/tool call", func(t *testing.T) {
+			t.Parallel()
+			srv, _ := wireServer(t, wr, func(_ int, w http.ResponseWriter) {
+				wr.tool(w, "call_9", "web_search", []string{`{"query":`, `"parley"}`})
+			})
+			r := req
+			r.Tools = []llm.Tool{{Name: "web_search", Description: "Search the web", Parameters: map[string]any{"type": "object", "properties": map[string]any{"query": map[string]any{"type": "string"}}}}}
+			_, calls, _, err := collect(t, wr.newModel(srv.URL), r)
+			require.NoError(t, err)
+			require.Len(t, calls, 1)
+			require.Equal(t, "web_search", calls[0].Name)
+			require.Equal(t, "call_9", calls[0].ID)
+			require.JSONEq(t, `{"query":"parley"}`, calls[0].Arguments)
+		})
+		t.Run(wr.name+"/429 with retry-after", func(t *testing.T) {
+			t.Parallel()
+			var first time.Time
+			srv, calls := wireServer(t, wr, func(call int, w http.ResponseWriter) {
+				if call == 1 {
+					first = time.Now()
+					wr.tooMany(w, 1)
+					return
+				}
+				if d := time.Since(first); d < 900*time.Millisecond {
+					t.Errorf("retried after %v, before the 1 s asked", d)
+				}
+				wr.text(w, []string{"ok"}, 1, 1)
+			})
+			text, _, _, err := collect(t, wr.newModel(srv.URL), req)
+			require.NoError(t, err)
+			require.Equal(t, "ok", text)
+			require.EqualValues(t, 2, calls.Load())
+		})
+		t.Run(wr.name+"/500", func(t *testing.T) {
+			t.Parallel()
+			srv, calls := wireServer(t, wr, func(_ int, w http.ResponseWriter) { wr.broken(w) })
+			_, _, _, err := collect(t, wr.newModel(srv.URL), req)
+			var pe *llm.ProviderError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, 500, pe.Status)
+			require.Equal(t, wr.name, pe.Provider)
+			require.EqualValues(t, 3, calls.Load(), "retried up to the attempts")
+		})
+		t.Run(wr.name+"/cut mid-stream", func(t *testing.T) {
+			t.Parallel()
+			srv, calls := wireServer(t, wr, func(_ int, w http.ResponseWriter) {
+				wr.cut(w, []string{"Half ", "an answer"})
+				hijackClose(w)
+			})
+			text, _, _, err := collect(t, wr.newModel(srv.URL), req)
+			require.Error(t, err)
+			require.Equal(t, "Half an answer", text)
+			require.EqualValues(t, 1, calls.Load(), "never retried once text went out")
+		})
+	}
+}

@@ -1,0 +1,203 @@
+// Package netguard is the only HTTP client Parley uses for URLs that users
+// give (web pages, sites, sitemaps). It allows public addresses only,
+// checked on the address actually dialled (so DNS tricks and rebinding
+// fail), re-checks every redirect, and caps response size and time.
+//
+// It must never dial a loopback, private, link-local, multicast or
+// unspecified address, nor a cloud metadata address, unless an operator
+// allowed that range by configuration.
+package netguard
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// ErrBlocked is returned for a destination the guard refuses.
+var ErrBlocked = errors.New("destination not allowed")
+
+// Config bounds what the client may reach and read.
+type Config struct {
+	// Allow lists address ranges an operator opened despite being private
+	// (intranet documents, or tests' loopback servers). Default: none.
+	Allow []netip.Prefix
+	// Timeout bounds one request, redirects included. Default 20 s.
+	Timeout time.Duration
+	// MaxBytes bounds a response body. Default 10 MiB.
+	MaxBytes int64
+	// MaxRedirects. Default 5.
+	MaxRedirects int
+}
+
+// Client fetches user-given URLs.
+type Client struct {
+	cfg  Config
+	http *http.Client
+}
+
+// New returns a guarded client.
+func New(cfg Config) *Client {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 20 * time.Second
+	}
+	if cfg.MaxBytes == 0 {
+		cfg.MaxBytes = 10 << 20
+	}
+	if cfg.MaxRedirects == 0 {
+		cfg.MaxRedirects = 5
+	}
+	c := &Client{cfg: cfg}
+	dialer := &net.Dialer{
+		Timeout: 10 * time.Second,
+		// Control runs on the resolved address, just before connecting: the
+		// check cannot be raced by a second DNS answer.
+		Control: func(_, address string, _ syscall.RawConn) error {
+			ap, err := netip.ParseAddrPort(address)
+			if err != nil {
+				return fmt.Errorf("%w: %s", ErrBlocked, address)
+			}
+			if !c.Allowed(ap.Addr()) {
+				return fmt.Errorf("%w: %s is not a public address", ErrBlocked, ap.Addr())
+			}
+			return nil
+		},
+	}
+	tr := &http.Transport{
+		Proxy:                 nil, // a proxy would dial for us, unchecked
+		DialContext:           dialer.DialContext,
+		TLSHandshakeTimeout:   10 * time.Second,
+		ResponseHeaderTimeout: 15 * time.Second,
+		MaxIdleConns:          10,
+		IdleConnTimeout:       30 * time.Second,
+	}
+	c.http = &http.Client{
+		Transport: tr,
+		Timeout:   cfg.Timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= cfg.MaxRedirects {
+				return fmt.Errorf("more than %d redirects", cfg.MaxRedirects)
+			}
+			return CheckURL(req.URL)
+		},
+	}
+	return c
+}
+
+// CheckURL refuses what the guard never fetches, before any lookup: schemes
+// other than http and https, and URLs with credentials.
+func CheckURL(u *url.URL) error {
+	if u.Scheme != "http" && u.Scheme != "https" {
+		return fmt.Errorf("%w: only http and https URLs are fetched, not %q", ErrBlocked, u.Scheme)
+	}
+	if u.User != nil {
+		return fmt.Errorf("%w: URLs with credentials are not fetched", ErrBlocked)
+	}
+	host := u.Hostname()
+	if host == "" {
+		return fmt.Errorf("%w: the URL has no host", ErrBlocked)
+	}
+	// Numeric hosts in the old inet_aton notations (127.1, 2130706433,
+	// 0x7f000001, 0177.0.0.1) name addresses without DNS in some resolvers:
+	// only the standard forms are accepted, and checked like any address.
+	if _, err := netip.ParseAddr(host); err != nil && looksNumeric(host) {
+		return fmt.Errorf("%w: %q is an address in a non-standard notation", ErrBlocked, host)
+	}
+	return nil
+}
+
+func looksNumeric(host string) bool {
+	if host[0] < '0' || host[0] > '9' {
+		return false
+	}
+	for _, r := range strings.ToLower(host) {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f' || r == 'x' || r == '.') {
+			return false
+		}
+	}
+	return true
+}
+
+// metadata are cloud instance-metadata addresses outside the private ranges.
+var metadata = []netip.Prefix{
+	netip.MustParsePrefix("169.254.0.0/16"),
+	netip.MustParsePrefix("fd00:ec2::254/128"),
+	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT, also used by some clouds
+	netip.MustParsePrefix("192.0.0.0/24"),
+	netip.MustParsePrefix("198.18.0.0/15"),
+}
+
+// Allowed reports whether the guard may connect to a.
+func (c *Client) Allowed(a netip.Addr) bool {
+	a = a.Unmap()
+	for _, p := range c.cfg.Allow {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
+		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
+		return false
+	}
+	for _, p := range metadata {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// Page is a fetched response.
+type Page struct {
+	URL         *url.URL // after redirects
+	ContentType string
+	Body        []byte
+}
+
+// Get fetches a URL, reading at most MaxBytes of it.
+func (c *Client) Get(ctx context.Context, raw string) (*Page, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL: %w", err)
+	}
+	if err := CheckURL(u); err != nil {
+		return nil, err
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil && !c.Allowed(a) {
+		return nil, fmt.Errorf("%w: %s is not a public address", ErrBlocked, a)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("User-Agent", "Parley/1.0 (+https://github.com/parleyhq/parley)")
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode >= 400 {
+		return nil, fmt.Errorf("%s answered %s", u.Host, resp.Status)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(body)) > c.cfg.MaxBytes {
+		return nil, fmt.Errorf("%s is larger than %d bytes", u, c.cfg.MaxBytes)
+	}
+	return &Page{URL: resp.Request.URL, ContentType: resp.Header.Get("Content-Type"), Body: body}, nil
+}
+
+// Blocked reports whether err is the guard's refusal.
+func Blocked(err error) bool {
+	return errors.Is(err, ErrBlocked) || strings.Contains(fmt.Sprint(err), ErrBlocked.Error())
+}

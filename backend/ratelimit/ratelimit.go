@@ -1,0 +1,133 @@
+// Package ratelimit counts requests per API key per minute and per day on
+// ulule/limiter, in memory for one instance or in Redis so that several
+// instances share exact counts.
+package ratelimit
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/ulule/limiter/v3"
+	"github.com/ulule/limiter/v3/drivers/store/memory"
+	redisstore "github.com/ulule/limiter/v3/drivers/store/redis"
+
+	"github.com/parleyhq/parley/backend/plan"
+)
+
+// Limiter applies plan limits to keys.
+type Limiter struct {
+	store limiter.Store
+
+	mu     sync.Mutex
+	byRate map[limiter.Rate]*limiter.Limiter
+}
+
+// NewMemory counts in this process only.
+func NewMemory() *Limiter {
+	return &Limiter{store: memory.NewStoreWithOptions(limiter.StoreOptions{
+		Prefix:          "parley",
+		CleanUpInterval: time.Minute,
+	}), byRate: map[limiter.Rate]*limiter.Limiter{}}
+}
+
+// NewRedis counts in Redis under prefix, shared by every instance that uses
+// the same Redis and prefix.
+func NewRedis(client redis.UniversalClient, prefix string) (*Limiter, error) {
+	store, err := redisstore.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: prefix})
+	if err != nil {
+		return nil, fmt.Errorf("rate limit store: %w", err)
+	}
+	return &Limiter{store: store, byRate: map[limiter.Rate]*limiter.Limiter{}}, nil
+}
+
+func (l *Limiter) forRate(period time.Duration, n int64) *limiter.Limiter {
+	r := limiter.Rate{Period: period, Limit: n}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lim, ok := l.byRate[r]
+	if !ok {
+		lim = limiter.New(l.store, r)
+		l.byRate[r] = lim
+	}
+	return lim
+}
+
+// Result is the outcome of one request against the limits. Limit, Remaining
+// and Reset describe the window that decided it: the minute window unless the
+// day window is exhausted.
+type Result struct {
+	Allowed   bool
+	Limit     int64
+	Remaining int64
+	Reset     time.Time
+}
+
+// RetryAfter is how long a refused caller should wait, at least one second.
+func (r Result) RetryAfter(now time.Time) time.Duration {
+	d := r.Reset.Sub(now).Round(time.Second)
+	if d < time.Second {
+		d = time.Second
+	}
+	return d
+}
+
+// Allow counts one request of key. A request refused by the minute limit does
+// not count against the day.
+func (l *Limiter) Allow(ctx context.Context, key string, lim plan.Limits) (Result, error) {
+	m, err := l.forRate(time.Minute, lim.PerMinute).Get(ctx, key+":m")
+	if err != nil {
+		return Result{}, fmt.Errorf("rate limit: %w", err)
+	}
+	if m.Reached {
+		return result(m), nil
+	}
+	d, err := l.forRate(24*time.Hour, lim.PerDay).Get(ctx, key+":d")
+	if err != nil {
+		return Result{}, fmt.Errorf("rate limit: %w", err)
+	}
+	if d.Reached || d.Remaining < m.Remaining {
+		return result(d), nil
+	}
+	return result(m), nil
+}
+
+func result(c limiter.Context) Result {
+	return Result{Allowed: !c.Reached, Limit: c.Limit, Remaining: c.Remaining, Reset: time.Unix(c.Reset, 0)}
+}
+
+// Usage is how many requests a key made in the current minute and day.
+type Usage struct {
+	Minute, Day int64
+}
+
+// Peek reads a key's counts without counting.
+func (l *Limiter) Peek(ctx context.Context, key string, lim plan.Limits) (Usage, error) {
+	m, err := l.forRate(time.Minute, lim.PerMinute).Peek(ctx, key+":m")
+	if err != nil {
+		return Usage{}, err
+	}
+	d, err := l.forRate(24*time.Hour, lim.PerDay).Peek(ctx, key+":d")
+	if err != nil {
+		return Usage{}, err
+	}
+	return Usage{Minute: m.Limit - m.Remaining, Day: d.Limit - d.Remaining}, nil
+}
+
+// WriteHeaders sets X-RateLimit-Limit, -Remaining and -Reset (Unix seconds)
+// from r and, when r refused the request, Retry-After (seconds).
+func WriteHeaders(h http.Header, r *Result, now time.Time) {
+	if r == nil {
+		return
+	}
+	h.Set("X-RateLimit-Limit", strconv.FormatInt(r.Limit, 10))
+	h.Set("X-RateLimit-Remaining", strconv.FormatInt(r.Remaining, 10))
+	h.Set("X-RateLimit-Reset", strconv.FormatInt(r.Reset.Unix(), 10))
+	if !r.Allowed {
+		h.Set("Retry-After", strconv.FormatInt(int64(r.RetryAfter(now)/time.Second), 10))
+	}
+}

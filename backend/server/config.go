@@ -1,0 +1,138 @@
+package server
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/parleyhq/parley/backend/llm"
+)
+
+// DefaultDatabaseURL is what scripts/db-setup.sh makes ready.
+const DefaultDatabaseURL = "postgres://parley:parley@127.0.0.1:5432/parley?sslmode=disable"
+
+// Config is every setting of `parley serve`. Each has a flag and a PARLEY_*
+// environment variable (DATABASE_URL is also read); a flag wins over its
+// variable.
+type Config struct {
+	Addr            string
+	DatabaseURL     string
+	DBMaxConns      int
+	RedisURL        string
+	RedisPrefix     string
+	Migrate         bool
+	ShutdownTimeout time.Duration
+	LogLevel        string
+	LastUsedFlush   time.Duration
+	ModelsFile      string
+	// Workers runs ingestion jobs in this process (parley serve); parley
+	// worker runs them alone.
+	Workers    bool
+	Embeddings string
+	// SearchEf is the HNSW search breadth (hnsw.ef_search).
+	SearchEf int
+	// FetchAllow opens private address ranges to the web fetcher
+	// (intranet documents); none by default.
+	FetchAllow []netip.Prefix
+	// Catalog, when set, replaces the catalog built from the environment
+	// and ModelsFile (tests point model names at fake providers with it).
+	Catalog *llm.Catalog
+
+	envErrs []error
+}
+
+// Err reports environment variables that could not be read.
+func (c *Config) Err() error { return errors.Join(c.envErrs...) }
+
+// Flags registers the settings on fs with their environment defaults.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.Addr, "addr", env("PARLEY_ADDR", ":8080"), "listen address (PARLEY_ADDR)")
+	fs.StringVar(&c.DatabaseURL, "database-url", env("PARLEY_DATABASE_URL", env("DATABASE_URL", DefaultDatabaseURL)),
+		"Postgres URL; the database needs the vector extension (PARLEY_DATABASE_URL or DATABASE_URL)")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.envInt("PARLEY_DB_MAX_CONNS", 0), "largest Postgres pool; 0 lets pgx choose (PARLEY_DB_MAX_CONNS)")
+	fs.StringVar(&c.RedisURL, "redis-url", env("PARLEY_REDIS_URL", ""),
+		"Redis URL for rate-limit counts shared by several instances, e.g. redis://127.0.0.1:6379/0; empty counts in memory (PARLEY_REDIS_URL)")
+	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("PARLEY_REDIS_PREFIX", "parley:ratelimit"), "Redis key prefix of rate-limit counters (PARLEY_REDIS_PREFIX)")
+	fs.BoolVar(&c.Migrate, "migrate", c.envBool("PARLEY_MIGRATE", true), "apply pending migrations at start (PARLEY_MIGRATE)")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("PARLEY_SHUTDOWN_TIMEOUT", 30*time.Second),
+		"how long SIGTERM waits for requests in flight (PARLEY_SHUTDOWN_TIMEOUT)")
+	fs.StringVar(&c.LogLevel, "log-level", env("PARLEY_LOG_LEVEL", "info"), "debug, info, warn or error (PARLEY_LOG_LEVEL)")
+	fs.StringVar(&c.ModelsFile, "models-file", env("PARLEY_MODELS_FILE", ""),
+		"JSON file mapping model names to providers and upstream models, see docs/models.md (PARLEY_MODELS_FILE)")
+	fs.BoolVar(&c.Workers, "workers", c.envBool("PARLEY_WORKERS", true), "run ingestion jobs in this process (PARLEY_WORKERS)")
+	fs.IntVar(&c.SearchEf, "search-ef", c.envInt("PARLEY_SEARCH_EF", 400),
+		"HNSW search breadth: higher finds more of the nearest chunks, slower; see docs/benchmarks.md (PARLEY_SEARCH_EF)")
+	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "lexical"),
+		"embedder of new datastores: lexical (offline), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
+	fs.Func("fetch-allow", "a private address range (CIDR) the web fetcher may reach, repeatable; none by default (PARLEY_FETCH_ALLOW, comma-separated)", func(v string) error {
+		p, err := netip.ParsePrefix(v)
+		if err != nil {
+			return err
+		}
+		c.FetchAllow = append(c.FetchAllow, p)
+		return nil
+	})
+	for _, v := range strings.Split(env("PARLEY_FETCH_ALLOW", ""), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			p, err := netip.ParsePrefix(v)
+			if err != nil {
+				c.envErrs = append(c.envErrs, fmt.Errorf("PARLEY_FETCH_ALLOW: %q is not a CIDR range", v))
+				continue
+			}
+			c.FetchAllow = append(c.FetchAllow, p)
+		}
+	}
+	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
+		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
+}
+
+func env(name, def string) string {
+	if v, ok := os.LookupEnv(name); ok && v != "" {
+		return v
+	}
+	return def
+}
+
+func (c *Config) envInt(name string, def int) int {
+	v := env(name, "")
+	if v == "" {
+		return def
+	}
+	x, err := strconv.Atoi(v)
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q is not a number", name, v))
+		return def
+	}
+	return x
+}
+
+func (c *Config) envBool(name string, def bool) bool {
+	v := env(name, "")
+	if v == "" {
+		return def
+	}
+	x, err := strconv.ParseBool(v)
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q is not true or false", name, v))
+		return def
+	}
+	return x
+}
+
+func (c *Config) envDuration(name string, def time.Duration) time.Duration {
+	v := env(name, "")
+	if v == "" {
+		return def
+	}
+	x, err := time.ParseDuration(v)
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q is not a duration", name, v))
+		return def
+	}
+	return x
+}

@@ -1,0 +1,355 @@
+// Package server wires Parley together: configuration, the Postgres pool and
+// migrations, the gate (authentication and rate limits), the Connect services
+// with their validation, the REST compatibility paths, health and readiness,
+// and an HTTP server that speaks HTTP/1.1 and cleartext HTTP/2 (h2c, so gRPC
+// works without TLS) and drains on shutdown.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"buf.build/go/protovalidate"
+	"connectrpc.com/connect"
+	"connectrpc.com/grpchealth"
+	"connectrpc.com/grpcreflect"
+	"connectrpc.com/validate"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/redis/go-redis/v9"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/agent"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/chat"
+	"github.com/parleyhq/parley/backend/conversation"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/compat"
+)
+
+// maxMessageBytes bounds a Connect/gRPC request message.
+const maxMessageBytes = 1 << 20
+
+// App is a configured Parley instance: its handler and what it holds open.
+type App struct {
+	cfg     Config
+	Pool    *pgxpool.Pool
+	Store   *db.Store
+	Auth    *auth.Authenticator
+	Limits  *ratelimit.Limiter
+	redis   *redis.Client
+	handler http.Handler
+	catalog *llm.Catalog
+	K       *knowledge.Knowledge
+	jobs    *river.Client[pgx.Tx]
+
+	// drain ends when shutdown begins in earnest: running chat turns stop
+	// their model calls and send a final event.
+	drain      context.Context
+	startDrain context.CancelFunc
+
+	migrated atomic.Bool
+}
+
+// New opens the database (migrating it unless cfg.Migrate is false), the
+// rate-limit store, and builds the handler.
+func New(ctx context.Context, cfg Config) (*App, error) {
+	if err := cfg.Err(); err != nil {
+		return nil, err
+	}
+	a := &App{cfg: cfg}
+	a.drain, a.startDrain = context.WithCancel(context.Background())
+	a.catalog = cfg.Catalog
+	if a.catalog == nil {
+		c, err := llm.LoadCatalog(llm.CatalogConfig{File: cfg.ModelsFile})
+		if err != nil {
+			return nil, err
+		}
+		a.catalog = c
+	}
+	for name, served := range a.catalog.Describe() {
+		slog.Info("model route", "model", name, "served_by", served)
+	}
+	if cfg.Migrate {
+		res, err := db.Migrate(ctx, cfg.DatabaseURL)
+		if err != nil {
+			return nil, fmt.Errorf("migrate: %w", err)
+		}
+		for _, r := range res {
+			slog.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
+		}
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	if err != nil {
+		return nil, err
+	}
+	a.Pool = pool
+	a.Store = &db.Store{Pool: pool}
+	if cfg.RedisURL != "" {
+		opts, err := redis.ParseURL(cfg.RedisURL)
+		if err != nil {
+			a.Close()
+			return nil, fmt.Errorf("redis url: %w", err)
+		}
+		a.redis = redis.NewClient(opts)
+		if err := a.redis.Ping(ctx).Err(); err != nil {
+			a.Close()
+			return nil, fmt.Errorf("redis: %w", err)
+		}
+		if a.Limits, err = ratelimit.NewRedis(a.redis, cfg.RedisPrefix); err != nil {
+			a.Close()
+			return nil, err
+		}
+	} else {
+		a.Limits = ratelimit.NewMemory()
+	}
+	a.Auth = auth.NewAuthenticator(a.Store)
+	if err := a.knowledge(); err != nil {
+		a.Close()
+		return nil, err
+	}
+	a.handler, err = a.routes()
+	if err != nil {
+		a.Close()
+		return nil, err
+	}
+	return a, nil
+}
+
+// knowledge sets up ingestion and search: the embedder of new datastores,
+// the guarded web fetcher, and River (workers only when cfg.Workers).
+func (a *App) knowledge() error {
+	var def knowledge.Embedder = knowledge.Lexical{}
+	others := []knowledge.Embedder{knowledge.Lexical{}}
+	byName := map[string]knowledge.Embedder{"lexical": knowledge.Lexical{}}
+	if k := os.Getenv("PARLEY_OPENAI_API_KEY"); k != "" {
+		oe := knowledge.NewOpenAIEmbedder(k, os.Getenv("PARLEY_OPENAI_BASE_URL"), "text-embedding-3-small", 1536)
+		others = append(others, oe)
+		byName["openai"] = oe
+	}
+	if k := os.Getenv("PARLEY_GEMINI_API_KEY"); k != "" {
+		ge, err := knowledge.NewGeminiEmbedder(k, os.Getenv("PARLEY_GEMINI_BASE_URL"), "text-embedding-004", 768)
+		if err != nil {
+			return err
+		}
+		others = append(others, ge)
+		byName["gemini"] = ge
+	}
+	if name := a.cfg.Embeddings; name != "" {
+		e, ok := byName[name]
+		if !ok {
+			return fmt.Errorf("--embeddings %q: use lexical, openai (needs PARLEY_OPENAI_API_KEY) or gemini (needs PARLEY_GEMINI_API_KEY)", name)
+		}
+		def = e
+	}
+	a.K = knowledge.New(a.Store, def, netguard.New(netguard.Config{Allow: a.cfg.FetchAllow}), others...)
+	if a.cfg.SearchEf > 0 {
+		a.K.EfSearch = min(a.cfg.SearchEf, 1000)
+	}
+	rc := &river.Config{Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if a.cfg.Workers {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &knowledge.IngestWorker{K: a.K})
+		rc.Workers = workers
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}}
+	}
+	jobs, err := river.NewClient(riverpgxv5.New(a.Pool), rc)
+	if err != nil {
+		return err
+	}
+	a.jobs = jobs
+	return nil
+}
+
+// RunWorkers runs ingestion jobs until ctx ends (parley worker, and within
+// Serve when cfg.Workers).
+func (a *App) RunWorkers(ctx context.Context) error {
+	if !a.cfg.Workers {
+		<-ctx.Done()
+		return nil
+	}
+	if err := a.jobs.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
+	defer cancel()
+	return a.jobs.Stop(sctx)
+}
+
+func (a *App) routes() (http.Handler, error) {
+	validator, err := protovalidate.New()
+	if err != nil {
+		return nil, err
+	}
+	gate := &auth.Gate{Auth: a.Auth, Limits: a.Limits}
+	opts := []connect.HandlerOption{
+		connect.WithInterceptors(
+			errorInterceptor{},
+			gateInterceptor{gate: gate, scope: procedureScope},
+			validate.NewInterceptor(validate.WithValidator(validator)),
+		),
+		connect.WithReadMaxBytes(maxMessageBytes),
+		// Compressing replies of a few hundred bytes costs more CPU than
+		// it saves on the wire.
+		connect.WithCompressMinBytes(1 << 10),
+	}
+	agents := agent.NewHandler(a.Store)
+	accounts := account.New(a.Store, a.Auth, a.Limits)
+	admitter := &chat.Admitter{Store: a.Store, Gate: gate, Limits: a.Limits}
+	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K}
+	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
+	conversations := &conversation.Service{Admit: admitter, Store: a.Store}
+	// Chat and conversation listing admit their callers themselves: a public
+	// agent needs no key.
+	selfAdmitted := []connect.HandlerOption{
+		connect.WithInterceptors(errorInterceptor{}, validate.NewInterceptor(validate.WithValidator(validator))),
+		connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithCompressMinBytes(1 << 10),
+	}
+
+	mux := http.NewServeMux()
+	mux.Handle(parleyv1connect.NewAgentServiceHandler(agents, opts...))
+	mux.Handle(parleyv1connect.NewApiKeyServiceHandler(accounts, opts...))
+	mux.Handle(parleyv1connect.NewOrganizationServiceHandler(accounts, opts...))
+	mux.Handle(parleyv1connect.NewDatastoreServiceHandler(datastores, opts...))
+	mux.Handle(parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), selfAdmitted...))
+	mux.Handle(parleyv1connect.NewConversationServiceHandler(conversations, selfAdmitted...))
+	services := []string{
+		parleyv1connect.AgentServiceName, parleyv1connect.ApiKeyServiceName, parleyv1connect.OrganizationServiceName,
+		parleyv1connect.ChatServiceName, parleyv1connect.ConversationServiceName, parleyv1connect.DatastoreServiceName,
+	}
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	reflector := grpcreflect.NewStaticReflector(services...)
+	mux.Handle(grpcreflect.NewHandlerV1(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+
+	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).Register(mux)
+
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		_, _ = w.Write([]byte("ok\n"))
+	})
+	mux.HandleFunc("GET /readyz", a.readyz)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		compat.WriteError(w, r, notFoundRoute(r))
+	})
+	return requestLog(mux), nil
+}
+
+// readyz answers 200 when Postgres answers and every migration is applied.
+func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
+	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+	defer cancel()
+	problem := ""
+	if err := a.Pool.Ping(ctx); err != nil {
+		problem = "database unreachable"
+	} else if !a.migrated.Load() {
+		n, err := db.Pending(ctx, a.cfg.DatabaseURL)
+		switch {
+		case err != nil:
+			problem = "cannot read migration state"
+		case n > 0:
+			problem = fmt.Sprintf("%d migrations pending; run parley migrate", n)
+		default:
+			a.migrated.Store(true)
+		}
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	if problem != "" {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = w.Write([]byte(problem + "\n"))
+		return
+	}
+	_, _ = w.Write([]byte("ready\n"))
+}
+
+// Handler is the whole HTTP surface.
+func (a *App) Handler() http.Handler { return a.handler }
+
+// Serve serves on ln until ctx ends, then stops taking requests and waits up
+// to the shutdown timeout for those in flight.
+func (a *App) Serve(ctx context.Context, ln net.Listener) error {
+	srv := NewHTTPServer(a.handler)
+	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
+	worked := make(chan error, 1)
+	go func() { worked <- a.RunWorkers(workCtx) }()
+	flushCtx, stopFlush := context.WithCancel(context.WithoutCancel(ctx))
+	flushed := make(chan struct{})
+	go func() {
+		defer close(flushed)
+		a.Auth.RunLastUsedFlusher(flushCtx, a.cfg.LastUsedFlush)
+	}()
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	slog.Info("serving", "addr", ln.Addr().String())
+	var err error
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		slog.Info("shutting down", "grace", a.cfg.ShutdownTimeout)
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout)
+		// Streams still open near the deadline are ended with a final event
+		// (their partial answers stored) so that they close before it.
+		drainAt := max(a.cfg.ShutdownTimeout-2*time.Second, a.cfg.ShutdownTimeout/2)
+		drainTimer := time.AfterFunc(drainAt, a.startDrain)
+		err = srv.Shutdown(sctx)
+		drainTimer.Stop()
+		cancel()
+		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
+			err = serr
+		}
+	}
+	stopFlush()
+	<-flushed
+	stopWork()
+	if werr := <-worked; werr != nil && err == nil {
+		slog.Error("stopping workers", "err", werr)
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
+
+// NewHTTPServer returns the server Parley runs handler with: HTTP/1.1 and
+// cleartext HTTP/2 with explicit timeouts. There is no write timeout, since
+// streams (gRPC, SSE) outlive any fixed one.
+func NewHTTPServer(handler http.Handler) *http.Server {
+	srv := &http.Server{
+		Handler:           handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       60 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		MaxHeaderBytes:    64 << 10,
+		Protocols:         new(http.Protocols),
+	}
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	return srv
+}
+
+// Close releases the pool and Redis client.
+func (a *App) Close() {
+	a.startDrain()
+	if a.Pool != nil {
+		a.Pool.Close()
+	}
+	if a.redis != nil {
+		_ = a.redis.Close()
+	}
+}

@@ -1,0 +1,304 @@
+package compat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/chat"
+	"github.com/parleyhq/parley/backend/conversation"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/compat/wire"
+)
+
+// WithChat adds the chat and conversation paths.
+func (h *Handler) WithChat(a *chat.Admitter, turns *chat.Service, convs *conversation.Service) *Handler {
+	h.admit, h.turns, h.convs = a, turns, convs
+	return h
+}
+
+func clientIP(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// wantsStream: the body's streaming flag decides; without one, the Accept
+// header.
+func wantsStream(flag *bool, r *http.Request) bool {
+	if flag != nil {
+		return *flag
+	}
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// admitChat admits the caller and writes the rate-limit headers.
+func (h *Handler) admitChat(w http.ResponseWriter, r *http.Request, agentID, visitorID string) (*chat.Admitted, error) {
+	adm, err := h.admit.Admit(r.Context(), chat.Caller{Authorization: r.Header.Get("Authorization"), ClientIP: clientIP(r)}, agentID, visitorID)
+	if adm != nil {
+		ratelimit.WriteHeaders(w.Header(), adm.Rate, time.Now())
+	}
+	return adm, err
+}
+
+// readChat reads and decodes a chat body for the path's agent.
+func readChat(w http.ResponseWriter, r *http.Request) (*parleyv1.ChatRequest, *bool, error) {
+	body, err := wire.ReadBody(w, r)
+	if err != nil {
+		return nil, nil, err
+	}
+	return wire.DecodeChat(r.PathValue("agentId"), body)
+}
+
+// chatV2 is POST /api/v2/agent/{agentId}/chat (SPEC §4.1).
+func (h *Handler) chatV2(w http.ResponseWriter, r *http.Request) {
+	if err := h.chatV2Err(w, r); err != nil {
+		WriteError(w, r, err)
+	}
+}
+
+func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
+	req, streaming, err := readChat(w, r)
+	if err != nil {
+		return err
+	}
+	if err := h.validate(req); err != nil {
+		return err
+	}
+	adm, err := h.admitChat(w, r, req.GetAgentId(), req.GetVisitorId())
+	if err != nil {
+		return err
+	}
+	if !wantsStream(streaming, r) {
+		resp, err := h.turns.Run(r.Context(), adm, req, nil)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, replyJSON(resp))
+		return nil
+	}
+	textDialect := r.URL.Query().Get("streamFormat") == "text"
+	sse := newSSE(w)
+	defer sse.Close()
+	emit := func(ev *parleyv1.ChatStreamResponse) error {
+		m := eventJSON(ev, textDialect)
+		if m == nil {
+			return nil
+		}
+		data, err := json.Marshal(m)
+		if err != nil {
+			return err
+		}
+		return sse.Event("", data)
+	}
+	_, err = h.turns.Run(r.Context(), adm, req, emit)
+	if err != nil {
+		if sse.Started() || r.Context().Err() != nil {
+			return nil // the stream carried its own end, or nobody is listening
+		}
+		return err
+	}
+	return sse.Event("", []byte("[DONE]"))
+}
+
+// replyJSON is SPEC §2.6's reply: the text under answer and response.
+func replyJSON(resp *parleyv1.ChatResponse) map[string]any {
+	out := doneFields(resp)
+	out["answer"] = resp.GetAnswer()
+	out["response"] = resp.GetAnswer()
+	return out
+}
+
+func doneFields(resp *parleyv1.ChatResponse) map[string]any {
+	sources := make([]map[string]any, 0, len(resp.GetSources()))
+	for _, s := range resp.GetSources() {
+		sources = append(sources, sourceJSON(s))
+	}
+	u := resp.GetUsage()
+	out := map[string]any{
+		"conversationId": resp.GetConversationId(),
+		"messageId":      resp.GetMessageId(),
+		"sources":        sources,
+		"usage": map[string]any{
+			"promptTokens": u.GetPromptTokens(), "completionTokens": u.GetCompletionTokens(),
+			"totalTokens": u.GetTotalTokens(), "tokens": u.GetTotalTokens(), "cost": u.GetCost(),
+		},
+		"metadata": map[string]any{
+			"model": resp.GetMetadata().GetModel(), "latency": resp.GetMetadata().GetLatencyMs(),
+			"provider": resp.GetMetadata().GetProvider(),
+		},
+	}
+	if v := resp.GetVisitorId(); v != "" {
+		out["visitorId"] = v
+	}
+	return out
+}
+
+func sourceJSON(s *parleyv1.Source) map[string]any {
+	return map[string]any{
+		"source": s.GetSource(), "score": s.GetScore(), "datasourceName": s.GetDatasourceName(),
+		"datasourceId": s.GetDatasourceId(), "chunk": s.GetChunk(), "title": s.GetTitle(), "url": s.GetUrl(),
+		"excerpt": s.GetExcerpt(),
+	}
+}
+
+// eventJSON is one stream event in the spec's dialect (type token, source,
+// tool_call, done, error) or, with text, the other reference's (type text
+// for the tokens; the rest unchanged). nil: nothing to send.
+func eventJSON(ev *parleyv1.ChatStreamResponse, text bool) map[string]any {
+	switch e := ev.GetEvent().(type) {
+	case *parleyv1.ChatStreamResponse_Token:
+		if text {
+			return map[string]any{"type": "text", "text": e.Token}
+		}
+		return map[string]any{"type": "token", "value": e.Token}
+	case *parleyv1.ChatStreamResponse_Source:
+		return map[string]any{"type": "source", "source": sourceJSON(e.Source)}
+	case *parleyv1.ChatStreamResponse_ToolCall:
+		return map[string]any{"type": "tool_call", "id": e.ToolCall.GetId(), "name": e.ToolCall.GetName(), "arguments": e.ToolCall.GetArguments()}
+	case *parleyv1.ChatStreamResponse_Done:
+		out := doneFields(e.Done)
+		out["type"] = "done"
+		return out
+	case *parleyv1.ChatStreamResponse_Error:
+		return map[string]any{"type": "error", "error": map[string]any{"code": e.Error.GetCode(), "message": e.Error.GetMessage()}}
+	}
+	return nil
+}
+
+// chatV1 is the legacy POST /api/agents/{agentId}/query (Chaindesk's v1):
+// {query, conversationId?, visitorId?, streaming?} → {answer, sources,
+// conversationId, visitorId, messageId}; its stream sends `event: answer`
+// frames of URL-encoded text, then `event: endpoint_response` with the
+// reply, then `data: [DONE]`.
+func (h *Handler) chatV1(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Deprecation", "true")
+	w.Header().Set("Link", `</api/v2/agent/`+url.PathEscape(r.PathValue("agentId"))+`/chat>; rel="successor-version"`)
+	if err := h.chatV1Err(w, r); err != nil {
+		WriteError(w, r, err)
+	}
+}
+
+func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
+	req, streaming, err := readChat(w, r)
+	if err != nil {
+		return err
+	}
+	// v1 made both ids optional: new ones are made and returned.
+	if req.ConversationId == "" {
+		req.ConversationId = uuid.NewString()
+	}
+	if req.VisitorId == "" && r.Header.Get("Authorization") == "" {
+		req.VisitorId = uuid.NewString()
+	}
+	if err := h.validate(req); err != nil {
+		return err
+	}
+	adm, err := h.admitChat(w, r, req.GetAgentId(), req.GetVisitorId())
+	if err != nil {
+		return err
+	}
+	v1 := func(resp *parleyv1.ChatResponse, answer string) map[string]any {
+		sources := make([]map[string]any, 0, len(resp.GetSources()))
+		for _, s := range resp.GetSources() {
+			sources = append(sources, sourceJSON(s))
+		}
+		return map[string]any{"answer": answer, "sources": sources, "conversationId": resp.GetConversationId(),
+			"visitorId": resp.GetVisitorId(), "messageId": resp.GetMessageId()}
+	}
+	if streaming == nil || !*streaming {
+		resp, err := h.turns.Run(r.Context(), adm, req, nil)
+		if err != nil {
+			return err
+		}
+		writeJSON(w, http.StatusOK, v1(resp, resp.GetAnswer()))
+		return nil
+	}
+	sse := newSSE(w)
+	defer sse.Close()
+	var answer strings.Builder
+	emit := func(ev *parleyv1.ChatStreamResponse) error {
+		switch e := ev.GetEvent().(type) {
+		case *parleyv1.ChatStreamResponse_Token:
+			answer.WriteString(e.Token)
+			return sse.Event("answer", []byte(encodeURIComponent(e.Token)))
+		case *parleyv1.ChatStreamResponse_Done:
+			data, err := json.Marshal(v1(e.Done, answer.String()))
+			if err != nil {
+				return err
+			}
+			return sse.Event("endpoint_response", data)
+		case *parleyv1.ChatStreamResponse_Error:
+			data, _ := json.Marshal(errorBody{Error: errorDetail{Code: e.Error.GetCode(), Message: e.Error.GetMessage()}})
+			return sse.Event("error", data)
+		}
+		return nil
+	}
+	if _, err := h.turns.Run(r.Context(), adm, req, emit); err != nil {
+		if sse.Started() || errors.Is(err, context.Canceled) {
+			return nil
+		}
+		return err
+	}
+	return sse.Event("", []byte("[DONE]"))
+}
+
+// listConversations is GET /api/v2/agent/{agentId}/conversations (SPEC §4.2).
+func (h *Handler) listConversations(w http.ResponseWriter, r *http.Request) {
+	req := &parleyv1.ListConversationsRequest{AgentId: r.PathValue("agentId"), VisitorId: r.URL.Query().Get("visitorId")}
+	if raw := r.URL.Query().Get("limit"); raw != "" {
+		n, err := strconv.ParseInt(raw, 10, 32)
+		if err != nil || n < 1 {
+			WriteError(w, r, apperr.InvalidField("limit", "must be a positive integer (at most %d)", conversation.MaxLimit))
+			return
+		}
+		if n > conversation.MaxLimit {
+			WriteError(w, r, apperr.InvalidField("limit", "must be at most %d", conversation.MaxLimit))
+			return
+		}
+		req.Limit = int32(n)
+	}
+	if err := h.validate(req); err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	resp, adm, err := h.convs.List(r.Context(), chat.Caller{Authorization: r.Header.Get("Authorization"), ClientIP: clientIP(r)}, req)
+	if adm != nil {
+		ratelimit.WriteHeaders(w.Header(), adm.Rate, time.Now())
+	}
+	if err != nil {
+		WriteError(w, r, err)
+		return
+	}
+	items := make([]map[string]any, 0, len(resp.GetConversations()))
+	for _, c := range resp.GetConversations() {
+		item := map[string]any{
+			"id": c.GetId(), "createdAt": c.GetCreateTime().AsTime().UTC().Format(time.RFC3339Nano),
+			"messagesCount": c.GetMessagesCount(), "lastMessage": c.GetLastMessage(), "status": c.GetStatus(),
+			"channel": c.GetChannel(),
+		}
+		if v := c.GetVisitorId(); v != "" {
+			item["visitorId"] = v
+		}
+		items = append(items, item)
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"conversations": items})
+}
+
+// encodeURIComponent escapes like JavaScript's function of that name, which
+// v1 clients undo with decodeURIComponent.
+func encodeURIComponent(s string) string {
+	return strings.ReplaceAll(url.QueryEscape(s), "+", "%20")
+}

@@ -1,0 +1,171 @@
+// Package compat serves the REST paths of the interface specification
+// (SPEC.md) on top of the same service code the Connect handlers use: it only
+// decodes the legacy JSON into the protobuf requests, runs the same
+// validation, admits the request through the same gate, and encodes the reply
+// and errors in the legacy shapes. It holds no business rule of its own.
+package compat
+
+import (
+	_ "embed"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"buf.build/go/protovalidate"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/chat"
+	"github.com/parleyhq/parley/backend/conversation"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/compat/wire"
+)
+
+// MaxBodyBytes bounds a management request body (documented in openapi.json).
+const MaxBodyBytes = wire.MaxBodyBytes
+
+//go:embed openapi.json
+var openAPI []byte
+
+// Handler serves the REST surface.
+type Handler struct {
+	agents    parleyv1connect.AgentServiceHandler
+	gate      *auth.Gate
+	validator protovalidate.Validator
+
+	admit *chat.Admitter
+	turns *chat.Service
+	convs *conversation.Service
+
+	datastores parleyv1connect.DatastoreServiceHandler
+}
+
+// New returns the REST handler over the given services.
+func New(agents parleyv1connect.AgentServiceHandler, gate *auth.Gate, validator protovalidate.Validator) *Handler {
+	return &Handler{agents: agents, gate: gate, validator: validator}
+}
+
+// Route is one registered REST route.
+type Route struct {
+	Method string
+	// Path in OpenAPI form, e.g. /api/agents/{agentId}.
+	Path    string
+	handler http.HandlerFunc
+}
+
+// Routes lists every route, each under /api and without it (SPEC §4 leaves
+// open whether {base_url} carries the /api prefix).
+func (h *Handler) Routes() []Route {
+	base := []Route{
+		{http.MethodGet, "/agents", h.admin(h.listAgents)},
+		{http.MethodPost, "/agents", h.admin(h.createAgent)},
+		{http.MethodGet, "/agents/{agentId}", h.admin(h.getAgent)},
+		{http.MethodPut, "/agents/{agentId}", h.admin(h.updateAgent)},
+		{http.MethodDelete, "/agents/{agentId}", h.admin(h.deleteAgent)},
+		{http.MethodGet, "/datastores", h.admin(h.listDatastores)},
+		{http.MethodPost, "/datastores", h.admin(h.createDatastore)},
+		{http.MethodGet, "/datastores/{id}", h.admin(h.getDatastore)},
+		{http.MethodPatch, "/datastores/{id}", h.admin(h.updateDatastore)},
+		{http.MethodDelete, "/datastores/{id}", h.admin(h.deleteDatastore)},
+		{http.MethodGet, "/datastores/{id}/datasources", h.admin(h.listDatasources)},
+		{http.MethodPost, "/datastores/{id}/datasources", h.admin(h.createDatasource)},
+		{http.MethodPost, "/datastores/{id}/query", h.admin(h.queryDatastore)},
+		{http.MethodGet, "/datasources/{id}", h.admin(h.getDatasource)},
+		{http.MethodDelete, "/datasources/{id}", h.admin(h.deleteDatasource)},
+		{http.MethodPost, "/datasources/{id}/resync", h.admin(h.resyncDatasource)},
+	}
+	base = append(base,
+		Route{http.MethodPost, "/v2/agent/{agentId}/chat", h.chatV2},
+		Route{http.MethodGet, "/v2/agent/{agentId}/conversations", h.listConversations},
+		Route{http.MethodPost, "/agents/{agentId}/query", h.chatV1},
+	)
+	routes := []Route{{http.MethodGet, "/api/openapi.json", serveOpenAPI}}
+	for _, prefix := range []string{"/api", ""} {
+		for _, r := range base {
+			routes = append(routes, Route{r.Method, prefix + r.Path, r.handler})
+		}
+	}
+	return routes
+}
+
+// Register adds every route to mux.
+func (h *Handler) Register(mux *http.ServeMux) {
+	for _, r := range h.Routes() {
+		mux.HandleFunc(r.Method+" "+r.Path, r.handler)
+	}
+}
+
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(openAPI)
+}
+
+// admin admits a request needing the admin scope through the gate and runs fn
+// with the principal in its context; any error fn returns is written in the
+// legacy error shape.
+func (h *Handler) admin(fn func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		adm, err := h.gate.Admit(r.Context(), r.Header.Get("Authorization"), auth.ScopeAdmin)
+		ratelimit.WriteHeaders(w.Header(), adm.Rate, time.Now())
+		if err != nil {
+			WriteError(w, r, err)
+			return
+		}
+		if err := fn(w, r.WithContext(auth.WithPrincipal(r.Context(), adm.Principal))); err != nil {
+			WriteError(w, r, err)
+		}
+	}
+}
+
+// validate runs the schema's protovalidate rules, as the Connect interceptor
+// does.
+func (h *Handler) validate(msg proto.Message) error { return wire.Validate(h.validator, msg) }
+
+// errorBody is SPEC §7's error shape.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code       string `json:"code"`
+	Message    string `json:"message"`
+	Field      string `json:"field,omitempty"`
+	RetryAfter *int64 `json:"retryAfter,omitempty"`
+}
+
+// WriteError writes err as SPEC §7's error body with its status; internal
+// errors are logged whole and sent as a generic message.
+func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	if apperr.CodeOf(err) == apperr.Internal {
+		slog.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
+	}
+	pub := apperr.Public(err)
+	m := apperr.Lookup(pub.Code)
+	body := errorBody{Error: errorDetail{Code: m.SpecCode, Message: pub.Message, Field: wire.JSONName(pub.Field)}}
+	if pub.Field != "" {
+		// Services name fields as the schema does (visitor_id); REST clients
+		// know them as JSON names (visitorId).
+		if rest, ok := strings.CutPrefix(pub.Message, pub.Field+":"); ok {
+			body.Error.Message = body.Error.Field + ":" + rest
+		}
+	}
+	if pub.Code == apperr.RateLimited {
+		secs := int64(pub.RetryAfter / time.Second)
+		body.Error.RetryAfter = &secs
+		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	}
+	writeJSON(w, m.HTTPStatus, body)
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	if err := json.NewEncoder(w).Encode(v); err != nil {
+		slog.Warn("writing response", "err", err)
+	}
+}

@@ -1,0 +1,102 @@
+package wire
+
+import (
+	"encoding/json"
+
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+)
+
+// agentBody is the writable part of an agent in a create or update body.
+// Read-only fields (id, createdAt, ...) are accepted so that a client may PUT
+// back what it read, and are never used: ids, organizations and timestamps
+// are the server's. Any other field is refused.
+type agentBody struct {
+	Name         *string   `json:"name"`
+	Description  *string   `json:"description"`
+	Instructions *string   `json:"instructions"`
+	Model        *string   `json:"model"`
+	Temperature  *float64  `json:"temperature"`
+	Tools        *[]string `json:"tools"`
+	Visibility   *string   `json:"visibility"`
+	Datastores   *[]string `json:"datastores"`
+
+	ID        json.RawMessage `json:"id"`
+	Status    json.RawMessage `json:"status"`
+	CreatedAt json.RawMessage `json:"createdAt"`
+	UpdatedAt json.RawMessage `json:"updatedAt"`
+	Stats     json.RawMessage `json:"stats"`
+}
+
+func decodeAgentBody(body []byte) (*agentBody, error) {
+	var b agentBody
+	if err := DecodeStrict(body, &b); err != nil {
+		return nil, err
+	}
+	return &b, nil
+}
+
+// DecodeCreateAgent turns a POST /agents body into a CreateAgentRequest.
+func DecodeCreateAgent(body []byte) (*parleyv1.CreateAgentRequest, error) {
+	b, err := decodeAgentBody(body)
+	if err != nil {
+		return nil, err
+	}
+	req := &parleyv1.CreateAgentRequest{
+		Name: deref(b.Name), Description: deref(b.Description), Instructions: deref(b.Instructions),
+		Model: b.Model, Temperature: b.Temperature, Visibility: b.Visibility,
+	}
+	if b.Tools != nil {
+		req.Tools = *b.Tools
+	}
+	if b.Datastores != nil {
+		req.Datastores = *b.Datastores
+	}
+	return req, nil
+}
+
+// DecodeUpdateAgent turns a PUT /agents/{id} body into an UpdateAgentRequest
+// whose mask names exactly the fields present (null counts as absent).
+func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, error) {
+	b, err := decodeAgentBody(body)
+	if err != nil {
+		return nil, err
+	}
+	req := &parleyv1.UpdateAgentRequest{
+		Id: id, Name: b.Name, Description: b.Description, Instructions: b.Instructions,
+		Model: b.Model, Temperature: b.Temperature, Visibility: b.Visibility,
+		UpdateMask: &fieldmaskpb.FieldMask{},
+	}
+	add := func(present bool, path string) {
+		if present {
+			req.UpdateMask.Paths = append(req.UpdateMask.Paths, path)
+		}
+	}
+	add(b.Name != nil, "name")
+	add(b.Description != nil, "description")
+	add(b.Instructions != nil, "instructions")
+	add(b.Model != nil, "model")
+	add(b.Temperature != nil, "temperature")
+	add(b.Tools != nil, "tools")
+	add(b.Visibility != nil, "visibility")
+	add(b.Datastores != nil, "datastores")
+	if b.Tools != nil {
+		req.Tools = *b.Tools
+	}
+	if b.Datastores != nil {
+		req.Datastores = *b.Datastores
+	}
+	if len(req.UpdateMask.Paths) == 0 {
+		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, instructions, model, temperature, tools, visibility, datastores)")
+	}
+	return req, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,53 @@
+package wire
+
+import (
+	"errors"
+	"strings"
+
+	"buf.build/go/protovalidate"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/backend/apperr"
+)
+
+// Validate runs the schema's protovalidate rules, as the Connect interceptor
+// does, and names the first field at fault in its REST (camelCase) form.
+func Validate(v protovalidate.Validator, msg proto.Message) error {
+	err := v.Validate(msg)
+	if err == nil {
+		return nil
+	}
+	var verr *protovalidate.ValidationError
+	if !errors.As(err, &verr) || len(verr.Violations) == 0 {
+		return err
+	}
+	msgs := make([]string, 0, len(verr.Violations))
+	var first string
+	for i, v := range verr.Violations {
+		field := JSONName(protovalidate.FieldPathString(v.Proto.GetField()))
+		if i == 0 {
+			first = field
+		}
+		msgs = append(msgs, field+": "+v.Proto.GetMessage())
+	}
+	return &apperr.Error{Code: apperr.Invalid, Field: first, Message: strings.Join(msgs, "; ")}
+}
+
+// JSONName turns a protobuf field path (update_mask, tools[1]) into its
+// lowerCamelCase JSON form.
+func JSONName(path string) string {
+	var b strings.Builder
+	up := false
+	for _, c := range path {
+		if c == '_' {
+			up = true
+			continue
+		}
+		if up && c >= 'a' && c <= 'z' {
+			c -= 'a' - 'A'
+		}
+		up = false
+		b.WriteRune(c)
+	}
+	return b.String()
+}
