@@ -79,6 +79,7 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	var conv dbq.Conversation
 	var history []dbq.ListMessagesRow
 	var found []knowledge.Result
+	var stores []dbq.Datastore
 	err = s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		contactID, err := upsertContact(ctx, q, org, req.GetContact())
 		if err != nil {
@@ -92,8 +93,13 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		}
 		if s.Knowledge != nil {
 			// SECURITY: only this organization's datastores attached to this agent.
-			if found, err = s.Knowledge.ForAgent(ctx, q, org, a.Agent.ID, filter, req.GetQuery(), passagesPerTurn); err != nil {
+			if stores, err = s.Knowledge.AgentDatastores(ctx, q, org, a.Agent.ID); err != nil {
 				return err
+			}
+			if len(stores) > 0 {
+				if found, err = s.Knowledge.Search(ctx, q, org, stores, filter, req.GetQuery(), passagesPerTurn); err != nil {
+					return err
+				}
 			}
 		}
 		atts, err := json.Marshal(attachmentsJSON(req.GetAttachments()))
@@ -116,14 +122,29 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 
 	// 2. The sources, then the model call.
 	sources := make([]*parleyv1.Source, 0, len(found))
-	for _, r := range found {
-		src := sourceProto(r)
-		sources = append(sources, src)
-		if emit != nil {
-			if err := emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Source{Source: src}}); err != nil {
-				return nil, err
+	seen := map[uuid.UUID]bool{}
+	addSources := func(rs []knowledge.Result) error {
+		for _, r := range rs {
+			if seen[r.ChunkID] {
+				continue
+			}
+			seen[r.ChunkID] = true
+			src := sourceProto(r)
+			sources = append(sources, src)
+			if emit != nil {
+				if err := emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Source{Source: src}}); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
+	}
+	if err := addSources(found); err != nil {
+		return nil, err
+	}
+	var tools []llm.Tool
+	if len(stores) > 0 && !route.NoTools {
+		tools = []llm.Tool{datastoreQuery}
 	}
 	llmReq := llm.Request{
 		Knowledge: knowledge.Passages(found),
@@ -141,26 +162,66 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	var answer strings.Builder
 	var usage *llm.Usage
 	sent := len(sources) > 0 && emit != nil
-	callErr := route.Model.Stream(modelCtx, llmReq, func(ev llm.Event) error {
-		switch {
-		case ev.Text != "":
-			answer.WriteString(ev.Text)
-			if emit != nil {
-				sent = true
-				return emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Token{Token: ev.Text}})
-			}
-		case ev.ToolCall != nil:
-			// Tools are executed by the tools issue; the call is reported.
-			if emit != nil {
-				sent = true
-				return emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_ToolCall{ToolCall: &parleyv1.ToolCall{
-					Id: ev.ToolCall.ID, Name: ev.ToolCall.Name, Arguments: ev.ToolCall.Arguments}}})
-			}
-		case ev.Usage != nil:
-			usage = ev.Usage
+	var callErr error
+	// The model may call datastore_query: each round runs the calls, gives
+	// the model their results and calls it again; the last round offers no
+	// tools, so a turn makes at most maxToolRounds+1 model calls. Tool calls
+	// are reported as tool_call events; what they find joins the sources.
+	tr := toolRun{org: org, stores: stores, filter: filter}
+	for round := 0; ; round++ {
+		llmReq.Tools = tools
+		if round == maxToolRounds {
+			llmReq.Tools = nil
 		}
-		return nil
-	})
+		var calls []llm.ToolCall
+		var said strings.Builder
+		callErr = route.Model.Stream(modelCtx, llmReq, func(ev llm.Event) error {
+			switch {
+			case ev.Text != "":
+				answer.WriteString(ev.Text)
+				said.WriteString(ev.Text)
+				if emit != nil {
+					sent = true
+					return emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Token{Token: ev.Text}})
+				}
+			case ev.ToolCall != nil:
+				calls = append(calls, *ev.ToolCall)
+				if emit != nil {
+					sent = true
+					return emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_ToolCall{ToolCall: &parleyv1.ToolCall{
+						Id: ev.ToolCall.ID, Name: ev.ToolCall.Name, Arguments: ev.ToolCall.Arguments}}})
+				}
+			case ev.Usage != nil:
+				if usage == nil {
+					usage = &llm.Usage{}
+				}
+				usage.PromptTokens += ev.Usage.PromptTokens
+				usage.CompletionTokens += ev.Usage.CompletionTokens
+			}
+			return nil
+		})
+		if callErr != nil || len(calls) == 0 || llmReq.Tools == nil {
+			break
+		}
+		results := make([]llm.ToolResult, 0, len(calls))
+		for _, c := range calls {
+			res, more, err := s.runTool(modelCtx, tr, c, len(sources))
+			if err == nil {
+				err = addSources(more)
+			}
+			if err != nil {
+				callErr = err
+				break
+			}
+			results = append(results, res)
+		}
+		if callErr != nil {
+			break
+		}
+		llmReq.Messages = append(llmReq.Messages,
+			llm.Message{Role: llm.RoleAssistant, Content: said.String(), ToolCalls: calls},
+			llm.Message{Role: llm.RoleTool, ToolResults: results})
+	}
 	latency := now().Sub(start)
 	text := answer.String()
 	clientGone := ctx.Err() != nil
@@ -327,6 +388,9 @@ func promptTokens(r llm.Request) int {
 	n := llm.CountTokens(r.System)
 	for _, m := range r.Messages {
 		n += llm.CountTokens(m.Content)
+		for _, t := range m.ToolResults {
+			n += llm.CountTokens(t.Content)
+		}
 	}
 	return n
 }

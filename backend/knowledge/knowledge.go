@@ -267,19 +267,28 @@ func validURL(raw string) error {
 	return netguard.CheckURL(u)
 }
 
-// ForAgent returns the passages an agent's datastores hold for a question.
-func (k *Knowledge) ForAgent(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, datasourceIDs []uuid.UUID, question string, topK int) ([]Result, error) {
+// AgentDatastores returns the datastores attached to an agent of org.
+func (k *Knowledge) AgentDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID) ([]dbq.Datastore, error) {
 	ids, err := q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: org, AgentID: agent})
 	if err != nil || len(ids) == 0 {
 		return nil, err
 	}
-	var stores []dbq.Datastore
+	stores := make([]dbq.Datastore, 0, len(ids))
 	for _, id := range ids {
 		d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id})
 		if err != nil {
 			return nil, err
 		}
 		stores = append(stores, d)
+	}
+	return stores, nil
+}
+
+// ForAgent returns the passages an agent's datastores hold for a question.
+func (k *Knowledge) ForAgent(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, datasourceIDs []uuid.UUID, question string, topK int) ([]Result, error) {
+	stores, err := k.AgentDatastores(ctx, q, org, agent)
+	if err != nil || len(stores) == 0 {
+		return nil, err
 	}
 	return k.Search(ctx, q, org, stores, datasourceIDs, question, topK)
 }

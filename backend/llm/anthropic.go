@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"sort"
@@ -53,9 +54,22 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 		params.System = []anthropic.TextBlockParam{{Text: sys}}
 	}
 	for _, m := range req.Messages {
-		blocks := []anthropic.ContentBlockParamUnion{anthropic.NewTextBlock(m.Content)}
-		if m.Role == RoleAssistant {
+		var blocks []anthropic.ContentBlockParamUnion
+		if m.Content != "" || (len(m.ToolCalls) == 0 && len(m.ToolResults) == 0) {
+			blocks = append(blocks, anthropic.NewTextBlock(m.Content))
+		}
+		switch m.Role {
+		case RoleAssistant:
+			for _, c := range m.ToolCalls {
+				blocks = append(blocks, anthropic.NewToolUseBlock(c.ID, json.RawMessage(jsonObject(c.Arguments)), c.Name))
+			}
 			params.Messages = append(params.Messages, anthropic.NewAssistantMessage(blocks...))
+			continue
+		case RoleTool:
+			for _, r := range m.ToolResults {
+				blocks = append(blocks, anthropic.NewToolResultBlock(r.CallID, r.Content, r.IsError))
+			}
+			params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
 			continue
 		}
 		for _, u := range m.ImageURLs {

@@ -23,6 +23,10 @@ type Route struct {
 	InputPerMTok, OutputPerMTok float64
 	// ContextTokens is the model's context window; 0: DefaultContextTokens.
 	ContextTokens int
+	// NoTools: the upstream model cannot call tools (some models behind
+	// OpenAI-compatible servers refuse a request that offers any), so none
+	// are offered.
+	NoTools bool
 }
 
 // DefaultContextTokens is the context window assumed for a model the
@@ -101,6 +105,7 @@ type modelsFile struct {
 		InputPerMTok  *float64 `json:"inputPerMTok"`
 		OutputPerMTok *float64 `json:"outputPerMTok"`
 		ContextTokens int      `json:"contextTokens"`
+		Tools         *bool    `json:"tools"`
 	} `json:"models"`
 }
 
@@ -189,6 +194,7 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		if m.ContextTokens > 0 {
 			r.ContextTokens = m.ContextTokens
 		}
+		r.NoTools = m.Tools != nil && !*m.Tools
 		if m.InputPerMTok != nil {
 			r.InputPerMTok = *m.InputPerMTok
 		}

@@ -56,7 +56,22 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 		if m.Role == RoleAssistant {
 			role = genai.RoleModel
 		}
-		parts := []*genai.Part{{Text: m.Content}}
+		var parts []*genai.Part
+		if m.Content != "" || (len(m.ToolCalls) == 0 && len(m.ToolResults) == 0) {
+			parts = append(parts, &genai.Part{Text: m.Content})
+		}
+		for _, c := range m.ToolCalls {
+			var args map[string]any
+			_ = json.Unmarshal([]byte(jsonObject(c.Arguments)), &args)
+			parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: c.ID, Name: c.Name, Args: args}})
+		}
+		for _, r := range m.ToolResults {
+			key := "output"
+			if r.IsError {
+				key = "error"
+			}
+			parts = append(parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: r.CallID, Name: r.Name, Response: map[string]any{key: r.Content}}})
+		}
 		for _, u := range m.ImageURLs {
 			parts = append(parts, &genai.Part{FileData: &genai.FileData{FileURI: u, MIMEType: imageMIME(u)}})
 		}

@@ -8,6 +8,7 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -20,6 +21,9 @@ type Role string
 const (
 	RoleUser      Role = "user"
 	RoleAssistant Role = "assistant"
+	// RoleTool carries the results of the previous assistant message's
+	// tool calls.
+	RoleTool Role = "tool"
 )
 
 // Message is one turn of the prompt's history.
@@ -28,6 +32,16 @@ type Message struct {
 	Content string
 	// ImageURLs are given to models that accept images.
 	ImageURLs []string
+	// ToolCalls are the calls an assistant message made.
+	ToolCalls []ToolCall
+	// ToolResults answer them, in a RoleTool message.
+	ToolResults []ToolResult
+}
+
+// ToolResult is what running a tool call gave, as text for the model.
+type ToolResult struct {
+	CallID, Name, Content string
+	IsError               bool
 }
 
 // Passage is retrieved knowledge given to the model with its source.
@@ -150,4 +164,15 @@ func (r *retrying) Stream(ctx context.Context, req Request, yield func(Event) er
 		}
 		wait *= 2
 	}
+}
+
+// jsonObject is a tool call's arguments as a JSON object: a model may send
+// none, or (rarely) something that is not an object, and the providers that
+// take arguments as structured input refuse anything else.
+func jsonObject(args string) string {
+	var v map[string]any
+	if json.Unmarshal([]byte(args), &v) != nil {
+		return "{}"
+	}
+	return args
 }

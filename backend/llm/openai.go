@@ -65,7 +65,29 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 	for _, m := range req.Messages {
 		switch m.Role {
 		case RoleAssistant:
-			params.Messages = append(params.Messages, openai.AssistantMessage(m.Content))
+			if len(m.ToolCalls) == 0 {
+				params.Messages = append(params.Messages, openai.AssistantMessage(m.Content))
+				continue
+			}
+			// With tool calls the content may be absent; an empty string is
+			// left out rather than sent.
+			var msg openai.ChatCompletionAssistantMessageParam
+			if m.Content != "" {
+				msg.Content.OfString = openai.String(m.Content)
+			}
+			for _, c := range m.ToolCalls {
+				msg.ToolCalls = append(msg.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
+					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
+						ID:       c.ID,
+						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: c.Arguments},
+					},
+				})
+			}
+			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &msg})
+		case RoleTool:
+			for _, r := range m.ToolResults {
+				params.Messages = append(params.Messages, openai.ToolMessage(r.Content, r.CallID))
+			}
 		default:
 			if len(m.ImageURLs) == 0 {
 				params.Messages = append(params.Messages, openai.UserMessage(m.Content))

@@ -25,6 +25,9 @@ type FakeReply struct {
 	Forever bool
 	// CutAfter > 0 drops the connection after that many tokens.
 	CutAfter int
+	// ToolCalls are sent after the tokens, as OpenAI streams them (a
+	// tool_calls delta each, then finish_reason "tool_calls").
+	ToolCalls []llm.ToolCall
 }
 
 // FakeProvider is an OpenAI-compatible server on loopback that speaks the
@@ -108,6 +111,14 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 		if !reply.Forever {
 			break
 		}
+	}
+	for i, c := range reply.ToolCalls {
+		call, _ := json.Marshal(map[string]any{"index": i, "id": c.ID, "type": "function",
+			"function": map[string]string{"name": c.Name, "arguments": c.Arguments}})
+		fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{"tool_calls":[%s]},"finish_reason":null}]}`+"\n\n", call)
+	}
+	if len(reply.ToolCalls) > 0 {
+		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n")
 	}
 	fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":5,"total_tokens":16}}`+"\n\n")
 	fmt.Fprint(w, "data: [DONE]\n\n")

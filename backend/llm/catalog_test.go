@@ -1,0 +1,53 @@
+package llm_test
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/llm"
+)
+
+func modelsFile(t *testing.T, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "models.json")
+	require.NoError(t, os.WriteFile(p, []byte(body), 0o600))
+	return p
+}
+
+func TestModelsFile(t *testing.T) {
+	t.Parallel()
+	env := func(k string) string {
+		return map[string]string{"PARLEY_OPENAI_API_KEY": "sk-test", "VLLM_KEY": "v"}[k]
+	}
+	c, err := llm.LoadCatalog(llm.CatalogConfig{Env: env, File: modelsFile(t, `{
+		"providers": {"vllm": {"type": "openai", "baseURL": "http://127.0.0.1:1/v1", "apiKeyEnv": "VLLM_KEY"}},
+		"models": {
+			"gpt-4o": {"provider": "vllm", "model": "qwen", "contextTokens": 32000, "tools": false},
+			"gpt-4o-mini": {"provider": "openai", "model": "gpt-4o-mini"},
+			"claude-3-5-sonnet": {"provider": "local", "model": "local"}
+		}}`)})
+	require.NoError(t, err)
+	big := c.Resolve("gpt-4o")
+	require.Equal(t, "vllm", big.Model.Provider())
+	require.Equal(t, "qwen", big.Upstream)
+	require.Equal(t, 32000, big.ContextTokens)
+	require.True(t, big.NoTools, `"tools": false`)
+	require.Zero(t, big.InputPerMTok, "another upstream model: no built-in price")
+	mini := c.Resolve("gpt-4o-mini")
+	require.False(t, mini.NoTools, "tools by default")
+	require.Equal(t, 0.15, mini.InputPerMTok, "the built-in price of the built-in upstream")
+	require.Equal(t, "local", c.Resolve("claude-3-5-sonnet").Model.Provider())
+
+	for name, body := range map[string]string{
+		"unknown field":          `{"models": {"gpt-4o": {"provider": "openai", "model": "x", "tool": false}}}`,
+		"unknown provider type":  `{"providers": {"p": {"type": "grpc"}}}`,
+		"unconfigured provider":  `{"models": {"gpt-4o": {"provider": "anthropic", "model": "x"}}}`,
+		"route without upstream": `{"models": {"gpt-4o": {"provider": "openai"}}}`,
+	} {
+		_, err := llm.LoadCatalog(llm.CatalogConfig{Env: env, File: modelsFile(t, body)})
+		require.Error(t, err, name)
+	}
+}
