@@ -299,7 +299,7 @@ func Passages(rs []Result) []llm.Passage {
 	for _, r := range rs {
 		out = append(out, llm.Passage{
 			Source: r.Source(), Title: r.Title, URL: r.URL, DatasourceID: r.DatasourceID.String(),
-			DatasourceName: r.DatasourceName, Text: r.Text, Score: r.Score,
+			DatasourceName: r.DatasourceName, Text: r.Text, Score: r.Score, Similarity: r.Similarity,
 		})
 	}
 	return out

@@ -26,6 +26,10 @@ type Result struct {
 	Page           int
 	// Score is the fused relevance, 0 to 1.
 	Score float64
+	// Similarity is the cosine similarity of the chunk's embedding to the
+	// query's, when the vector half found it (else 0). Unlike Score, it says
+	// how close the best chunk is, not only that it is the best.
+	Similarity float64
 }
 
 // Source names a result's origin: its URL, else its datasource's name.
@@ -93,6 +97,7 @@ func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, d
 		}
 		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Distance < rows[j].Distance }) // relaxed order
 		for i, r := range rows {
+			r.Result.Similarity = 1 - r.Distance
 			add(i, r.Result)
 		}
 	}

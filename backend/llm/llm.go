@@ -50,6 +50,9 @@ type Passage struct {
 	DatasourceID, DatasourceName string
 	Text                         string
 	Score                        float64
+	// Similarity is the passage's embedding's cosine similarity to the
+	// question's, 0 when unknown (found by full text only).
+	Similarity float64
 }
 
 // Tool is a function the model may call.

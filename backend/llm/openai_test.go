@@ -196,4 +196,21 @@ func TestLocalEngine(t *testing.T) {
 	require.NotContains(t, text, "Dogs")
 	again, _, _, _ := collect(t, m, req)
 	require.Equal(t, text, again, "the local engine is deterministic")
+
+	// No shared word: the passage closest by embedding answers, if close
+	// enough; else the engine says it does not know.
+	req = llm.Request{
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: "Can I bring my dog?"}},
+		Knowledge: []llm.Passage{
+			{Source: "hours.md", Text: "We open at nine.", Similarity: 0.2},
+			{Source: "pets.md", Text: "Animals are welcome. Keep them on a leash. Water bowls are at the door. Cats too.", Similarity: 0.46},
+		},
+	}
+	text, _, _, err = collect(t, m, req)
+	require.NoError(t, err)
+	require.Equal(t, "Animals are welcome. Keep them on a leash. Water bowls are at the door.", text)
+	req.Knowledge[1].Similarity = 0.25
+	text, _, _, err = collect(t, m, req)
+	require.NoError(t, err)
+	require.Equal(t, llm.NoKnowledgeAnswer, text, "nothing close enough")
 }

@@ -67,8 +67,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Workers, "workers", c.envBool("PARLEY_WORKERS", true), "run ingestion jobs in this process (PARLEY_WORKERS)")
 	fs.IntVar(&c.SearchEf, "search-ef", c.envInt("PARLEY_SEARCH_EF", 400),
 		"HNSW search breadth: higher finds more of the nearest chunks, slower; see docs/benchmarks.md (PARLEY_SEARCH_EF)")
-	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "lexical"),
-		"embedder of new datastores: lexical (offline), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
+	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
+		"embedder of new datastores: use-lite (offline neural model, the default), lexical (offline, hashed words: fast, no synonyms), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
 	fs.Func("fetch-allow", "a private address range (CIDR) the web fetcher may reach, repeatable; none by default (PARLEY_FETCH_ALLOW, comma-separated)", func(v string) error {
 		p, err := netip.ParsePrefix(v)
 		if err != nil {

@@ -133,9 +133,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 // knowledge sets up ingestion and search: the embedder of new datastores,
 // the guarded web fetcher, and River (workers only when cfg.Workers).
 func (a *App) knowledge() error {
+	// The default (an empty name: tests) is the fast lexical embedder; the
+	// serve flag's default is the neural one.
 	var def knowledge.Embedder = knowledge.Lexical{}
-	others := []knowledge.Embedder{knowledge.Lexical{}}
-	byName := map[string]knowledge.Embedder{"lexical": knowledge.Lexical{}}
+	neural, err := knowledge.NewNeural()
+	if err != nil {
+		return err
+	}
+	others := []knowledge.Embedder{knowledge.Lexical{}, neural}
+	byName := map[string]knowledge.Embedder{"lexical": knowledge.Lexical{}, "use-lite": neural}
 	if k := os.Getenv("PARLEY_OPENAI_API_KEY"); k != "" {
 		oe := knowledge.NewOpenAIEmbedder(k, os.Getenv("PARLEY_OPENAI_BASE_URL"), "text-embedding-3-small", 1536)
 		others = append(others, oe)
@@ -152,7 +158,7 @@ func (a *App) knowledge() error {
 	if name := a.cfg.Embeddings; name != "" {
 		e, ok := byName[name]
 		if !ok {
-			return fmt.Errorf("--embeddings %q: use lexical, openai (needs PARLEY_OPENAI_API_KEY) or gemini (needs PARLEY_GEMINI_API_KEY)", name)
+			return fmt.Errorf("--embeddings %q: use use-lite, lexical, openai (needs PARLEY_OPENAI_API_KEY) or gemini (needs PARLEY_GEMINI_API_KEY)", name)
 		}
 		def = e
 	}
