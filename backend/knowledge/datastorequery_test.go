@@ -68,17 +68,15 @@ func TestDatastoreQueryTool(t *testing.T) {
 		"Opening hours of the store café: from eight until the store closes.",
 		"Every appliance comes with a two year warranty covering parts and labour.",
 	}
+	named := map[string]string{}
 	for i, d := range docs {
-		ds := f.source(t, f.A.Key, store, map[string]any{"type": "text", "name": "doc-" + string(rune('a'+i)), "text": d})
-		require.Equal(t, "synced", f.settled(t, f.A.Key, ds.ID).Status)
+		named["doc-"+string(rune('a'+i))] = d
 	}
-	r := f.Do("POST", "/api/agents", f.A.Key, map[string]any{"name": "Shop", "instructions": "Answer from the shop's documents.", "model": "gpt-4o-mini", "datastores": []string{store}})
-	require.Equal(t, 201, r.Status, "%s", r.Body)
-	var agent struct{ ID string }
-	r.JSON(t, &agent)
+	f.texts(t, f.A.Key, store, named)
+	agent := f.agent(t, f.A.Key, store)
 
 	// JSON: one round of tools, then the answer.
-	r = f.Do("POST", "/api/v2/agent/"+agent.ID+"/chat", f.A.Key, `{"query":"When is the store open?","conversationId":"tool-1"}`)
+	r := f.Do("POST", "/api/v2/agent/"+agent+"/chat", f.A.Key, `{"query":"When is the store open?","conversationId":"tool-1"}`)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	var rep struct {
 		Answer  string
@@ -125,7 +123,7 @@ func TestDatastoreQueryTool(t *testing.T) {
 	// Stream: a model that never stops calling is offered the tool three
 	// times; the fourth call offers none and it answers.
 	before := len(fp.Requests())
-	resp := f.Post("/api/v2/agent/"+agent.ID+"/chat", map[string]string{"Authorization": "Bearer " + f.A.Key},
+	resp := f.Post("/api/v2/agent/"+agent+"/chat", map[string]string{"Authorization": "Bearer " + f.A.Key},
 		`{"query":"When is the store open? keep searching","conversationId":"tool-2","streaming":true}`)
 	defer resp.Body.Close()
 	var types []string
@@ -163,13 +161,8 @@ func TestNoToolsForRoutesWithoutThem(t *testing.T) {
 		c.Catalog = llm.NewCatalog(r)
 	})}
 	store := f.datastore(t, f.A.Key, "Shop")
-	ds := f.source(t, f.A.Key, store, map[string]any{"type": "text", "name": "doc", "text": "We open at nine."})
-	require.Equal(t, "synced", f.settled(t, f.A.Key, ds.ID).Status)
-	r := f.Do("POST", "/api/agents", f.A.Key, map[string]any{"name": "Shop", "instructions": "Answer from the shop's documents.", "model": "gpt-4o-mini", "datastores": []string{store}})
-	require.Equal(t, 201, r.Status, "%s", r.Body)
-	var agent struct{ ID string }
-	r.JSON(t, &agent)
-	r = f.Do("POST", "/api/v2/agent/"+agent.ID+"/chat", f.A.Key, `{"query":"When do you open?","conversationId":"nt-1"}`)
+	f.texts(t, f.A.Key, store, map[string]string{"doc": "We open at nine."})
+	r := f.Do("POST", "/api/v2/agent/"+f.agent(t, f.A.Key, store)+"/chat", f.A.Key, `{"query":"When do you open?","conversationId":"nt-1"}`)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	var rep struct{ Answer string }
 	r.JSON(t, &rep)

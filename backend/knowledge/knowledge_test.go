@@ -49,6 +49,26 @@ func (f kfix) source(t *testing.T, key, store string, body any) datasource {
 	return d
 }
 
+// texts adds a text datasource per entry (named by its key) and waits for
+// each to sync.
+func (f kfix) texts(t *testing.T, key, store string, docs map[string]string) {
+	t.Helper()
+	for name, text := range docs {
+		ds := f.source(t, key, store, map[string]any{"type": "text", "name": name, "text": text})
+		require.Equal(t, "synced", f.settled(t, key, ds.ID).Status)
+	}
+}
+
+// agent creates an agent answering from the datastore and returns its id.
+func (f kfix) agent(t *testing.T, key, store string) string {
+	t.Helper()
+	r := f.Do("POST", "/api/agents", key, map[string]any{"name": "Shop", "instructions": "Answer from the shop's documents.", "model": "gpt-4o-mini", "datastores": []string{store}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	return a.ID
+}
+
 // settled waits for ingestion to end (synced or error).
 func (f kfix) settled(t *testing.T, key, id string) datasource {
 	t.Helper()

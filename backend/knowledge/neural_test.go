@@ -29,10 +29,7 @@ func TestNeuralEmbedderEndToEnd(t *testing.T) {
 		"payment":  "We accept payment by credit card, debit card and bank transfer.",
 		"shipping": "Parcels leave our warehouse every weekday and arrive within three working days.",
 	}
-	for name, text := range docs {
-		ds := f.source(t, f.A.Key, store, map[string]any{"type": "text", "name": name, "text": text})
-		require.Equal(t, "synced", f.settled(t, f.A.Key, ds.ID).Status)
-	}
+	f.texts(t, f.A.Key, store, docs)
 	// "dog" is not in any entry, nor is "guarantee" or "machines".
 	for q, want := range map[string]string{"Can I bring my dog?": "pets", "Is there a guarantee on the machines?": "warranty"} {
 		status, rs := f.query(t, f.A.Key, store, map[string]any{"query": q, "topK": 3})
@@ -41,11 +38,8 @@ func TestNeuralEmbedderEndToEnd(t *testing.T) {
 		require.Equal(t, want, rs[0].DatasourceName, "%q found %+v", q, rs)
 	}
 
-	r = f.Do("POST", "/api/agents", f.A.Key, map[string]any{"name": "Shop", "instructions": "Answer from the documents.", "datastores": []string{store}})
-	require.Equal(t, 201, r.Status, "%s", r.Body)
-	var agent struct{ ID string }
-	r.JSON(t, &agent)
-	r = f.Do("POST", "/api/v2/agent/"+agent.ID+"/chat", f.A.Key, `{"query":"Can I bring my dog?","conversationId":"dog-1"}`)
+	agent := f.agent(t, f.A.Key, store)
+	r = f.Do("POST", "/api/v2/agent/"+agent+"/chat", f.A.Key, `{"query":"Can I bring my dog?","conversationId":"dog-1"}`)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	var rep struct {
 		Answer  string
@@ -58,7 +52,7 @@ func TestNeuralEmbedderEndToEnd(t *testing.T) {
 
 	// Something none of the entries is about: sources are still the nearest
 	// chunks, but the offline engine does not pass them off as an answer.
-	r = f.Do("POST", "/api/v2/agent/"+agent.ID+"/chat", f.A.Key, `{"query":"Who won the football match yesterday?","conversationId":"dog-2"}`)
+	r = f.Do("POST", "/api/v2/agent/"+agent+"/chat", f.A.Key, `{"query":"Who won the football match yesterday?","conversationId":"dog-2"}`)
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	r.JSON(t, &rep)
 	require.Equal(t, llm.NoKnowledgeAnswer, rep.Answer)
