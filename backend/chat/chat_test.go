@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"testing"
@@ -514,4 +515,52 @@ func TestHistoryFitsTheModelsBudget(t *testing.T) {
 	require.Greater(t, len(last), 2, "some history fits")
 	lastHist := last[len(last)-2].(map[string]any)
 	require.Equal(t, "assistant", lastHist["role"], "the newest history is kept first")
+}
+
+// Behind a trusted reverse proxy, per-IP limits count per client (the
+// rightmost address of X-Forwarded-For the proxy does not vouch for);
+// without one, the header changes nothing.
+func TestPublicAgentLimitsBehindATrustedProxy(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	loopback := []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	for _, c := range []struct {
+		name    string
+		trusted []netip.Prefix
+		wantOK  int
+	}{
+		// 20 requests: 7 from one client, 13 from another (10 of which pass),
+		// each with another made-up address on the left.
+		{"trusted", loopback, 17},
+		// The header is ignored: one address, 10/min.
+		{"not trusted", nil, 10},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			e := testenv.New(t, testenv.WithFakeModels(fake), func(cfg *server.Config) { cfg.TrustedProxies = c.trusted })
+			free := e.Bootstrap("Free", "free")
+			r := e.Do("POST", "/api/agents", free.Key, `{"name":"Pub","instructions":"i","visibility":"public"}`)
+			var a struct{ ID string }
+			r.JSON(t, &a)
+			ok := 0
+			for i := range 20 {
+				// The left part is what a client may write itself: it must not
+				// pick the bucket.
+				client := i % 2
+				if i >= 14 {
+					client = 0
+				}
+				xff := fmt.Sprintf("192.0.2.%d, 203.0.113.%d", i, client)
+				resp := e.Post("/api/v2/agent/"+a.ID+"/chat", map[string]string{"X-Forwarded-For": xff},
+					fmt.Sprintf(`{"query":"q","conversationId":"c%d","visitorId":"v%d"}`, i, i))
+				resp.Body.Close()
+				if resp.StatusCode == 200 {
+					ok++
+				} else {
+					require.Equal(t, 429, resp.StatusCode)
+				}
+			}
+			require.Equal(t, c.wantOK, ok)
+		})
+	}
 }

@@ -39,6 +39,10 @@ type Config struct {
 	// FetchAllow opens private address ranges to the web fetcher
 	// (intranet documents); none by default.
 	FetchAllow []netip.Prefix
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
+	// client (public agents' per-IP limits, logs); none by default, so the
+	// header is ignored and the peer is the client.
+	TrustedProxies []netip.Prefix
 	// Catalog, when set, replaces the catalog built from the environment
 	// and ModelsFile (tests point model names at fake providers with it).
 	Catalog *llm.Catalog
@@ -69,26 +73,34 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"HNSW search breadth: higher finds more of the nearest chunks, slower; see docs/benchmarks.md (PARLEY_SEARCH_EF)")
 	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
 		"embedder of new datastores: use-lite (offline neural model, the default), lexical (offline, hashed words: fast, no synonyms), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
-	fs.Func("fetch-allow", "a private address range (CIDR) the web fetcher may reach, repeatable; none by default (PARLEY_FETCH_ALLOW, comma-separated)", func(v string) error {
+	c.prefixes(fs, &c.FetchAllow, "fetch-allow", "PARLEY_FETCH_ALLOW",
+		"a private address range (CIDR) the web fetcher may reach, repeatable; none by default")
+	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
+		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
+	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
+		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
+}
+
+// prefixes binds a repeatable CIDR flag, and its variable (comma-separated).
+func (c *Config) prefixes(fs *flag.FlagSet, dst *[]netip.Prefix, name, envName, usage string) {
+	fs.Func(name, usage+" ("+envName+", comma-separated)", func(v string) error {
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
 			return err
 		}
-		c.FetchAllow = append(c.FetchAllow, p)
+		*dst = append(*dst, p)
 		return nil
 	})
-	for _, v := range strings.Split(env("PARLEY_FETCH_ALLOW", ""), ",") {
+	for _, v := range strings.Split(env(envName, ""), ",") {
 		if v = strings.TrimSpace(v); v != "" {
 			p, err := netip.ParsePrefix(v)
 			if err != nil {
-				c.envErrs = append(c.envErrs, fmt.Errorf("PARLEY_FETCH_ALLOW: %q is not a CIDR range", v))
+				c.envErrs = append(c.envErrs, fmt.Errorf("%s: %q is not a CIDR range", envName, v))
 				continue
 			}
-			c.FetchAllow = append(c.FetchAllow, p)
+			*dst = append(*dst, p)
 		}
 	}
-	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
-		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
 }
 
 func env(name, def string) string {

@@ -254,7 +254,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		compat.WriteError(w, r, notFoundRoute(r))
 	})
-	return requestLog(mux), nil
+	return clientAddr(a.cfg.TrustedProxies, requestLog(mux)), nil
 }
 
 // readyz answers 200 when Postgres answers and every migration is applied.
