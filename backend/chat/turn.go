@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -175,9 +177,16 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		}
 		var calls []llm.ToolCall
 		var said strings.Builder
+		// Text after a tool round continues the answer: a paragraph break
+		// keeps it from running into what the model said before its calls.
+		needBreak := answer.Len() > 0
 		callErr = route.Model.Stream(modelCtx, llmReq, func(ev llm.Event) error {
 			switch {
 			case ev.Text != "":
+				if needBreak && !unicode.IsSpace([]rune(ev.Text)[0]) && !unicode.IsSpace(lastRune(answer.String())) {
+					ev.Text = "\n\n" + ev.Text
+				}
+				needBreak = false
 				answer.WriteString(ev.Text)
 				said.WriteString(ev.Text)
 				if emit != nil {
@@ -497,4 +506,10 @@ func sourcesJSON(sources []*parleyv1.Source) ([]byte, error) {
 		parts = append(parts, string(b))
 	}
 	return []byte("[" + strings.Join(parts, ",") + "]"), nil
+}
+
+// lastRune is the last character of s (utf8.RuneError for "").
+func lastRune(s string) rune {
+	r, _ := utf8.DecodeLastRuneInString(s)
+	return r
 }

@@ -40,7 +40,7 @@ func toolScript(_ int, body map[string]any) testenv.FakeReply {
 				content, _ := mm["content"].(string)
 				if _, passage, ok := strings.Cut(content, "\n"); ok {
 					first, _, _ := strings.Cut(passage, "\n")
-					return testenv.FakeReply{Tokens: []string{" Found: ", first}}
+					return testenv.FakeReply{Tokens: []string{"Found: ", first}}
 				}
 			}
 		}
@@ -84,7 +84,7 @@ func TestDatastoreQueryTool(t *testing.T) {
 		Usage   struct{ PromptTokens, CompletionTokens int64 }
 	}
 	r.JSON(t, &rep)
-	require.Equal(t, "Let me look that up. Found: "+docs[5], rep.Answer)
+	require.Equal(t, "Let me look that up.\n\nFound: "+docs[5], rep.Answer, "a paragraph break between what the model said before and after its calls")
 	chunks := map[string]bool{}
 	for _, s := range rep.Sources {
 		require.False(t, chunks[s.Chunk], "source %q twice", s.Chunk)
