@@ -1,20 +1,61 @@
 package usel
 
-// colBlock is how many columns of the weights (rows of wt) matmul runs
+import "sync"
+
+// colBlock is how many columns of the weights (rows of wt) matmulGo runs
 // all the rows of x through before moving on: 32 × 1536 float32 (192 KB)
 // stay in L2.
 const colBlock = 32
 
 // matmul sets out ([n][m]) to x ([n][in]) times the matrix whose transpose
-// is wt ([m][in]), plus bias (if not nil). Blocks of 4 rows by 2 columns
-// keep 8 sums in registers and read each loaded value 2 or 4 times.
+// is wt ([m][in]), plus bias (if not nil): each value is the dot product
+// of a row of x and a row of wt. On amd64 with AVX2 and FMA it runs
+// assembly kernels (matmul_amd64.go), otherwise matmulGo.
 func matmul(out, x []float32, n, in int, wt []float32, m int, bias []float32) {
-	if n < 8 {
-		matmulBlock(out, x, n, in, wt, m, bias, 0, m)
+	matmulCols(out, x, n, in, wt, m, bias, 0, m)
+}
+
+// matmulCols computes columns [j0, j1) of matmul's out.
+func matmulCols(out, x []float32, n, in int, wt []float32, m int, bias []float32, j0, j1 int) {
+	if useFMA {
+		matmulFMA(out, x, n, in, wt, m, bias, j0, j1)
 		return
 	}
-	for j := 0; j < m; j += colBlock {
-		matmulBlock(out, x, n, in, wt, m, bias, j, min(j+colBlock, m))
+	matmulGo(out, x, n, in, wt, m, bias, j0, j1)
+}
+
+// parMinMACs is the least work (multiply-adds) matmulPar splits: some
+// 25 µs for the assembly kernels, against a few µs to start and wait for
+// goroutines. (The attention's matmuls stay below it.)
+const parMinMACs = 1 << 20
+
+// matmulPar is matmul on up to par goroutines (the caller's and par-1
+// more), each computing a range of columns: a multiple of 48 (whole
+// blocks of the kernels) but for the last.
+func matmulPar(par int, out, x []float32, n, in int, wt []float32, m int, bias []float32) {
+	if par <= 1 || n*in*m < parMinMACs {
+		matmul(out, x, n, in, wt, m, bias)
+		return
+	}
+	step := ((m+par-1)/par + 47) / 48 * 48
+	var wg sync.WaitGroup
+	for j := step; j < m; j += step {
+		wg.Go(func() { matmulCols(out, x, n, in, wt, m, bias, j, min(j+step, m)) })
+	}
+	matmulCols(out, x, n, in, wt, m, bias, 0, min(step, m))
+	wg.Wait()
+}
+
+// matmulGo computes columns [j0, j1) of matmul in plain Go. Blocks of 4
+// rows by 2 columns keep 8 sums in registers and read each loaded value 2
+// or 4 times.
+func matmulGo(out, x []float32, n, in int, wt []float32, m int, bias []float32, j0, j1 int) {
+	if n < 8 {
+		matmulBlock(out, x, n, in, wt, m, bias, j0, j1)
+		return
+	}
+	for j := j0; j < j1; j += colBlock {
+		matmulBlock(out, x, n, in, wt, m, bias, j, min(j+colBlock, j1))
 	}
 }
 

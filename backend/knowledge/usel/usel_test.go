@@ -190,6 +190,11 @@ func TestEmbedEdges(t *testing.T) {
 	v, err := m.Embed(ctx, []string{long, long + " Something else entirely, about refunds."})
 	require.NoError(t, err)
 	require.Equal(t, v[0], v[1])
+	// A lone text (its matmuls and heads split over goroutines) gets the
+	// vector it gets in a batch, bit for bit.
+	one, err := m.Embed(ctx, []string{long})
+	require.NoError(t, err)
+	require.Equal(t, v[0], one[0])
 
 	// Invalid UTF-8 is read as U+FFFD.
 	v, err = m.Embed(ctx, []string{"caf\xe9 ok", "caf\ufffd ok"})
