@@ -19,10 +19,9 @@ import (
 	"github.com/parleyhq/parley/backend/netguard"
 )
 
-// BenchmarkIngest: one text datasource per op into Postgres (HNSW and GIN
-// maintained as rows arrive), with each offline embedder: about 230 chunks
-// per op with the lexical one, 13 with the neural one (which spends some
-// 150 ms of CPU per 128-token window).
+// BenchmarkIngest: one text datasource of about 63 chunks per op into
+// Postgres (HNSW and GIN maintained as rows arrive), with each offline
+// embedder.
 func BenchmarkIngest(b *testing.B) {
 	neural, err := NewNeural()
 	if err != nil {
@@ -31,7 +30,7 @@ func BenchmarkIngest(b *testing.B) {
 	for _, c := range []struct {
 		emb        Embedder
 		paragraphs int
-	}{{Lexical{}, 400}, {neural, 80}} {
+	}{{Lexical{}, 400}, {neural, 400}} {
 		b.Run(c.emb.Model(), func(b *testing.B) {
 			env := setupIngestB(b)
 			ctx := context.Background()
