@@ -55,11 +55,12 @@ bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)
 	go test -run '^$$' -bench . -benchmem -count 5 ./backend/server/ ./backend/chat/
 
 .PHONY: bench-knowledge
-bench-knowledge: db ## Ingestion throughput, search p50/p95 and recall@10 at 100k chunks (about 10 minutes)
+bench-knowledge: db ## Ingestion throughput, search p50/p95 and recall@10 at 100k chunks and on real English (about 12 minutes)
 	go test -run '^$$' -bench 'Search/(hybrid|vector)' -benchtime 200x -timeout 60m ./backend/knowledge/
 	go test -run '^$$' -bench 'Search/recall' -benchtime 1x -timeout 60m ./backend/knowledge/
 	go test -run '^$$' -bench 'Ingest' -benchtime 5x ./backend/knowledge/
 	go test -run '^$$' -bench 'Embed' -benchmem -benchtime 20x ./backend/knowledge/usel/
+	go test -run '^$$' -bench 'NeuralRecall' -benchtime 1x -timeout 30m ./backend/knowledge/
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/sqlc $(BIN)/protoc-gen-go $(BIN)/protoc-gen-connect-go ## Build the pinned code generators into ./bin

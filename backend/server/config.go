@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 )
 
@@ -69,7 +70,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.ModelsFile, "models-file", env("PARLEY_MODELS_FILE", ""),
 		"JSON file mapping model names to providers and upstream models, see docs/models.md (PARLEY_MODELS_FILE)")
 	fs.BoolVar(&c.Workers, "workers", c.envBool("PARLEY_WORKERS", true), "run ingestion jobs in this process (PARLEY_WORKERS)")
-	fs.IntVar(&c.SearchEf, "search-ef", c.envInt("PARLEY_SEARCH_EF", 400),
+	fs.IntVar(&c.SearchEf, "search-ef", c.envInt("PARLEY_SEARCH_EF", knowledge.DefaultEfSearch),
 		"HNSW search breadth: higher finds more of the nearest chunks, slower; see docs/benchmarks.md (PARLEY_SEARCH_EF)")
 	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
 		"embedder of new datastores: use-lite (offline neural model, the default), lexical (offline, hashed words: fast, no synonyms), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
