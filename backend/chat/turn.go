@@ -23,6 +23,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/tool"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
@@ -144,9 +145,10 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	if err := addSources(found); err != nil {
 		return nil, err
 	}
+	search := &tool.Search{Store: s.Store, Knowledge: s.Knowledge, Org: org, Stores: stores, Filter: filter}
 	var tools []llm.Tool
-	if len(stores) > 0 && !route.NoTools {
-		tools = []llm.Tool{datastoreQuery}
+	if len(stores) > 0 && !route.NoTools && tool.Offered(a.Agent.Tools, tool.DatastoreQuery) {
+		tools = []llm.Tool{search.Definition()}
 	}
 	llmReq := llm.Request{
 		Knowledge: knowledge.Passages(found),
@@ -169,7 +171,6 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	// the model their results and calls it again; the last round offers no
 	// tools, so a turn makes at most maxToolRounds+1 model calls. Tool calls
 	// are reported as tool_call events; what they find joins the sources.
-	tr := toolRun{org: org, stores: stores, filter: filter}
 	for round := 0; ; round++ {
 		llmReq.Tools = tools
 		if round == maxToolRounds {
@@ -214,7 +215,7 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		}
 		results := make([]llm.ToolResult, 0, len(calls))
 		for _, c := range calls {
-			res, more, err := s.runTool(modelCtx, tr, c, len(sources))
+			res, more, err := search.Run(modelCtx, c, len(sources))
 			if err == nil {
 				err = addSources(more)
 			}
@@ -307,6 +308,10 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	}
 	return resp, nil
 }
+
+// maxToolRounds is how many times one turn lets the model call tools; the
+// call after the last round offers none, so the model must answer.
+const maxToolRounds = 3
 
 // passagesPerTurn is how many chunks a turn retrieves.
 const passagesPerTurn = 5

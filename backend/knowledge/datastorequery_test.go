@@ -147,6 +147,16 @@ func TestDatastoreQueryTool(t *testing.T) {
 		require.Contains(t, r, "tools")
 	}
 	require.NotContains(t, reqs[3], "tools", "the last call offers no tools")
+
+	// An agent whose tools list leaves datastore_query out is not offered it.
+	r = f.Do("POST", "/api/agents", f.A.Key, map[string]any{"name": "Shop 2", "instructions": "i", "tools": []string{"web_search"}, "datastores": []string{store}})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var other struct{ ID string }
+	r.JSON(t, &other)
+	before = len(fp.Requests())
+	r = f.Do("POST", "/api/v2/agent/"+other.ID+"/chat", f.A.Key, `{"query":"When is the store open?","conversationId":"tool-3"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.NotContains(t, fp.Requests()[before], "tools")
 }
 
 // A route whose model cannot call tools is offered none.
