@@ -2,6 +2,8 @@ package knowledge
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -9,11 +11,11 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/pgvector/pgvector-go"
-	"github.com/riverqueue/river"
 
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -60,39 +62,14 @@ func (k *Knowledge) Embedder(model string) (Embedder, error) {
 	return nil, fmt.Errorf("the embedding model %q of this datastore is not configured", model)
 }
 
-// IngestArgs is the job that ingests one datasource.
-type IngestArgs struct {
-	OrgID        uuid.UUID `json:"org_id"`
-	DatasourceID uuid.UUID `json:"datasource_id"`
-}
-
-// Kind implements river.JobArgs.
-func (IngestArgs) Kind() string { return "ingest_datasource" }
-
-// InsertOpts: a few retries with River's backoff.
-func (IngestArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAttempts: 5} }
-
-// IngestWorker runs ingestion jobs.
-type IngestWorker struct {
-	river.WorkerDefaults[IngestArgs]
-	K *Knowledge
-}
-
-// Work implements river.Worker.
-func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) error {
-	err := w.K.Ingest(ctx, job.Args.OrgID, job.Args.DatasourceID)
+// Permanent reports whether err is a failure that retrying cannot fix (an
+// unreadable document, a page that is gone), and the reason for the user.
+func Permanent(err error) (string, bool) {
 	var perm *permanentError
-	switch {
-	case err == nil:
-		return nil
-	case errors.As(err, &perm):
-		// A document that cannot be read will not be readable on retry.
-		w.K.fail(ctx, job.Args.OrgID, job.Args.DatasourceID, perm.msg)
-		return nil
-	case job.Attempt >= job.MaxAttempts:
-		w.K.fail(ctx, job.Args.OrgID, job.Args.DatasourceID, "ingestion failed after retries: "+err.Error())
+	if errors.As(err, &perm) {
+		return perm.msg, true
 	}
-	return err
+	return "", false
 }
 
 // permanentError is a failure that retrying cannot fix; msg is for the user.
@@ -104,8 +81,12 @@ func permanent(format string, args ...any) error {
 	return &permanentError{msg: fmt.Sprintf(format, args...)}
 }
 
-func (k *Knowledge) fail(ctx context.Context, org, id uuid.UUID, msg string) {
-	err := k.Store.Tenant(context.WithoutCancel(ctx), org, func(q *dbq.Queries) error {
+// Fail records that a datasource's ingestion failed, for msg. It runs even
+// when ctx is cancelled (a job that timed out must still say so).
+func (k *Knowledge) Fail(ctx context.Context, org, id uuid.UUID, msg string) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err := k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		return q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: org, ID: id, Status: "error", Error: msg})
 	})
 	if err != nil {
@@ -113,11 +94,44 @@ func (k *Knowledge) fail(ctx context.Context, org, id uuid.UUID, msg string) {
 	}
 }
 
-// Ingest turns a datasource into chunks. It is idempotent: it first removes
-// what an interrupted run left, writes its chunks as the next generation
-// (invisible to search), then in one transaction makes them the visible
-// ones and deletes the previous generation. A run killed half-way leaves no
-// duplicate and nothing half-visible.
+// Throughput floors the ingestion timeout is sized with: the slowest
+// configuration measured (the neural embedder on two cores, some 40 chunks
+// of ~1.2 kB a second, docs/benchmarks.md) with a margin of four.
+const (
+	timeoutBase      = 2 * time.Minute
+	timeoutPerByte   = time.Second / (12 << 10) // ~10 chunks/s
+	timeoutPerPage   = 30 * time.Second         // a fetch is capped at 20 s by the guard
+	defaultPageCount = 1
+)
+
+// IngestTimeout is how long one attempt at ingesting a datasource may take:
+// it grows with the document (sizeBytes) or the pages to fetch (maxPages of
+// a web site). An attempt that runs out resumes where it stopped on retry.
+func IngestTimeout(sizeBytes int64, maxPages int) time.Duration {
+	pages := max(maxPages, defaultPageCount)
+	return timeoutBase + time.Duration(sizeBytes)*timeoutPerByte + time.Duration(pages)*timeoutPerPage
+}
+
+// errGone ends a run whose datasource was deleted, or taken over by a newer
+// run (another embedder, other content): there is nothing left for it to do.
+var errGone = errors.New("datasource deleted or re-ingested meanwhile")
+
+// Ingest turns a datasource into chunks. A run writes its chunks as the
+// next generation (invisible to search) in batches that each commit, then
+// in one transaction makes them the visible ones and deletes the previous
+// generation: a run killed half-way leaves nothing half-visible.
+//
+// Batches are checkpoints: a run records a fingerprint of what it writes
+// (the embedder and every chunk), and a retry with the same fingerprint
+// embeds only the chunks no earlier attempt wrote. Runs of the same content
+// at once (a resync while one runs) share the work, since a chunk's place is
+// unique; a run of other content or another embedder supersedes an older
+// one, which then stops.
+//
+// Every transaction that touches chunks first locks the datasource's row,
+// the order in which deleting a datasource takes them, so that deletion and
+// ingestion never deadlock; a datasource deleted meanwhile ends the run
+// without error.
 func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 	var src dbq.GetDatasourceContentRow
 	err := k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
@@ -125,10 +139,7 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 		if src, err = q.GetDatasourceContent(ctx, dbq.GetDatasourceContentParams{OrgID: org, ID: id}); err != nil {
 			return err
 		}
-		if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: org, ID: id, Status: "running"}); err != nil {
-			return err
-		}
-		return q.DeleteChunksAbove(ctx, dbq.DeleteChunksAboveParams{OrgID: org, DatasourceID: id, Generation: src.Generation})
+		return q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: org, ID: id, Status: "running"})
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil // deleted meanwhile: nothing to do
@@ -144,7 +155,6 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 	if err != nil {
 		return err
 	}
-	gen := src.Generation + 1
 	var pieces []Piece
 	var owners []Document
 	for _, d := range docs {
@@ -156,47 +166,149 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 	if len(pieces) == 0 {
 		return permanent("the document holds no text")
 	}
-	for start := 0; start < len(pieces); start += k.batch {
-		end := min(start+k.batch, len(pieces))
-		texts := make([]string, 0, end-start)
-		for _, p := range pieces[start:end] {
-			texts = append(texts, p.Text)
+	r := run{k: k, org: org, id: id, fingerprint: fingerprint(emb, pieces, owners)}
+	err = r.start(ctx)
+	if err == nil {
+		err = r.write(ctx, src.DatastoreID, emb, pieces, owners)
+	}
+	if err == nil {
+		err = r.publish(ctx, len(pieces))
+	}
+	if errors.Is(err, errGone) {
+		return nil
+	}
+	return err
+}
+
+// run is one ingestion run of a datasource.
+type run struct {
+	k           *Knowledge
+	org, id     uuid.UUID
+	fingerprint string
+	gen         int32          // the generation it writes
+	written     map[int32]bool // places earlier attempts wrote
+}
+
+// locked runs fn in a tenant transaction holding the datasource's row, if
+// the datasource still exists and this run still owns its next generation.
+func (r *run) locked(ctx context.Context, fn func(q *dbq.Queries, row dbq.LockDatasourceRow) error) error {
+	return r.k.Store.Tenant(ctx, r.org, func(q *dbq.Queries) error {
+		row, err := q.LockDatasource(ctx, dbq.LockDatasourceParams{OrgID: r.org, ID: r.id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errGone
+		}
+		if err != nil {
+			return err
+		}
+		return fn(q, row)
+	})
+}
+
+// start begins the run, or resumes it where an earlier attempt stopped.
+func (r *run) start(ctx context.Context) error {
+	return r.locked(ctx, func(q *dbq.Queries, row dbq.LockDatasourceRow) error {
+		r.gen = row.Generation + 1
+		r.written = map[int32]bool{}
+		if row.IngestFingerprint == r.fingerprint {
+			done, err := q.WrittenPositions(ctx, dbq.WrittenPositionsParams{OrgID: r.org, DatasourceID: r.id, Generation: r.gen})
+			if err != nil {
+				return err
+			}
+			for _, p := range done {
+				r.written[p] = true
+			}
+		} else if err := q.DeleteChunksAbove(ctx, dbq.DeleteChunksAboveParams{OrgID: r.org, DatasourceID: r.id, Generation: row.Generation}); err != nil {
+			return err
+		}
+		return q.StartIngestRun(ctx, dbq.StartIngestRunParams{OrgID: r.org, ID: r.id, Fingerprint: r.fingerprint})
+	})
+}
+
+// owned is true while the datasource's row still names this run.
+func (r *run) owned(row dbq.LockDatasourceRow) bool {
+	return row.IngestFingerprint == r.fingerprint && row.Generation+1 == r.gen
+}
+
+// write embeds and stores the pieces no earlier attempt wrote, a batch at a
+// time; each batch commits on its own (a checkpoint).
+func (r *run) write(ctx context.Context, datastore uuid.UUID, emb Embedder, pieces []Piece, owners []Document) error {
+	var todo []int
+	for i := range pieces {
+		if !r.written[int32(i)] {
+			todo = append(todo, i)
+		}
+	}
+	for start := 0; start < len(todo); start += r.k.batch {
+		batch := todo[start:min(start+r.k.batch, len(todo))]
+		texts := make([]string, 0, len(batch))
+		for _, i := range batch {
+			texts = append(texts, pieces[i].Text)
 		}
 		vecs, err := emb.Embed(ctx, texts)
 		if err != nil {
 			return fmt.Errorf("embedding: %w", err)
 		}
-		rows := make([]dbq.InsertChunksParams, 0, len(texts))
-		for i, p := range pieces[start:end] {
+		rows := make([]dbq.InsertChunksParams, 0, len(batch))
+		for j, i := range batch {
 			cid, err := uuid.NewV7()
 			if err != nil {
 				return err
 			}
-			d := owners[start+i]
-			vec := pgvector.NewVector(vecs[i])
+			p, d := pieces[i], owners[i]
+			vec := pgvector.NewVector(vecs[j])
 			rows = append(rows, dbq.InsertChunksParams{
-				OrgID: org, ID: cid, DatastoreID: src.DatastoreID, DatasourceID: id, Generation: gen,
-				Position: int32(start + i), Text: p.Text, Title: d.Title, Heading: p.Heading, Url: d.URL,
+				OrgID: r.org, ID: cid, DatastoreID: datastore, DatasourceID: r.id, Generation: r.gen,
+				Position: int32(i), Text: p.Text, Title: d.Title, Heading: p.Heading, Url: d.URL,
 				Page: int32(p.Page), Tokens: int32(p.Tokens), Embedding: &vec,
 				EmbeddingDim: int32(emb.Dimension()),
 			})
 		}
-		// Each batch commits on its own: a long document is not one huge
-		// transaction, and what a killed run wrote stays invisible.
-		err = k.Store.Tenant(ctx, org, func(q *dbq.Queries) error { return writeChunks(ctx, q, rows) })
+		err = r.locked(ctx, func(q *dbq.Queries, row dbq.LockDatasourceRow) error {
+			if !r.owned(row) {
+				return errGone
+			}
+			return writeChunks(ctx, q, rows)
+		})
 		if err != nil {
 			return err
 		}
 	}
-	return k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
-		if err := q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: org, DatasourceID: id, Generation: gen}); err != nil {
+	return nil
+}
+
+// publish makes the run's chunks the visible ones and drops the previous
+// generation, in one transaction.
+func (r *run) publish(ctx context.Context, count int) error {
+	return r.locked(ctx, func(q *dbq.Queries, row dbq.LockDatasourceRow) error {
+		if !r.owned(row) {
+			return errGone // published by a concurrent run of the same content, or superseded
+		}
+		n, err := q.CountChunks(ctx, dbq.CountChunksParams{OrgID: r.org, DatasourceID: r.id, Generation: r.gen})
+		if err != nil {
 			return err
 		}
-		if err := q.DeleteChunksBelow(ctx, dbq.DeleteChunksBelowParams{OrgID: org, DatasourceID: id, Generation: gen}); err != nil {
+		if n != int64(count) {
+			return fmt.Errorf("run %d of datasource %s holds %d chunks of %d", r.gen, r.id, n, count)
+		}
+		if err := q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: r.org, DatasourceID: r.id, Generation: r.gen}); err != nil {
 			return err
 		}
-		return q.MarkSynced(ctx, dbq.MarkSyncedParams{OrgID: org, ID: id, Generation: gen, ChunkCount: int32(len(pieces))})
+		if err := q.DeleteChunksBelow(ctx, dbq.DeleteChunksBelowParams{OrgID: r.org, DatasourceID: r.id, Generation: r.gen}); err != nil {
+			return err
+		}
+		return q.MarkSynced(ctx, dbq.MarkSyncedParams{OrgID: r.org, ID: r.id, Generation: r.gen, ChunkCount: int32(count)})
 	})
+}
+
+// fingerprint identifies what a run writes: the embedder and every chunk.
+func fingerprint(emb Embedder, pieces []Piece, owners []Document) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%d\x00%d\x00", emb.Model(), emb.Dimension(), len(pieces))
+	for i, p := range pieces {
+		d := owners[i]
+		fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d\x00%s\x00%s\x00%d\x00", i, p.Text, p.Heading, p.Page, d.Title, d.URL, p.Tokens)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }
 
 // documents reads a datasource's content into documents.

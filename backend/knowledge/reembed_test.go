@@ -31,6 +31,22 @@ func (wide) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	return out, nil
 }
 
+// riverEnqueuer enqueues ingestion as backend/jobs does (which this
+// package's tests cannot import: it imports knowledge).
+type riverEnqueuer struct{ c *river.Client[pgx.Tx] }
+
+type ingestArgs struct {
+	OrgID        uuid.UUID `json:"org_id"`
+	DatasourceID uuid.UUID `json:"datasource_id"`
+}
+
+func (ingestArgs) Kind() string { return "ingest_datasource" }
+
+func (r riverEnqueuer) EnqueueIngest(ctx context.Context, tx pgx.Tx, job IngestJob) error {
+	_, err := r.c.InsertTx(ctx, tx, ingestArgs{OrgID: job.OrgID, DatasourceID: job.DatasourceID}, nil)
+	return err
+}
+
 // Changing a datastore's embedder re-embeds its datasources.
 func TestChangingTheEmbedderReembeds(t *testing.T) {
 	t.Parallel()
@@ -40,7 +56,7 @@ func TestChangingTheEmbedderReembeds(t *testing.T) {
 	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
 	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
 	require.NoError(t, err)
-	svc := &Service{K: k, Jobs: jobs}
+	svc := &Service{K: k, Jobs: riverEnqueuer{jobs}}
 	actx := auth.WithPrincipal(ctx, &auth.Principal{OrgID: e.org, Scopes: []string{"admin"}})
 
 	model := "nope"

@@ -10,7 +10,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/riverqueue/river"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/backend/apperr"
@@ -27,8 +26,28 @@ const DefaultTopK = 5
 // Service is DatastoreService.
 type Service struct {
 	K *Knowledge
-	// Jobs inserts ingestion jobs (it need not run workers).
-	Jobs *river.Client[pgx.Tx]
+	// Jobs enqueues ingestion (it need not run workers).
+	Jobs Enqueuer
+}
+
+// Enqueuer schedules the ingestion of a datasource in the transaction that
+// creates or changes it: the job exists if and only if the change commits.
+// backend/jobs implements it with River.
+type Enqueuer interface {
+	EnqueueIngest(ctx context.Context, tx pgx.Tx, job IngestJob) error
+}
+
+// IngestJob is what an ingestion job needs to know: which datasource, and
+// how large it is (its timeout grows with it, see IngestTimeout).
+type IngestJob struct {
+	OrgID, DatasourceID uuid.UUID
+	SizeBytes           int64
+	MaxPages            int
+}
+
+// ingestJob describes the ingestion of a stored datasource.
+func ingestJob(org uuid.UUID, r dbq.GetDatasourceRow) IngestJob {
+	return IngestJob{OrgID: org, DatasourceID: r.ID, SizeBytes: r.SizeBytes, MaxPages: configOf(r.Config).MaxPages}
 }
 
 var _ parleyv1connect.DatastoreServiceHandler = (*Service)(nil)
@@ -168,7 +187,7 @@ func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatas
 				if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: p.OrgID, ID: src.ID, Status: "pending"}); err != nil {
 					return err
 				}
-				if _, err := s.Jobs.InsertTx(ctx, tx, IngestArgs{OrgID: p.OrgID, DatasourceID: src.ID}, nil); err != nil {
+				if err := s.Jobs.EnqueueIngest(ctx, tx, ingestJob(p.OrgID, dbq.GetDatasourceRow(src))); err != nil {
 					return err
 				}
 			}
@@ -265,7 +284,7 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 		if err != nil {
 			return err
 		}
-		if _, err := s.Jobs.InsertTx(ctx, tx, IngestArgs{OrgID: p.OrgID, DatasourceID: id}, nil); err != nil {
+		if err := s.Jobs.EnqueueIngest(ctx, tx, ingestJob(p.OrgID, dbq.GetDatasourceRow(row))); err != nil {
 			return fmt.Errorf("enqueueing ingestion: %w", err)
 		}
 		out = datasourceProto(dbq.GetDatasourceRow(row))
@@ -356,7 +375,7 @@ func (s *Service) ResyncDatasource(ctx context.Context, req *parleyv1.ResyncData
 		if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: p.OrgID, ID: r.ID, Status: "pending"}); err != nil {
 			return err
 		}
-		if _, err := s.Jobs.InsertTx(ctx, tx, IngestArgs{OrgID: p.OrgID, DatasourceID: r.ID}, nil); err != nil {
+		if err := s.Jobs.EnqueueIngest(ctx, tx, ingestJob(p.OrgID, r)); err != nil {
 			return err
 		}
 		r.Status, r.Error = "pending", ""

@@ -47,6 +47,9 @@ type Config struct {
 	// Catalog, when set, replaces the catalog built from the environment
 	// and ModelsFile (tests point model names at fake providers with it).
 	Catalog *llm.Catalog
+	// Embedder, when set, is the default embedder of new datastores in
+	// place of the one Embeddings names (tests use cheap ones with it).
+	Embedder knowledge.Embedder
 
 	envErrs []error
 }

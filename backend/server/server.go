@@ -21,11 +21,8 @@ import (
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
 	"connectrpc.com/validate"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
-	"github.com/riverqueue/river"
-	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 
 	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/agent"
@@ -34,6 +31,7 @@ import (
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/jobs"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/netguard"
@@ -55,7 +53,7 @@ type App struct {
 	handler http.Handler
 	catalog *llm.Catalog
 	K       *knowledge.Knowledge
-	jobs    *river.Client[pgx.Tx]
+	jobs    *jobs.Client
 
 	// drain ends when shutdown begins in earnest: running chat turns stop
 	// their model calls and send a final event.
@@ -162,39 +160,25 @@ func (a *App) knowledge() error {
 		}
 		def = e
 	}
+	if a.cfg.Embedder != nil {
+		def = a.cfg.Embedder
+		others = append(others, def)
+	}
 	a.K = knowledge.New(a.Store, def, netguard.New(netguard.Config{Allow: a.cfg.FetchAllow}), others...)
 	if a.cfg.SearchEf > 0 {
 		a.K.EfSearch = min(a.cfg.SearchEf, 1000)
 	}
-	rc := &river.Config{Logger: slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
-	if a.cfg.Workers {
-		workers := river.NewWorkers()
-		river.AddWorker(workers, &knowledge.IngestWorker{K: a.K})
-		rc.Workers = workers
-		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: 4}}
-	}
-	jobs, err := river.NewClient(riverpgxv5.New(a.Pool), rc)
-	if err != nil {
-		return err
-	}
-	a.jobs = jobs
-	return nil
+	a.jobs, err = jobs.New(a.Pool, a.K, jobs.Config{
+		Workers: a.cfg.Workers,
+		Logger:  slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+	})
+	return err
 }
 
 // RunWorkers runs ingestion jobs until ctx ends (parley worker, and within
 // Serve when cfg.Workers).
 func (a *App) RunWorkers(ctx context.Context) error {
-	if !a.cfg.Workers {
-		<-ctx.Done()
-		return nil
-	}
-	if err := a.jobs.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
-	}
-	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownTimeout)
-	defer cancel()
-	return a.jobs.Stop(sctx)
+	return a.jobs.Run(ctx, a.cfg.ShutdownTimeout)
 }
 
 func (a *App) routes() (http.Handler, error) {

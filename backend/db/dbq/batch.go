@@ -22,6 +22,7 @@ const insertChunks = `-- name: InsertChunks :batchexec
 INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim)
 VALUES ($1, $2, $3, $4, $5, $6,
         $7, $8, $9, $10, $11, $12, $13, $14)
+ON CONFLICT (org_id, datasource_id, generation, position) DO NOTHING
 `
 
 type InsertChunksBatchResults struct {

@@ -537,8 +537,34 @@ func (q *Queries) ListDatastores(ctx context.Context, orgID uuid.UUID) ([]Datast
 	return items, nil
 }
 
+const lockDatasource = `-- name: LockDatasource :one
+SELECT generation, ingest_fingerprint FROM datasources
+WHERE org_id = $1 AND id = $2
+FOR NO KEY UPDATE
+`
+
+type LockDatasourceParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+type LockDatasourceRow struct {
+	Generation        int32
+	IngestFingerprint string
+}
+
+// Every ingestion transaction that touches a datasource's chunks takes its
+// row first, as DELETE does (row, then chunks by cascade): one lock order,
+// no deadlock between ingestion and deletion.
+func (q *Queries) LockDatasource(ctx context.Context, arg LockDatasourceParams) (LockDatasourceRow, error) {
+	row := q.db.QueryRow(ctx, lockDatasource, arg.OrgID, arg.ID)
+	var i LockDatasourceRow
+	err := row.Scan(&i.Generation, &i.IngestFingerprint)
+	return i, err
+}
+
 const markSynced = `-- name: MarkSynced :exec
-UPDATE datasources SET status = 'synced', error = '', generation = $1, chunk_count = $2,
+UPDATE datasources SET status = 'synced', error = '', ingest_fingerprint = '', generation = $1, chunk_count = $2,
   synced_at = now(), updated_at = now()
 WHERE org_id = $3 AND id = $4
 `
@@ -917,6 +943,22 @@ func (q *Queries) SetSetting(ctx context.Context, arg SetSettingParams) error {
 	return err
 }
 
+const startIngestRun = `-- name: StartIngestRun :exec
+UPDATE datasources SET status = 'running', error = '', ingest_fingerprint = $1, updated_at = now()
+WHERE org_id = $2 AND id = $3
+`
+
+type StartIngestRunParams struct {
+	Fingerprint string
+	OrgID       uuid.UUID
+	ID          uuid.UUID
+}
+
+func (q *Queries) StartIngestRun(ctx context.Context, arg StartIngestRunParams) error {
+	_, err := q.db.Exec(ctx, startIngestRun, arg.Fingerprint, arg.OrgID, arg.ID)
+	return err
+}
+
 const tuneVectorSearch = `-- name: TuneVectorSearch :exec
 SELECT set_config('hnsw.iterative_scan', 'relaxed_order', true),
        set_config('hnsw.ef_search', $1::text, true)
@@ -964,4 +1006,36 @@ func (q *Queries) UpdateDatastore(ctx context.Context, arg UpdateDatastoreParams
 		&i.UpdatedAt,
 	)
 	return i, err
+}
+
+const writtenPositions = `-- name: WrittenPositions :many
+SELECT position FROM chunks
+WHERE org_id = $1 AND datasource_id = $2 AND generation = $3
+`
+
+type WrittenPositionsParams struct {
+	OrgID        uuid.UUID
+	DatasourceID uuid.UUID
+	Generation   int32
+}
+
+// The places of a run that earlier attempts already wrote.
+func (q *Queries) WrittenPositions(ctx context.Context, arg WrittenPositionsParams) ([]int32, error) {
+	rows, err := q.db.Query(ctx, writtenPositions, arg.OrgID, arg.DatasourceID, arg.Generation)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []int32
+	for rows.Next() {
+		var position int32
+		if err := rows.Scan(&position); err != nil {
+			return nil, err
+		}
+		items = append(items, position)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }

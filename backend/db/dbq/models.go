@@ -90,22 +90,23 @@ type Conversation struct {
 }
 
 type Datasource struct {
-	OrgID       uuid.UUID
-	ID          uuid.UUID
-	DatastoreID uuid.UUID
-	Type        string
-	Name        string
-	Status      string
-	Error       string
-	Config      []byte
-	Content     []byte
-	ContentType string
-	SizeBytes   int64
-	Generation  int32
-	ChunkCount  int32
-	CreatedAt   time.Time
-	UpdatedAt   time.Time
-	SyncedAt    *time.Time
+	OrgID             uuid.UUID
+	ID                uuid.UUID
+	DatastoreID       uuid.UUID
+	Type              string
+	Name              string
+	Status            string
+	Error             string
+	Config            []byte
+	Content           []byte
+	ContentType       string
+	SizeBytes         int64
+	Generation        int32
+	ChunkCount        int32
+	CreatedAt         time.Time
+	UpdatedAt         time.Time
+	SyncedAt          *time.Time
+	IngestFingerprint string
 }
 
 type Datastore struct {

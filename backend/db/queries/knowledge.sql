@@ -56,12 +56,30 @@ WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 -- Removes what an interrupted run left: chunks newer than the visible generation.
 DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation > sqlc.arg(generation);
 
+-- name: LockDatasource :one
+-- Every ingestion transaction that touches a datasource's chunks takes its
+-- row first, as DELETE does (row, then chunks by cascade): one lock order,
+-- no deadlock between ingestion and deletion.
+SELECT generation, ingest_fingerprint FROM datasources
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+FOR NO KEY UPDATE;
+
+-- name: StartIngestRun :exec
+UPDATE datasources SET status = 'running', error = '', ingest_fingerprint = sqlc.arg(fingerprint), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: WrittenPositions :many
+-- The places of a run that earlier attempts already wrote.
+SELECT position FROM chunks
+WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation = sqlc.arg(generation);
+
 -- name: InsertChunks :batchexec
 -- (COPY is refused on tables with row-level security: a pipelined batch of
 -- inserts, one round trip.)
 INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(datastore_id), sqlc.arg(datasource_id), sqlc.arg(generation), sqlc.arg(position),
-        sqlc.arg(text), sqlc.arg(title), sqlc.arg(heading), sqlc.arg(url), sqlc.arg(page), sqlc.arg(tokens), sqlc.arg(embedding), sqlc.arg(embedding_dim));
+        sqlc.arg(text), sqlc.arg(title), sqlc.arg(heading), sqlc.arg(url), sqlc.arg(page), sqlc.arg(tokens), sqlc.arg(embedding), sqlc.arg(embedding_dim))
+ON CONFLICT (org_id, datasource_id, generation, position) DO NOTHING;
 
 -- name: PublishGeneration :exec
 -- Makes a finished run's chunks the visible ones, in one statement per step
@@ -73,7 +91,7 @@ WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id);
 DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation < sqlc.arg(generation);
 
 -- name: MarkSynced :exec
-UPDATE datasources SET status = 'synced', error = '', generation = sqlc.arg(generation), chunk_count = sqlc.arg(chunk_count),
+UPDATE datasources SET status = 'synced', error = '', ingest_fingerprint = '', generation = sqlc.arg(generation), chunk_count = sqlc.arg(chunk_count),
   synced_at = now(), updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 

@@ -1,0 +1,237 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertest"
+	"github.com/riverqueue/river/rivertype"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// counting is the lexical embedder, slowed down by delay per call, counting
+// the texts it embeds; it fails every call once failing is set.
+type counting struct {
+	knowledge.Lexical
+	delay   time.Duration
+	texts   atomic.Int64
+	failing atomic.Bool
+}
+
+func (c *counting) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if c.failing.Load() {
+		return nil, errors.New("the embedding server is down")
+	}
+	select {
+	case <-time.After(c.delay):
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	c.texts.Add(int64(len(texts)))
+	return c.Lexical.Embed(ctx, texts)
+}
+
+type fixture struct {
+	store *db.Store
+	org   uuid.UUID
+	ds    uuid.UUID
+	river *rivertest.Worker[IngestArgs, pgx.Tx]
+}
+
+// setup makes an organization with a datastore holding one text datasource
+// of content, and a River test worker running w.
+func setup(t *testing.T, content string, w *IngestWorker) fixture {
+	t.Helper()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
+	require.NoError(t, err)
+	f := fixture{store: store, org: org, ds: uuid.New()}
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		ds := uuid.New()
+		if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: ds, Name: "s", EmbeddingModel: knowledge.Lexical{}.Model(), EmbeddingDim: knowledge.LexicalDim}); err != nil {
+			return err
+		}
+		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: org, ID: f.ds, DatastoreID: ds, Type: "text", Name: "t", Config: []byte("{}"), Content: []byte(content)})
+		return err
+	}))
+	f.river = rivertest.NewWorker(t, riverpgxv5.New(pool), &river.Config{}, river.Worker[IngestArgs](w))
+	return f
+}
+
+// work runs one attempt of the datasource's ingestion job, as River does,
+// with maxAttempts attempts in all.
+func (f fixture) work(t *testing.T, attempt, maxAttempts int) *rivertest.WorkResult {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := f.store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	args := IngestArgs{OrgID: f.org, DatasourceID: f.ds}
+	job, err := river.NewClient(riverpgxv5.New(f.store.Pool), &river.Config{})
+	require.NoError(t, err)
+	res, err := job.InsertTx(ctx, tx, args, &river.InsertOpts{MaxAttempts: maxAttempts})
+	require.NoError(t, err)
+	// River counts an attempt when it starts one.
+	_, err = tx.Exec(ctx, "UPDATE river_job SET attempt = $1 WHERE id = $2", attempt-1, res.Job.ID)
+	require.NoError(t, err)
+	res.Job.Attempt = attempt - 1
+	// WorkJob also returns the job's own error: the result says what
+	// River made of it.
+	out, _ := f.river.WorkJob(ctx, t, tx, res.Job)
+	require.NotNil(t, out)
+	return out
+}
+
+func (f fixture) datasource(t *testing.T) dbq.GetDatasourceRow {
+	t.Helper()
+	var d dbq.GetDatasourceRow
+	require.NoError(t, f.store.Tenant(context.Background(), f.org, func(q *dbq.Queries) (err error) {
+		d, err = q.GetDatasource(context.Background(), dbq.GetDatasourceParams{OrgID: f.org, ID: f.ds})
+		return err
+	}))
+	return d
+}
+
+// requireRetried checks that River will run the job again (at once after a
+// first failure: "available", later with backoff: "retryable").
+func requireRetried(t *testing.T, res *rivertest.WorkResult) {
+	t.Helper()
+	require.Contains(t, []rivertype.JobState{rivertype.JobStateAvailable, rivertype.JobStateRetryable}, res.Job.State)
+}
+
+// chunks counts the datasource's stored chunks, visible or not.
+func (f fixture) chunks(t *testing.T) int {
+	t.Helper()
+	ctx := context.Background()
+	var n int
+	require.NoError(t, pgx.BeginFunc(ctx, f.store.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.org.String()); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT count(*) FROM chunks WHERE datasource_id = $1", f.ds).Scan(&n)
+	}))
+	return n
+}
+
+func longText(paragraphs int) string {
+	var b strings.Builder
+	for i := range paragraphs {
+		fmt.Fprintf(&b, "Paragraph %d tells of topic %d with enough words to fill part of a chunk of text for the test. ", i, i)
+		b.WriteString("It goes on a little longer so that chunks hold several sentences each.\n\n")
+	}
+	return b.String()
+}
+
+// A document that cannot be read ends its job cancelled in River (not
+// completed, not retried) and its datasource in error with the reason.
+func TestPermanentFailureCancelsTheJob(t *testing.T) {
+	t.Parallel()
+	w := &IngestWorker{}
+	f := setup(t, "   \n\n  ", w)
+	w.K = knowledge.New(f.store, knowledge.Lexical{}, netguard.New(netguard.Config{}))
+
+	res := f.work(t, 1, 5)
+	require.Equal(t, river.EventKindJobCancelled, res.EventKind)
+	require.Equal(t, rivertype.JobStateCancelled, res.Job.State)
+	d := f.datasource(t)
+	require.Equal(t, "error", d.Status)
+	require.Contains(t, d.Error, "no text")
+}
+
+// A transient failure is retried; the last attempt records why it failed.
+func TestLastAttemptRecordsTheFailure(t *testing.T) {
+	t.Parallel()
+	emb := &counting{}
+	emb.failing.Store(true)
+	w := &IngestWorker{}
+	f := setup(t, longText(10), w)
+	w.K = knowledge.New(f.store, emb, netguard.New(netguard.Config{}))
+
+	res := f.work(t, 1, 2)
+	require.Equal(t, river.EventKindJobFailed, res.EventKind)
+	requireRetried(t, res)
+	require.Equal(t, "running", f.datasource(t).Status, "a failure that will be retried is not final")
+
+	res = f.work(t, 2, 2)
+	require.Equal(t, rivertype.JobStateDiscarded, res.Job.State)
+	d := f.datasource(t)
+	require.Equal(t, "error", d.Status)
+	require.Contains(t, d.Error, "after 2 attempts")
+	require.Contains(t, d.Error, "the embedding server is down")
+}
+
+// An attempt cut by its timeout leaves what it embedded; the retry embeds
+// only the rest. When the last attempt times out, the failure is recorded
+// although the job's context is cancelled.
+func TestTimedOutAttemptResumes(t *testing.T) {
+	t.Parallel()
+	text := longText(400)
+	emb := &counting{delay: 40 * time.Millisecond}
+	w := &IngestWorker{timeout: func(IngestArgs) time.Duration { return 300 * time.Millisecond }}
+	f := setup(t, text, w)
+	w.K = knowledge.New(f.store, emb, netguard.New(netguard.Config{}))
+	w.K.Chunking.MaxTokens = 64 // many chunks, so many batches
+	total := len(knowledge.Chunk(knowledge.Markdown(text), w.K.Chunking))
+	require.Greater(t, total, 4*64, "the document must need several batches")
+
+	res := f.work(t, 1, 3)
+	requireRetried(t, res)
+	first := emb.texts.Load()
+	require.Positive(t, first, "the first attempt wrote no batch")
+	require.Less(t, first, int64(total), "the first attempt was not cut short")
+	require.Equal(t, "running", f.datasource(t).Status)
+	written := f.chunks(t)
+	require.Positive(t, written, "the first attempt committed no batch")
+
+	w.timeout = nil // the real, size-based timeout
+	res = f.work(t, 2, 3)
+	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+	d := f.datasource(t)
+	require.Equal(t, "synced", d.Status)
+	require.EqualValues(t, total, d.ChunkCount)
+	require.Equal(t, int64(total-written), emb.texts.Load()-first, "the retry embedded again what the first attempt had written")
+
+	// A resync whose only attempt times out says so.
+	require.NoError(t, f.store.Tenant(context.Background(), f.org, func(q *dbq.Queries) error {
+		return q.SetDatasourceStatus(context.Background(), dbq.SetDatasourceStatusParams{OrgID: f.org, ID: f.ds, Status: "pending"})
+	}))
+	w.timeout = func(IngestArgs) time.Duration { return 200 * time.Millisecond }
+	res = f.work(t, 1, 1)
+	require.Equal(t, rivertype.JobStateDiscarded, res.Job.State)
+	d = f.datasource(t)
+	require.Equal(t, "error", d.Status)
+	require.Contains(t, d.Error, "took longer than its 200ms")
+}
+
+// The timeout grows with the document: River's default minute is only the
+// floor's neighbourhood, and a 20 MiB document gets well over the time the
+// slowest embedder needs for it.
+func TestIngestTimeoutGrows(t *testing.T) {
+	t.Parallel()
+	small := knowledge.IngestTimeout(10<<10, 0)
+	large := knowledge.IngestTimeout(knowledge.MaxFileBytes, 0)
+	require.GreaterOrEqual(t, small, time.Minute)
+	// ~17,000 chunks of ~1.2 kB at the neural embedder's ~40 chunks/s: ~7 min.
+	require.Greater(t, large, 20*time.Minute)
+	require.Greater(t, knowledge.IngestTimeout(0, 1000), knowledge.IngestTimeout(0, 50), "a site of more pages gets longer")
+	w := &IngestWorker{}
+	require.Equal(t, large, w.Timeout(&river.Job[IngestArgs]{Args: IngestArgs{SizeBytes: knowledge.MaxFileBytes}}))
+}

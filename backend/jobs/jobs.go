@@ -1,0 +1,86 @@
+package jobs
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/riverqueue/river"
+	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+
+	"github.com/parleyhq/parley/backend/knowledge"
+)
+
+// Client enqueues jobs and, when built with workers, runs them.
+type Client struct {
+	river   *river.Client[pgx.Tx]
+	workers bool
+}
+
+var _ knowledge.Enqueuer = (*Client)(nil)
+
+// Config says what a Client runs.
+type Config struct {
+	// Workers runs jobs in this process; without it the client only enqueues.
+	Workers bool
+	// MaxWorkers is how many jobs run at once (default 4).
+	MaxWorkers int
+	Logger     *slog.Logger
+}
+
+// New returns a client over pool running k's jobs when cfg.Workers.
+func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error) {
+	rc := &river.Config{Logger: cfg.Logger}
+	if cfg.Workers {
+		workers := river.NewWorkers()
+		river.AddWorker(workers, &IngestWorker{K: k})
+		rc.Workers = workers
+		n := cfg.MaxWorkers
+		if n <= 0 {
+			n = 4
+		}
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: n}}
+	}
+	rv, err := river.NewClient(riverpgxv5.New(pool), rc)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{river: rv, workers: cfg.Workers}, nil
+}
+
+// EnqueueIngest implements knowledge.Enqueuer.
+func (c *Client) EnqueueIngest(ctx context.Context, tx pgx.Tx, job knowledge.IngestJob) error {
+	_, err := c.river.InsertTx(ctx, tx, IngestArgs{
+		OrgID: job.OrgID, DatasourceID: job.DatasourceID, SizeBytes: job.SizeBytes, MaxPages: job.MaxPages,
+	}, nil)
+	return err
+}
+
+// Run runs jobs until ctx ends, then stops: jobs in flight get drain to
+// finish, and are cancelled after it (an ingestion resumes where it stopped
+// when River retries it). Without workers it only waits for ctx.
+func (c *Client) Run(ctx context.Context, drain time.Duration) error {
+	if !c.workers {
+		<-ctx.Done()
+		return nil
+	}
+	if err := c.river.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	<-ctx.Done()
+	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	defer cancel()
+	err := c.river.Stop(sctx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return c.river.StopAndCancel(cctx)
+	}
+	return err
+}
+
+// River is the underlying client, for tests that inspect jobs.
+func (c *Client) River() *river.Client[pgx.Tx] { return c.river }
