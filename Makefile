@@ -75,11 +75,12 @@ $(BIN)/protoc-gen-connect-go:
 	GOBIN=$(BIN) go install connectrpc.com/connect/cmd/protoc-gen-connect-go@$(CONNECT_GEN_VERSION)
 
 .PHONY: generate
-generate: tools ## Regenerate protobuf, Connect and sqlc code
+generate: tools ## Regenerate protobuf, Connect, sqlc and templ code
 	go run ./scripts/protodeps build/protodeps
 	buf format -w
 	buf generate
 	sqlc generate
+	go tool templ generate -path console
 
 .PHONY: check-generate
 check-generate: generate ## Fail when generated code is not fresh
@@ -93,6 +94,7 @@ lint: tools ## go vet, gofmt, buf lint and buf format
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	buf lint
 	buf format -d --exit-code proto
+	go tool templ fmt -fail console
 
 .PHONY: clean
 clean: ## Remove build outputs

@@ -268,3 +268,31 @@ func keyToProto(k dbq.ApiKey) *parleyv1.ApiKey {
 }
 
 func ptr[T any](v T) *T { return &v }
+
+// Plan is one plan of the catalog with its standard limits.
+type Plan struct {
+	Name   string
+	Limits plan.Limits
+}
+
+// Plans returns the plan catalog, lowest first, as the database holds it
+// (an enterprise organization's own limits are its Organization's).
+func (s *Service) Plans(ctx context.Context) ([]Plan, error) {
+	var rows []dbq.Plan
+	err := pgx.BeginFunc(ctx, s.store.Pool, func(tx pgx.Tx) (err error) {
+		rows, err = dbq.New(tx).ListPlans(ctx)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	var out []Plan
+	for _, name := range []string{plan.Free, plan.Starter, plan.Pro, plan.Enterprise} {
+		for _, r := range rows {
+			if r.ID == name {
+				out = append(out, Plan{Name: name, Limits: plan.Limits{PerMinute: int64(r.RequestsPerMinute), PerDay: int64(r.RequestsPerDay)}})
+			}
+		}
+	}
+	return out, nil
+}

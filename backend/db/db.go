@@ -184,3 +184,28 @@ func Missing(ctx context.Context, q *dbq.Queries, kind, label string, id uuid.UU
 	}
 	return apperr.New(apperr.NotFound, "%s %q not found", label, id.String())
 }
+
+// MemberEmail runs fn in a transaction that may read the member with this
+// email before the organization is known (password sign-in).
+func (s *Store) MemberEmail(ctx context.Context, email string, fn func(q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetMemberEmail(ctx, email); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
+// Link runs fn in a transaction that may read the one-time link whose token
+// has this SHA-256, before the organization is known. fn may then scope the
+// transaction to the link's organization with q.SetTenant.
+func (s *Store) Link(ctx context.Context, hash []byte, fn func(q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetLinkHash(ctx, fmt.Sprintf("%x", hash)); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}

@@ -21,8 +21,11 @@ const DefaultDatabaseURL = "postgres://parley:parley@127.0.0.1:5432/parley?sslmo
 // environment variable (DATABASE_URL is also read); a flag wins over its
 // variable.
 type Config struct {
-	Addr            string
-	DatabaseURL     string
+	Addr        string
+	DatabaseURL string
+	// PublicURL is where people reach the console (sign-in links; an https
+	// URL makes the session cookie Secure).
+	PublicURL       string
 	DBMaxConns      int
 	RedisURL        string
 	RedisPrefix     string
@@ -60,6 +63,8 @@ func (c *Config) Err() error { return errors.Join(c.envErrs...) }
 // Flags registers the settings on fs with their environment defaults.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", env("PARLEY_ADDR", ":8080"), "listen address (PARLEY_ADDR)")
+	fs.StringVar(&c.PublicURL, "public-url", env("PARLEY_PUBLIC_URL", "http://localhost:8080"),
+		"the address people open the console at (PARLEY_PUBLIC_URL); https makes the session cookie Secure")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("PARLEY_DATABASE_URL", env("DATABASE_URL", DefaultDatabaseURL)),
 		"Postgres URL; the database needs the vector extension (PARLEY_DATABASE_URL or DATABASE_URL)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.envInt("PARLEY_DB_MAX_CONNS", 0), "largest Postgres pool; 0 lets pgx choose (PARLEY_DB_MAX_CONNS)")

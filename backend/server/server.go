@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -34,9 +35,11 @@ import (
 	"github.com/parleyhq/parley/backend/jobs"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/compat"
+	"github.com/parleyhq/parley/console"
 )
 
 // maxMessageBytes bounds a Connect/gRPC request message.
@@ -229,6 +232,15 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
 	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).Register(mux)
+
+	cons := console.New(console.Deps{
+		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
+		Datastores: datastores, Turns: turns, Limits: a.Limits, Validator: validator,
+		Secure: strings.HasPrefix(a.cfg.PublicURL, "https://"),
+	}).Handler()
+	mux.Handle("GET /{$}", cons)
+	mux.Handle("/console", cons)
+	mux.Handle("/console/", cons)
 
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

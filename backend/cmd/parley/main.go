@@ -21,6 +21,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/server"
 )
@@ -31,8 +32,13 @@ Usage:
   parley serve [flags]        run the API server (parley serve --help)
   parley worker [flags]       run ingestion jobs only (same flags as serve; no HTTP)
   parley migrate [flags]      apply pending database migrations
-  parley admin bootstrap --org NAME --plan free|starter|pro|enterprise [--json]
-                              create an organization and its first admin+chat API key
+  parley admin bootstrap --org NAME --plan free|starter|pro|enterprise [--email E] [--json]
+                              create an organization, its first admin+chat API key and
+                              its owner, with a one-time console sign-in link
+  parley admin signin-link --org ID --email E
+                              print a fresh one-time sign-in link for a member
+  parley admin operator --email E [--off]
+                              make a member a platform operator (/console/admin), or not
   parley admin set-limits --org ID --per-minute N --per-day N
                               set an enterprise organization's rate limits
 `
@@ -70,6 +76,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return bootstrap(ctx, args[2:], stdout, stderr)
 		case "set-limits":
 			return setLimits(ctx, args[2:], stdout, stderr)
+		case "signin-link":
+			return signinLink(ctx, args[2:], stdout, stderr)
+		case "operator":
+			return operator(ctx, args[2:], stdout, stderr)
 		}
 		return fmt.Errorf("unknown admin command %q", args[1])
 	case "help", "-h", "--help":
@@ -176,7 +186,9 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	url := dbFlags(fs)
 	org := fs.String("org", "", "organization name (required)")
 	p := fs.String("plan", plan.Free, "plan: free, starter, pro or enterprise")
-	asJSON := fs.Bool("json", false, `print exactly {"organizationId":"...","apiKey":"..."}`)
+	email := fs.String("email", "", "the owner's email (default: owner-<id>@parley.localhost, to be changed)")
+	public := publicURLFlag(fs)
+	asJSON := fs.Bool("json", false, `print exactly {"organizationId":"...","apiKey":"...","ownerEmail":"...","signInUrl":"..."}`)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -188,17 +200,99 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer closeFn()
+	members := &member.Service{Store: store}
+	if *email != "" {
+		if err := members.EmailFree(ctx, *email); err != nil {
+			return err
+		}
+	}
 	id, key, err := account.Bootstrap(ctx, store, *org, *p)
 	if err != nil {
 		return err
 	}
+	if *email == "" {
+		*email = "owner-" + id.String()[:8] + "@parley.localhost"
+	}
+	if _, err := members.CreateOwner(ctx, id, *email); err != nil {
+		return fmt.Errorf("organization %s was created, but not its owner: %w", id, err)
+	}
+	token, err := members.SignInLink(ctx, id, *email)
+	if err != nil {
+		return err
+	}
+	link := signinURL(*public, token)
 	if *asJSON {
 		return json.NewEncoder(stdout).Encode(struct {
 			OrganizationID string `json:"organizationId"`
 			APIKey         string `json:"apiKey"`
-		}{id.String(), key})
+			OwnerEmail     string `json:"ownerEmail"`
+			SignInURL      string `json:"signInUrl"`
+		}{id.String(), key, *email, link})
 	}
-	fmt.Fprintf(stdout, "organization %s (%s plan)\nAPI key (shown once, keep it): %s\n", id, *p, key)
+	fmt.Fprintf(stdout, "organization %s (%s plan)\nAPI key (shown once, keep it): %s\nowner: %s\nsign in (once, within %s): %s\n",
+		id, *p, key, *email, member.LinkTTL, link)
+	return nil
+}
+
+// publicURLFlag registers --public-url with serve's default.
+func publicURLFlag(fs *flag.FlagSet) *string {
+	var cfg server.Config
+	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
+	return fs.String("public-url", cfg.PublicURL, "the console's public address, for links (PARLEY_PUBLIC_URL)")
+}
+
+func signinURL(public, token string) string {
+	return strings.TrimRight(public, "/") + "/console/link?token=" + token
+}
+
+// signinLink prints a fresh one-time sign-in link (a lost password).
+func signinLink(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley admin signin-link", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	org := fs.String("org", "", "organization id (required)")
+	email := fs.String("email", "", "the member's email (required)")
+	public := publicURLFlag(fs)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := uuid.Parse(*org)
+	if err != nil {
+		return fmt.Errorf("--org %q is not an organization id", *org)
+	}
+	store, closeFn, err := openStore(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	token, err := (&member.Service{Store: store}).SignInLink(ctx, id, *email)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, signinURL(*public, token))
+	return nil
+}
+
+// operator makes a member a platform operator, or no longer one.
+func operator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley admin operator", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	email := fs.String("email", "", "the member's email (required)")
+	off := fs.Bool("off", false, "take the operator flag away")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	store, closeFn, err := openStore(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	m, err := (&member.Service{Store: store}).SetOperator(ctx, *email, !*off)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "%s operator: %t\n", m.Email, m.Operator)
 	return nil
 }
 

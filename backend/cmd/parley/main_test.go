@@ -27,12 +27,29 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme", "--plan", "starter", "--json"}, &out, &errOut)
 	require.NoError(t, err, errOut.String())
-	require.Regexp(t, regexp.MustCompile(`^\{"organizationId":"[0-9a-f-]{36}","apiKey":"prly_[a-z2-7]{39}"\}\n$`), out.String())
+	require.Regexp(t, regexp.MustCompile(`^\{"organizationId":"[0-9a-f-]{36}","apiKey":"prly_[a-z2-7]{39}","ownerEmail":"owner-[0-9a-f]{8}@parley.localhost","signInUrl":"http://localhost:8080/console/link\?token=[A-Za-z0-9_-]{43}"\}\n$`), out.String())
+
+	// With an email and a public URL; a second organization cannot reuse the email.
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Beta", "--email", "Ann@Example.com", "--public-url", "https://console.example/", "--json"}, &out, &errOut))
+	var got struct{ OrganizationID, OwnerEmail, SignInURL string }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &got))
+	require.Equal(t, "ann@example.com", got.OwnerEmail)
+	require.True(t, strings.HasPrefix(got.SignInURL, "https://console.example/console/link?token="), got.SignInURL)
+	require.Error(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Gamma", "--email", "ann@example.com"}, &out, &errOut))
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"admin", "signin-link", "--database-url", u, "--org", got.OrganizationID, "--email", "ann@example.com"}, &out, &errOut))
+	require.Regexp(t, regexp.MustCompile(`^http://localhost:8080/console/link\?token=[A-Za-z0-9_-]{43}\n$`), out.String())
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"admin", "operator", "--database-url", u, "--email", "ann@example.com"}, &out, &errOut))
+	require.Equal(t, "ann@example.com operator: true\n", out.String())
 
 	for _, bad := range [][]string{
 		{"admin", "bootstrap", "--database-url", u, "--plan", "free"},
 		{"admin", "bootstrap", "--database-url", u, "--org", "x", "--plan", "gold"},
 		{"admin", "set-limits", "--database-url", u, "--org", "nope", "--per-minute", "1", "--per-day", "1"},
+		{"admin", "signin-link", "--database-url", u, "--org", "nope", "--email", "a@b.c"},
+		{"admin", "operator", "--database-url", u, "--email", "nobody@example.com"},
 		{"frobnicate"},
 	} {
 		require.Error(t, run(context.Background(), bad, &out, &errOut), "%v", bad)

@@ -120,6 +120,29 @@ type Datastore struct {
 	UpdatedAt      time.Time
 }
 
+type Member struct {
+	OrgID        uuid.UUID
+	ID           uuid.UUID
+	Email        string
+	Role         string
+	PasswordHash *string
+	Operator     bool
+	CreatedAt    time.Time
+	LastSignInAt *time.Time
+}
+
+type MemberLink struct {
+	OrgID     uuid.UUID
+	TokenHash []byte
+	Purpose   string
+	Email     string
+	Role      string
+	CreatedBy *uuid.UUID
+	CreatedAt time.Time
+	ExpiresAt time.Time
+	UsedAt    *time.Time
+}
+
 type Message struct {
 	OrgID            uuid.UUID
 	ID               uuid.UUID
@@ -158,4 +181,10 @@ type Plan struct {
 type ResourceID struct {
 	ID   uuid.UUID
 	Kind string
+}
+
+type Session struct {
+	Token  string
+	Data   []byte
+	Expiry time.Time
 }

@@ -1,0 +1,254 @@
+package console
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"buf.build/go/protovalidate"
+	"github.com/a-h/templ"
+	"github.com/alexedwards/scs/pgxstore"
+	"github.com/alexedwards/scs/v2"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/chat"
+	"github.com/parleyhq/parley/backend/db"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/compat/wire"
+)
+
+// Deps are the services the console drives: the same ones the Connect and
+// REST handlers serve.
+type Deps struct {
+	Store      *db.Store
+	Pool       *pgxpool.Pool
+	Members    *member.Service
+	Accounts   *account.Service
+	Agents     parleyv1connect.AgentServiceHandler
+	Datastores *knowledge.Service
+	Turns      *chat.Service
+	Limits     *ratelimit.Limiter
+	Validator  protovalidate.Validator
+	// Secure marks the session cookie Secure: the public URL is https.
+	Secure bool
+}
+
+// Console is the web console's handler.
+type Console struct {
+	Deps
+	sessions *scs.SessionManager
+	mux      *http.ServeMux
+}
+
+// Session lifetimes: a session ends after IdleTimeout without a request,
+// and in any case Lifetime after sign-in.
+const (
+	IdleTimeout = 2 * time.Hour
+	Lifetime    = 7 * 24 * time.Hour
+)
+
+// New returns the console.
+func New(d Deps) *Console {
+	sm := scs.New()
+	sm.Store = hashedStore{pgxstore.NewWithCleanupInterval(d.Pool, 30*time.Minute)}
+	sm.IdleTimeout = IdleTimeout
+	sm.Lifetime = Lifetime
+	sm.Cookie.Name = "parley_session"
+	sm.Cookie.HttpOnly = true
+	sm.Cookie.SameSite = http.SameSiteLaxMode
+	sm.Cookie.Secure = d.Secure
+	sm.Cookie.Path = "/"
+	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+		slog.ErrorContext(r.Context(), "console session", "err", err)
+		http.Error(w, "The console could not read your session; try again.", http.StatusInternalServerError)
+	}
+	c := &Console{Deps: d, sessions: sm, mux: http.NewServeMux()}
+	c.routes()
+	return c
+}
+
+// hashedStore keeps sessions under the SHA-256 of their token: a leaked
+// sessions table signs nobody in.
+type hashedStore struct{ scs.Store }
+
+func hashToken(t string) string {
+	h := sha256.Sum256([]byte(t))
+	return hex.EncodeToString(h[:])
+}
+
+func (s hashedStore) Find(token string) ([]byte, bool, error) { return s.Store.Find(hashToken(token)) }
+func (s hashedStore) Commit(token string, b []byte, expiry time.Time) error {
+	return s.Store.Commit(hashToken(token), b, expiry)
+}
+func (s hashedStore) Delete(token string) error { return s.Store.Delete(hashToken(token)) }
+
+// Handler serves the console: / and everything under /console/.
+func (c *Console) Handler() http.Handler {
+	// SECURITY: state-changing requests from other sites are refused (403):
+	// Sec-Fetch-Site, else Origin against Host.
+	cop := http.NewCrossOriginProtection()
+	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		c.errorPage(w, r, apperr.New(apperr.Forbidden, "this request came from another site and was refused"))
+	}))
+	return securityHeaders(c.sessions.LoadAndSave(cop.Handler(c.mux)))
+}
+
+// securityHeaders sets the headers of every console response, and a nonce
+// for the page's scripts.
+func securityHeaders(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := make([]byte, 16)
+		_, _ = rand.Read(b)
+		nonce := base64.RawStdEncoding.EncodeToString(b)
+		h := w.Header()
+		h.Set("Content-Security-Policy", "default-src 'self'; script-src 'self' 'nonce-"+nonce+"'; style-src 'self'; img-src 'self' data:; "+
+			"connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+		h.Set("Referrer-Policy", "same-origin")
+		h.Set("X-Content-Type-Options", "nosniff")
+		h.Set("X-Frame-Options", "DENY")
+		if !strings.HasPrefix(r.URL.Path, "/console/static/") {
+			h.Set("Cache-Control", "no-store")
+		}
+		next.ServeHTTP(w, r.WithContext(templ.WithNonce(r.Context(), nonce)))
+	})
+}
+
+// Session keys.
+const (
+	sessMember = "member"
+	sessOrg    = "org"
+	sessFlash  = "flash"
+)
+
+// signIn starts a fresh session for m (a new token: no fixation).
+func (c *Console) signIn(ctx context.Context, m *member.Member) error {
+	if err := c.sessions.RenewToken(ctx); err != nil {
+		return err
+	}
+	c.sessions.Put(ctx, sessMember, m.ID.String())
+	c.sessions.Put(ctx, sessOrg, m.OrgID.String())
+	return nil
+}
+
+// view is what every signed-in page knows: who, in which organization.
+type view struct {
+	Member *member.Member
+	Org    *parleyv1.Organization
+	Flash  string
+	Path   string
+}
+
+type viewKey struct{}
+
+// viewOf returns the request's view; behind signedIn it is always there.
+func viewOf(ctx context.Context) *view {
+	v, _ := ctx.Value(viewKey{}).(*view)
+	return v
+}
+
+// signedIn admits members with at least role need. Signed out, a GET is
+// sent to the sign-in page; a member whose role falls short gets 403.
+// Requests then run with the member as their principal, so the services
+// scope them to the member's organization (and RLS with them).
+func (c *Console) signedIn(need member.Role, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		ctx := r.Context()
+		mid, _ := uuid.Parse(c.sessions.GetString(ctx, sessMember))
+		oid, _ := uuid.Parse(c.sessions.GetString(ctx, sessOrg))
+		var m *member.Member
+		if mid != uuid.Nil && oid != uuid.Nil {
+			var err error
+			m, err = c.Members.Get(ctx, oid, mid)
+			if err != nil && apperr.CodeOf(err) != apperr.NotFound {
+				c.errorPage(w, r, err)
+				return
+			}
+		}
+		if m == nil { // signed out, or removed since
+			_ = c.sessions.Destroy(ctx)
+			if r.Method == http.MethodGet {
+				http.Redirect(w, r, "/console/signin?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+				return
+			}
+			c.errorPage(w, r, apperr.New(apperr.Unauthenticated, "your session has ended; sign in again"))
+			return
+		}
+		// SECURITY: the one role check of the console; services check scopes.
+		if !m.Can(need) {
+			c.errorPage(w, r, apperr.New(apperr.Forbidden, "your role (%s) does not allow this", m.Role))
+			return
+		}
+		ctx = auth.WithPrincipal(ctx, m.Principal(""))
+		org, err := c.Accounts.GetOrganization(ctx, &parleyv1.GetOrganizationRequest{})
+		if err != nil {
+			c.errorPage(w, r, err)
+			return
+		}
+		ctx = auth.WithPrincipal(ctx, m.Principal(org.GetOrganization().GetPlan()))
+		v := &view{Member: m, Org: org.GetOrganization(), Path: r.URL.Path, Flash: c.sessions.PopString(ctx, sessFlash)}
+		h(w, r.WithContext(context.WithValue(ctx, viewKey{}, v)))
+	}
+}
+
+// flash shows msg once on the next page.
+func (c *Console) flash(ctx context.Context, msg string) { c.sessions.Put(ctx, sessFlash, msg) }
+
+// safeNext keeps a post-sign-in destination inside the console.
+func safeNext(next string) string {
+	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+		return "/console/"
+	}
+	return next
+}
+
+// validate runs the schema's rules on a request, as the Connect
+// interceptor and the REST paths do.
+func (c *Console) validate(req proto.Message) error { return wire.Validate(c.Validator, req) }
+
+// render writes a component with status.
+func render(w http.ResponseWriter, r *http.Request, status int, c templ.Component) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.WriteHeader(status)
+	if err := c.Render(r.Context(), w); err != nil {
+		slog.ErrorContext(r.Context(), "console render", "err", err)
+	}
+}
+
+// errorPage shows err as a page (or, for htmx, a fragment), with the status
+// the API would answer; internal errors are logged and shown generically.
+func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, err error) {
+	pub := apperr.Public(err)
+	status := apperr.Lookup(pub.Code).HTTPStatus
+	if pub.Code == apperr.Internal {
+		slog.ErrorContext(r.Context(), "console internal error", "err", err, "path", r.URL.Path)
+	}
+	msg := pub.Message
+	if r.Header.Get("HX-Request") == "true" {
+		render(w, r, status, inlineError(msg))
+		return
+	}
+	render(w, r, status, errorView(viewOf(r.Context()), status, msg))
+}
+
+// planLimits is the plan catalog as the plans page shows it.
+type planRow struct {
+	Name   string
+	Limits plan.Limits
+	Yours  bool
+}

@@ -1,0 +1,37 @@
+package console
+
+import (
+	"net/http"
+
+	"github.com/parleyhq/parley/backend/member"
+)
+
+// routes registers every console page. Paths are part of the contract
+// (docs/console.md); GET never changes state.
+func (c *Console) routes() {
+	m := c.mux
+	m.HandleFunc("GET /console/static/{file}", serveStatic)
+	m.HandleFunc("GET /{$}", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console/", http.StatusSeeOther)
+	})
+	m.HandleFunc("GET /console", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/console/", http.StatusMovedPermanently)
+	})
+	m.HandleFunc("GET /console/signin", c.signinForm)
+	m.HandleFunc("POST /console/signin", c.signinSubmit)
+	m.HandleFunc("GET /console/link", c.linkForm)
+	m.HandleFunc("POST /console/link", c.linkSubmit)
+	m.HandleFunc("POST /console/signout", c.signout)
+
+	m.HandleFunc("GET /console/{$}", c.signedIn(member.Viewer, c.overview))
+	m.HandleFunc("GET /console/plans", c.signedIn(member.Viewer, c.plans))
+	// SECURITY: viewers never see or create keys.
+	m.HandleFunc("GET /console/keys", c.signedIn(member.Admin, c.keys))
+	m.HandleFunc("POST /console/keys", c.signedIn(member.Admin, c.createKey))
+	m.HandleFunc("POST /console/keys/{id}/revoke", c.signedIn(member.Admin, c.revokeKey))
+
+	// Anything else under /console/ is a page that does not exist.
+	m.HandleFunc("/console/", c.signedIn(member.Viewer, func(w http.ResponseWriter, r *http.Request) {
+		c.errorPage(w, r, errNoPage)
+	}))
+}
