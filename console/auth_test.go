@@ -1,0 +1,186 @@
+package console_test
+
+import (
+	"context"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/member"
+)
+
+func testSignInAndOut(t *testing.T, e *env) {
+	// Signed out: / goes to the console, the console to the sign-in page.
+	a := e.anon(t)
+	p := a.get("/")
+	require.Equal(t, http.StatusSeeOther, p.Status)
+	require.Equal(t, "/console/", p.Header.Get("Location"))
+	for _, path := range []string{"/console/", "/console/keys", "/console/agents"} {
+		p = a.get(path)
+		require.Equal(t, http.StatusSeeOther, p.Status, path)
+		require.True(t, strings.HasPrefix(p.Header.Get("Location"), "/console/signin"), path)
+	}
+	require.Equal(t, http.StatusOK, a.get("/console/signin").Status)
+
+	// A sign-in link: GET only asks, POST signs in, once.
+	ctx := context.Background()
+	org := e.Bootstrap("Links", "starter")
+	_, err := e.members.CreateOwner(ctx, org.ID, "links-owner@example.com")
+	require.NoError(t, err)
+	token, err := e.members.SignInLink(ctx, org.ID, "links-owner@example.com")
+	require.NoError(t, err)
+	c := e.anon(t)
+	p = c.get("/console/link?token=" + token)
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Equal(t, http.StatusSeeOther, c.get("/console/").Status, "GET of a link signed in")
+	p = c.post("/console/link", url.Values{"token": {token}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = c.get("/console/")
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Equal(t, "Links", p.Text("[data-testid=org-name]"))
+	require.Equal(t, "starter", p.Text("[data-testid=plan]"))
+
+	again := e.anon(t)
+	p = again.post("/console/link", url.Values{"token": {token}})
+	require.Equal(t, http.StatusUnauthorized, p.Status, "a link worked twice")
+	require.Contains(t, p.Text("[data-testid=error]"), "invalid, used or expired")
+	p = again.post("/console/link", url.Values{"token": {"made-up"}})
+	require.Equal(t, http.StatusUnauthorized, p.Status)
+
+	// Sign out ends the session on the server: the old cookie is dead.
+	cookies := c.http.Jar.Cookies(mustURL(t, e.URL))
+	require.NotEmpty(t, cookies)
+	p = c.post("/console/signout", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status)
+	replay := e.anon(t)
+	replay.http.Jar.SetCookies(mustURL(t, e.URL), cookies)
+	require.Equal(t, http.StatusSeeOther, replay.get("/console/").Status, "a signed-out session still works")
+
+	// A removed member's session ends too.
+	v := e.as(t, org.ID, member.Viewer)
+	require.Equal(t, http.StatusOK, v.get("/console/").Status)
+	owner, err := e.members.SignInPassword(ctx, v.Member.Email, Password)
+	require.NoError(t, err)
+	owner.Role = member.Owner
+	require.NoError(t, e.members.Remove(ctx, owner, v.Member.ID))
+	require.Equal(t, http.StatusSeeOther, v.get("/console/").Status)
+}
+
+func testPasswords(t *testing.T, e *env) {
+	c := e.as(t, e.A.ID, member.Admin)
+	a := e.anon(t)
+	p := a.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {Password}, "next": {"/console/plans"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, "/console/plans", p.Header.Get("Location"))
+	require.Equal(t, http.StatusOK, a.get("/console/plans").Status)
+
+	// An outside destination is not followed.
+	b := e.anon(t)
+	p = b.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {Password}, "next": {"//evil.example/"}})
+	require.Equal(t, "/console/", p.Header.Get("Location"))
+
+	// Wrong password and unknown email read the same.
+	wrong := b.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {"not the password at all"}})
+	unknown := b.post("/console/signin", url.Values{"email": {"nobody-here@example.com"}, "password": {Password}})
+	require.Equal(t, http.StatusUnauthorized, wrong.Status)
+	require.Equal(t, http.StatusUnauthorized, unknown.Status)
+	require.Equal(t, wrong.Text("[data-testid=error]"), unknown.Text("[data-testid=error]"))
+
+	// Brute force: the email is locked out after ten attempts a minute.
+	target := e.as(t, e.A.ID, member.Viewer)
+	var last page
+	for range 11 {
+		last = e.anon(t).post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {"guess guess guess"}})
+	}
+	require.Equal(t, http.StatusTooManyRequests, last.Status)
+	p = e.anon(t).post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {Password}})
+	require.Equal(t, http.StatusTooManyRequests, p.Status, "the right password got through a lock-out")
+
+	// Invitations refuse short and common passwords, and leave the link usable.
+	owner := &member.Member{OrgID: e.A.ID, Role: member.Owner}
+	token, err := e.members.InviteMember(context.Background(), owner, "short-pw@example.com", member.Viewer)
+	require.NoError(t, err)
+	n := e.anon(t)
+	for _, pw := range []string{"short", "password1234"} {
+		p = n.post("/console/link", url.Values{"token": {token}, "invite": {"1"}, "password": {pw}})
+		require.Equal(t, http.StatusBadRequest, p.Status, pw)
+		require.Contains(t, p.Text("[data-testid=error]"), "password")
+	}
+	p = n.post("/console/link", url.Values{"token": {token}, "invite": {"1"}, "password": {"a much longer passphrase"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+}
+
+func testSecurityHeaders(t *testing.T, e *env) {
+	c := e.as(t, e.A.ID, member.Admin)
+	for _, path := range []string{"/console/signin", "/console/", "/console/keys", "/console/nope"} {
+		cl := c
+		if path == "/console/signin" {
+			cl = e.anon(t)
+		}
+		p := cl.get(path)
+		csp := p.Header.Get("Content-Security-Policy")
+		require.Contains(t, csp, "frame-ancestors 'none'", path)
+		require.Contains(t, csp, "script-src 'self' 'nonce-", path)
+		require.NotContains(t, csp, "unsafe-inline", path)
+		require.Equal(t, "nosniff", p.Header.Get("X-Content-Type-Options"), path)
+		require.Equal(t, "same-origin", p.Header.Get("Referrer-Policy"), path)
+		// Every script is a file of ours, carrying the page's nonce.
+		nonce := strings.TrimSuffix(strings.SplitN(strings.SplitN(csp, "'nonce-", 2)[1], "'", 2)[0], "'")
+		p.Doc.Find("script").Each(func(_ int, s *goquery.Selection) {
+			src, _ := s.Attr("src")
+			require.True(t, strings.HasPrefix(src, "/console/static/"), "inline or foreign script on %s", path)
+			got, _ := s.Attr("nonce")
+			require.Equal(t, nonce, got)
+		})
+	}
+	require.Equal(t, http.StatusNotFound, c.get("/console/nope").Status)
+
+	// Static files: content-hashed names, cached a year; others are 404.
+	p := c.get("/console/signin")
+	src, _ := p.Doc.Find("script").First().Attr("src")
+	s := c.get(src)
+	require.Equal(t, http.StatusOK, s.Status)
+	require.Contains(t, s.Header.Get("Cache-Control"), "immutable")
+	require.Equal(t, http.StatusNotFound, c.get("/console/static/htmx.min.js").Status)
+
+	// The session cookie.
+	a := e.anon(t)
+	owner := &member.Member{OrgID: e.A.ID, Role: member.Owner}
+	token, err := e.members.InviteMember(context.Background(), owner, "cookie@example.com", member.Viewer)
+	require.NoError(t, err)
+	p = a.post("/console/link", url.Values{"token": {token}, "invite": {"1"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	sc := p.Header.Get("Set-Cookie")
+	require.Contains(t, sc, "HttpOnly")
+	require.Contains(t, sc, "SameSite=Lax")
+}
+
+func testCrossSite(t *testing.T, e *env) {
+	c := e.as(t, e.A.ID, member.Admin)
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/console/keys", strings.NewReader(url.Values{"name": {"stolen"}, "scopes": {"chat"}}.Encode()))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", "https://evil.example")
+	req.Header.Set("Sec-Fetch-Site", "cross-site")
+	p := c.do(req)
+	require.Equal(t, http.StatusForbidden, p.Status)
+	keys := c.get("/console/keys")
+	require.NotContains(t, keys.Body, "stolen", "a cross-site post created a key")
+
+	// An old browser without Sec-Fetch-Site: Origin decides.
+	req, err = http.NewRequest(http.MethodPost, e.URL+"/console/signout", nil)
+	require.NoError(t, err)
+	req.Header.Set("Origin", "https://evil.example")
+	require.Equal(t, http.StatusForbidden, c.do(req).Status)
+	require.Equal(t, http.StatusOK, c.get("/console/").Status, "a cross-site post signed the member out")
+}
+
+func mustURL(t *testing.T, s string) *url.URL {
+	u, err := url.Parse(s)
+	require.NoError(t, err)
+	return u
+}
