@@ -43,6 +43,7 @@ type Deps struct {
 	Agents     parleyv1connect.AgentServiceHandler
 	Datastores *knowledge.Service
 	Turns      *chat.Service
+	Admit      *chat.Admitter // the playground's turns, as the signed-in member
 	Limits     *ratelimit.Limiter
 	Validator  protovalidate.Validator
 	// Secure marks the session cookie Secure: the public URL is https.

@@ -124,3 +124,41 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 	}
 	return out, nil
 }
+
+// AdmitPrincipal lets an already authenticated principal (a console member
+// signed in to its organization) reach one of its organization's agents. It
+// needs the chat scope. The agent is read in p's tenant transaction: an
+// agent of another organization is Forbidden and an unknown one NotFound,
+// as Admit answers a key.
+//
+// No rate limit is counted: the caller's own front door (the console's
+// session and role check) admitted it, and turns run this way (the
+// console's playground, channel "dashboard") do not spend any API key's
+// per-minute or per-day allowance. Rate is nil.
+func (a *Admitter) AdmitPrincipal(ctx context.Context, p *auth.Principal, agentID string) (*Admitted, error) {
+	if p == nil {
+		return nil, apperr.New(apperr.Unauthenticated, "sign in to talk to an agent")
+	}
+	// SECURITY: only principals allowed to chat (console admins and owners).
+	if !p.Has(auth.ScopeChat) {
+		return nil, apperr.New(apperr.Forbidden, "this needs the chat scope")
+	}
+	id, err := uuid.Parse(agentID)
+	if err != nil {
+		return nil, apperr.New(apperr.NotFound, "agent %q not found", agentID)
+	}
+	out := &Admitted{Principal: p}
+	err = a.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		ag, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: p.OrgID, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// SECURITY: another organization's agent: its id exists, nothing more.
+			return db.Missing(ctx, q, "agent", "agent", id)
+		}
+		out.Agent = ag
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}

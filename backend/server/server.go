@@ -235,7 +235,7 @@ func (a *App) routes() (http.Handler, error) {
 
 	cons := console.New(console.Deps{
 		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
-		Datastores: datastores, Turns: turns, Limits: a.Limits, Validator: validator,
+		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator,
 		Secure: strings.HasPrefix(a.cfg.PublicURL, "https://"),
 	}).Handler()
 	mux.Handle("GET /{$}", cons)
