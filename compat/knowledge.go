@@ -2,7 +2,6 @@ package compat
 
 import (
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"strings"
@@ -17,10 +16,6 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/compat/wire"
 )
-
-// maxUploadBytes bounds a datasource body: a file of knowledge.MaxFileBytes
-// and its multipart framing.
-const maxUploadBytes = knowledge.MaxFileBytes + 1<<20
 
 // WithKnowledge adds the datastore and datasource paths.
 func (h *Handler) WithKnowledge(ds parleyv1connect.DatastoreServiceHandler) *Handler {
@@ -140,32 +135,13 @@ func (h *Handler) deleteDatastore(w http.ResponseWriter, r *http.Request) error 
 func (h *Handler) createDatasource(w http.ResponseWriter, r *http.Request) error {
 	req := &parleyv1.CreateDatasourceRequest{DatastoreId: r.PathValue("id")}
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
-		r.Body = http.MaxBytesReader(w, r.Body, maxUploadBytes)
-		if err := r.ParseMultipartForm(8 << 20); err != nil {
-			var tooBig *http.MaxBytesError
-			if errors.As(err, &tooBig) {
-				return apperr.InvalidField("file", "larger than the %d bytes allowed", knowledge.MaxFileBytes)
-			}
-			return apperr.InvalidField("body", "malformed multipart form: %v", err)
+		if err := knowledge.ReadUpload(w, r, req); err != nil {
+			return err
 		}
-		defer r.MultipartForm.RemoveAll() //nolint:errcheck
-		f, fh, err := r.FormFile("file")
-		if err != nil {
-			return apperr.InvalidField("file", "missing: send the document in the form field \"file\"")
-		}
-		defer f.Close()
-		b, err := io.ReadAll(io.LimitReader(f, knowledge.MaxFileBytes+1))
-		if err != nil {
-			return apperr.InvalidField("file", "could not be read")
-		}
-		if len(b) > knowledge.MaxFileBytes {
-			return apperr.InvalidField("file", "larger than the %d bytes allowed", knowledge.MaxFileBytes)
-		}
-		req.Type, req.File, req.FileName, req.Name = "file", b, fh.Filename, r.FormValue("name")
 	} else {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxUploadBytes))
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, knowledge.MaxUploadBytes))
 		if err != nil {
-			return apperr.InvalidField("body", "larger than %d bytes", maxUploadBytes)
+			return apperr.InvalidField("body", "larger than %d bytes", knowledge.MaxUploadBytes)
 		}
 		var b struct {
 			Type      *string `json:"type"`
