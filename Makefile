@@ -29,6 +29,10 @@ db: ## Make a local Postgres with pgvector ready (role and database parley)
 redis: ## Make a local Redis ready on 127.0.0.1:6379 (used by the tests)
 	@scripts/redis-setup.sh
 
+.PHONY: chromium
+chromium: ## Make headless Chromium ready (the console's browser tests)
+	@scripts/chromium-setup.sh
+
 .PHONY: build
 build: ## Build bin/parley
 	go build -o $(BIN)/parley ./backend/cmd/parley
@@ -40,7 +44,7 @@ run: db build ## Set up the database, migrate, create a demo organization, serve
 	$(BIN)/parley serve
 
 .PHONY: test
-test: db redis ## Run the whole suite against the real Postgres and Redis
+test: db redis chromium ## Run the whole suite against the real Postgres, Redis and Chromium
 	go test -race -cover -count=1 ./...
 
 .PHONY: fuzz

@@ -42,6 +42,7 @@ func TestConsole(t *testing.T) {
 		"viewers never see keys":   testViewerKeys,
 		"escaping":                 testEscaping,
 		"overview and plans":       testOverviewAndPlans,
+		"browser walk":             testBrowserWalk,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {
