@@ -163,6 +163,21 @@ type Message struct {
 	Incomplete       bool
 }
 
+type Operator struct {
+	OrgID    uuid.UUID
+	MemberID uuid.UUID
+}
+
+type OperatorAudit struct {
+	ID            uuid.UUID
+	At            time.Time
+	OperatorID    uuid.UUID
+	OperatorEmail string
+	Action        string
+	Target        string
+	Detail        []byte
+}
+
 type Organization struct {
 	ID                      uuid.UUID
 	Name                    string

@@ -1,0 +1,27 @@
+package db
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+)
+
+// Operator runs fn in a transaction that acts for the platform operator
+// member: no organization is set, and app.operator_id names the member
+// (local to the transaction, like app.org_id). The operator_* policies then
+// let it read across organizations, but only if the database finds the member
+// to be an operator (parley_is_operator); for anyone else it sees nothing.
+// fn may scope the rest of the transaction to one organization with
+// q.SetTenant, to change that organization's rows as the organization.
+func (s *Store) Operator(ctx context.Context, memberID uuid.UUID, fn func(q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetOperatorID(ctx, memberID.String()); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
