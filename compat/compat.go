@@ -17,12 +17,12 @@ import (
 	"buf.build/go/protovalidate"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/parleyhq/parley/backend/access"
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
-	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/compat/wire"
 )
 
@@ -62,22 +62,22 @@ type Route struct {
 // open whether {base_url} carries the /api prefix).
 func (h *Handler) Routes() []Route {
 	base := []Route{
-		{http.MethodGet, "/agents", h.admin(h.listAgents)},
-		{http.MethodPost, "/agents", h.admin(h.createAgent)},
-		{http.MethodGet, "/agents/{agentId}", h.admin(h.getAgent)},
-		{http.MethodPut, "/agents/{agentId}", h.admin(h.updateAgent)},
-		{http.MethodDelete, "/agents/{agentId}", h.admin(h.deleteAgent)},
-		{http.MethodGet, "/datastores", h.admin(h.listDatastores)},
-		{http.MethodPost, "/datastores", h.admin(h.createDatastore)},
-		{http.MethodGet, "/datastores/{id}", h.admin(h.getDatastore)},
-		{http.MethodPatch, "/datastores/{id}", h.admin(h.updateDatastore)},
-		{http.MethodDelete, "/datastores/{id}", h.admin(h.deleteDatastore)},
-		{http.MethodGet, "/datastores/{id}/datasources", h.admin(h.listDatasources)},
-		{http.MethodPost, "/datastores/{id}/datasources", h.admin(h.createDatasource)},
-		{http.MethodPost, "/datastores/{id}/query", h.admin(h.queryDatastore)},
-		{http.MethodGet, "/datasources/{id}", h.admin(h.getDatasource)},
-		{http.MethodDelete, "/datasources/{id}", h.admin(h.deleteDatasource)},
-		{http.MethodPost, "/datasources/{id}/resync", h.admin(h.resyncDatasource)},
+		{http.MethodGet, "/agents", h.rpc(parleyv1connect.AgentServiceListAgentsProcedure, h.listAgents)},
+		{http.MethodPost, "/agents", h.rpc(parleyv1connect.AgentServiceCreateAgentProcedure, h.createAgent)},
+		{http.MethodGet, "/agents/{agentId}", h.rpc(parleyv1connect.AgentServiceGetAgentProcedure, h.getAgent)},
+		{http.MethodPut, "/agents/{agentId}", h.rpc(parleyv1connect.AgentServiceUpdateAgentProcedure, h.updateAgent)},
+		{http.MethodDelete, "/agents/{agentId}", h.rpc(parleyv1connect.AgentServiceDeleteAgentProcedure, h.deleteAgent)},
+		{http.MethodGet, "/datastores", h.rpc(parleyv1connect.DatastoreServiceListDatastoresProcedure, h.listDatastores)},
+		{http.MethodPost, "/datastores", h.rpc(parleyv1connect.DatastoreServiceCreateDatastoreProcedure, h.createDatastore)},
+		{http.MethodGet, "/datastores/{id}", h.rpc(parleyv1connect.DatastoreServiceGetDatastoreProcedure, h.getDatastore)},
+		{http.MethodPatch, "/datastores/{id}", h.rpc(parleyv1connect.DatastoreServiceUpdateDatastoreProcedure, h.updateDatastore)},
+		{http.MethodDelete, "/datastores/{id}", h.rpc(parleyv1connect.DatastoreServiceDeleteDatastoreProcedure, h.deleteDatastore)},
+		{http.MethodGet, "/datastores/{id}/datasources", h.rpc(parleyv1connect.DatastoreServiceListDatasourcesProcedure, h.listDatasources)},
+		{http.MethodPost, "/datastores/{id}/datasources", h.rpc(parleyv1connect.DatastoreServiceCreateDatasourceProcedure, h.createDatasource)},
+		{http.MethodPost, "/datastores/{id}/query", h.rpc(parleyv1connect.DatastoreServiceQueryProcedure, h.queryDatastore)},
+		{http.MethodGet, "/datasources/{id}", h.rpc(parleyv1connect.DatastoreServiceGetDatasourceProcedure, h.getDatasource)},
+		{http.MethodDelete, "/datasources/{id}", h.rpc(parleyv1connect.DatastoreServiceDeleteDatasourceProcedure, h.deleteDatasource)},
+		{http.MethodPost, "/datasources/{id}/resync", h.rpc(parleyv1connect.DatastoreServiceResyncDatasourceProcedure, h.resyncDatasource)},
 	}
 	base = append(base,
 		Route{http.MethodPost, "/v2/agent/{agentId}/chat", h.chatV2},
@@ -105,21 +105,15 @@ func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	_, _ = w.Write(openAPI)
 }
 
-// admin admits a request needing the admin scope through the gate and runs fn
-// with the principal in its context; any error fn returns is written in the
-// legacy error shape.
-func (h *Handler) admin(fn func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		adm, err := h.gate.Admit(r.Context(), r.Header.Get("Authorization"), auth.ScopeAdmin)
-		ratelimit.WriteHeaders(w.Header(), adm.Rate, time.Now())
-		if err != nil {
-			WriteError(w, r, err)
-			return
-		}
-		if err := fn(w, r.WithContext(auth.WithPrincipal(r.Context(), adm.Principal))); err != nil {
+// rpc admits a request by the access rule of the method it fronts
+// (backend/access: declared in the schema) and runs fn with the principal in
+// its context; any error fn returns is written in the legacy error shape.
+func (h *Handler) rpc(procedure string, fn func(w http.ResponseWriter, r *http.Request) error) http.HandlerFunc {
+	return access.Middleware(h.gate, procedure, WriteError, func(w http.ResponseWriter, r *http.Request) {
+		if err := fn(w, r); err != nil {
 			WriteError(w, r, err)
 		}
-	}
+	})
 }
 
 // validate runs the schema's protovalidate rules, as the Connect interceptor

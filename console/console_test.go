@@ -42,6 +42,11 @@ func TestConsole(t *testing.T) {
 		"viewers never see keys":   testViewerKeys,
 		"escaping":                 testEscaping,
 		"overview and plans":       testOverviewAndPlans,
+		"agents":                   testAgents,
+		"agents: viewers read":     testAgentsViewer,
+		"agents: other orgs":       testAgentsOtherOrg,
+		"agents: escaping":         testAgentsEscaping,
+		"agents: playground":       testPlayground,
 		"browser walk":             testBrowserWalk,
 	}
 	for name, fn := range tests {

@@ -30,6 +30,14 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/keys", c.signedIn(member.Admin, c.createKey))
 	m.HandleFunc("POST /console/keys/{id}/revoke", c.signedIn(member.Admin, c.revokeKey))
 
+	// Agents: viewers read; admins create, edit, delete and use the playground.
+	m.HandleFunc("GET /console/agents", c.signedIn(member.Viewer, c.agents))
+	m.HandleFunc("POST /console/agents", c.signedIn(member.Admin, c.createAgent))
+	m.HandleFunc("GET /console/agents/{id}", c.signedIn(member.Viewer, c.agent))
+	m.HandleFunc("POST /console/agents/{id}", c.signedIn(member.Admin, c.updateAgent))
+	m.HandleFunc("POST /console/agents/{id}/delete", c.signedIn(member.Admin, c.deleteAgent))
+	m.HandleFunc("POST /console/agents/{id}/chat", c.signedIn(member.Admin, c.chatAgent))
+
 	// Anything else under /console/ is a page that does not exist.
 	m.HandleFunc("/console/", c.signedIn(member.Viewer, func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, errNoPage)

@@ -16,10 +16,12 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/backend/access"
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 )
@@ -31,6 +33,10 @@ type Caller struct {
 	// ClientIP is the peer's address, for public agents' per-IP limits.
 	ClientIP string
 }
+
+// chatScope is the key scope chat needs, as the schema declares it for
+// ChatService (and ConversationService, which admits through here too).
+var chatScope = access.MustFor(parleyv1connect.ChatServiceChatProcedure).Scope
 
 // Admitted is a request let through to an agent.
 type Admitted struct {
@@ -63,7 +69,7 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 		return nil, apperr.New(apperr.NotFound, "agent %q not found", agentID)
 	}
 	if c.Authorization != "" {
-		adm, err := a.Gate.Admit(ctx, c.Authorization, auth.ScopeChat)
+		adm, err := a.Gate.Admit(ctx, c.Authorization, chatScope)
 		if err != nil {
 			return &Admitted{Rate: adm.Rate}, err
 		}
@@ -140,7 +146,7 @@ func (a *Admitter) AdmitPrincipal(ctx context.Context, p *auth.Principal, agentI
 		return nil, apperr.New(apperr.Unauthenticated, "sign in to talk to an agent")
 	}
 	// SECURITY: only principals allowed to chat (console admins and owners).
-	if !p.Has(auth.ScopeChat) {
+	if !p.Has(chatScope) {
 		return nil, apperr.New(apperr.Forbidden, "this needs the chat scope")
 	}
 	id, err := uuid.Parse(agentID)

@@ -25,6 +25,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/parleyhq/parley/backend/access"
 	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/agent"
 	"github.com/parleyhq/parley/backend/auth"
@@ -193,7 +194,8 @@ func (a *App) routes() (http.Handler, error) {
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(
 			errorInterceptor{},
-			gateInterceptor{gate: gate, scope: procedureScope},
+			// Who gets in: each method's rule, declared in the schema.
+			access.Interceptor{Gate: gate},
 			validate.NewInterceptor(validate.WithValidator(validator)),
 		),
 		connect.WithReadMaxBytes(maxMessageBytes),
@@ -207,21 +209,14 @@ func (a *App) routes() (http.Handler, error) {
 	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store}
-	// Chat and conversation listing admit their callers themselves: a public
-	// agent needs no key.
-	selfAdmitted := []connect.HandlerOption{
-		connect.WithInterceptors(errorInterceptor{}, validate.NewInterceptor(validate.WithValidator(validator))),
-		connect.WithReadMaxBytes(maxMessageBytes),
-		connect.WithCompressMinBytes(1 << 10),
-	}
 
 	mux := http.NewServeMux()
 	mux.Handle(parleyv1connect.NewAgentServiceHandler(agents, opts...))
 	mux.Handle(parleyv1connect.NewApiKeyServiceHandler(accounts, opts...))
 	mux.Handle(parleyv1connect.NewOrganizationServiceHandler(accounts, opts...))
 	mux.Handle(parleyv1connect.NewDatastoreServiceHandler(datastores, opts...))
-	mux.Handle(parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), selfAdmitted...))
-	mux.Handle(parleyv1connect.NewConversationServiceHandler(conversations, selfAdmitted...))
+	mux.Handle(parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), opts...))
+	mux.Handle(parleyv1connect.NewConversationServiceHandler(conversations, opts...))
 	services := []string{
 		parleyv1connect.AgentServiceName, parleyv1connect.ApiKeyServiceName, parleyv1connect.OrganizationServiceName,
 		parleyv1connect.ChatServiceName, parleyv1connect.ConversationServiceName, parleyv1connect.DatastoreServiceName,
@@ -236,7 +231,7 @@ func (a *App) routes() (http.Handler, error) {
 	cons := console.New(console.Deps{
 		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
 		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator,
-		Secure: strings.HasPrefix(a.cfg.PublicURL, "https://"),
+		Secure: strings.HasPrefix(a.cfg.PublicURL, "https://"), PublicURL: a.cfg.PublicURL,
 	}).Handler()
 	mux.Handle("GET /{$}", cons)
 	mux.Handle("/console", cons)

@@ -841,7 +841,7 @@ var File_parley_v1_agent_proto protoreflect.FileDescriptor
 
 const file_parley_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbe\x03\n" +
+	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xbe\x03\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -939,14 +939,14 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\x05agent\x18\x01 \x01(\v2\x10.parley.v1.AgentR\x05agent\"/\n" +
 	"\x12DeleteAgentRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"\x15\n" +
-	"\x13DeleteAgentResponse2\x98\x03\n" +
+	"\x13DeleteAgentResponse2\xa0\x03\n" +
 	"\fAgentService\x12N\n" +
 	"\vCreateAgent\x12\x1d.parley.v1.CreateAgentRequest\x1a\x1e.parley.v1.CreateAgentResponse\"\x00\x12H\n" +
 	"\bGetAgent\x12\x1a.parley.v1.GetAgentRequest\x1a\x1b.parley.v1.GetAgentResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\n" +
 	"ListAgents\x12\x1c.parley.v1.ListAgentsRequest\x1a\x1d.parley.v1.ListAgentsResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\vUpdateAgent\x12\x1d.parley.v1.UpdateAgentRequest\x1a\x1e.parley.v1.UpdateAgentResponse\"\x00\x12N\n" +
-	"\vDeleteAgent\x12\x1d.parley.v1.DeleteAgentRequest\x1a\x1e.parley.v1.DeleteAgentResponse\"\x00B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"\vDeleteAgent\x12\x1d.parley.v1.DeleteAgentRequest\x1a\x1e.parley.v1.DeleteAgentResponse\"\x00\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_agent_proto_rawDescOnce sync.Once
@@ -1008,6 +1008,7 @@ func file_parley_v1_agent_proto_init() {
 	if File_parley_v1_agent_proto != nil {
 		return
 	}
+	file_parley_v1_access_proto_init()
 	file_parley_v1_agent_proto_msgTypes[2].OneofWrappers = []any{}
 	file_parley_v1_agent_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}

@@ -430,7 +430,7 @@ var File_parley_v1_apikey_proto protoreflect.FileDescriptor
 
 const file_parley_v1_apikey_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/apikey.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf8\x02\n" +
+	"\x16parley/v1/apikey.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xf8\x02\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -463,11 +463,11 @@ const file_parley_v1_apikey_proto_rawDesc = "" +
 	"\x13RevokeApiKeyRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"B\n" +
 	"\x14RevokeApiKeyResponse\x12*\n" +
-	"\aapi_key\x18\x01 \x01(\v2\x11.parley.v1.ApiKeyR\x06apiKey2\x88\x02\n" +
+	"\aapi_key\x18\x01 \x01(\v2\x11.parley.v1.ApiKeyR\x06apiKey2\x90\x02\n" +
 	"\rApiKeyService\x12Q\n" +
 	"\fCreateApiKey\x12\x1e.parley.v1.CreateApiKeyRequest\x1a\x1f.parley.v1.CreateApiKeyResponse\"\x00\x12Q\n" +
 	"\vListApiKeys\x12\x1d.parley.v1.ListApiKeysRequest\x1a\x1e.parley.v1.ListApiKeysResponse\"\x03\x90\x02\x01\x12Q\n" +
-	"\fRevokeApiKey\x12\x1e.parley.v1.RevokeApiKeyRequest\x1a\x1f.parley.v1.RevokeApiKeyResponse\"\x00B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"\fRevokeApiKey\x12\x1e.parley.v1.RevokeApiKeyRequest\x1a\x1f.parley.v1.RevokeApiKeyResponse\"\x00\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_apikey_proto_rawDescOnce sync.Once
@@ -519,6 +519,7 @@ func file_parley_v1_apikey_proto_init() {
 	if File_parley_v1_apikey_proto != nil {
 		return
 	}
+	file_parley_v1_access_proto_init()
 	file_parley_v1_apikey_proto_msgTypes[1].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

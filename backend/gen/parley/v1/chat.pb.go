@@ -908,7 +908,7 @@ var File_parley_v1_chat_proto protoreflect.FileDescriptor
 
 const file_parley_v1_chat_proto_rawDesc = "" +
 	"\n" +
-	"\x14parley/v1/chat.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\"\xf6\x05\n" +
+	"\x14parley/v1/chat.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16parley/v1/access.proto\"\xf6\x05\n" +
 	"\vChatRequest\x12$\n" +
 	"\bagent_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\aagentId\x12\xa9\x01\n" +
 	"\x05query\x18\x02 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
@@ -983,11 +983,11 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\targuments\x18\x03 \x01(\tR\targuments\"9\n" +
 	"\tChatError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage2\x91\x01\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage2\x9b\x01\n" +
 	"\vChatService\x129\n" +
 	"\x04Chat\x12\x16.parley.v1.ChatRequest\x1a\x17.parley.v1.ChatResponse\"\x00\x12G\n" +
 	"\n" +
-	"ChatStream\x12\x16.parley.v1.ChatRequest\x1a\x1d.parley.v1.ChatStreamResponse\"\x000\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"ChatStream\x12\x16.parley.v1.ChatRequest\x1a\x1d.parley.v1.ChatStreamResponse\"\x000\x01\x1a\b\xa2\xbb\x18\x04\b\x02\x10\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_chat_proto_rawDescOnce sync.Once
@@ -1044,6 +1044,7 @@ func file_parley_v1_chat_proto_init() {
 	if File_parley_v1_chat_proto != nil {
 		return
 	}
+	file_parley_v1_access_proto_init()
 	file_parley_v1_chat_proto_msgTypes[8].OneofWrappers = []any{
 		(*ChatStreamResponse_Token)(nil),
 		(*ChatStreamResponse_Source)(nil),

@@ -228,7 +228,7 @@ var File_parley_v1_conversation_proto protoreflect.FileDescriptor
 
 const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\n" +
-	"\x1cparley/v1/conversation.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x01\n" +
+	"\x1cparley/v1/conversation.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\x8d\x01\n" +
 	"\x18ListConversationsRequest\x12$\n" +
 	"\bagent_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\aagentId\x12*\n" +
 	"\n" +
@@ -245,9 +245,9 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"visitor_id\x18\x06 \x01(\tR\tvisitorId\x12\x18\n" +
 	"\achannel\x18\a \x01(\tR\achannel\"a\n" +
 	"\x19ListConversationsResponse\x12D\n" +
-	"\rconversations\x18\x01 \x03(\v2\x1e.parley.v1.ConversationSummaryR\rconversations2z\n" +
+	"\rconversations\x18\x01 \x03(\v2\x1e.parley.v1.ConversationSummaryR\rconversations2\x84\x01\n" +
 	"\x13ConversationService\x12c\n" +
-	"\x11ListConversations\x12#.parley.v1.ListConversationsRequest\x1a$.parley.v1.ListConversationsResponse\"\x03\x90\x02\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"\x11ListConversations\x12#.parley.v1.ListConversationsRequest\x1a$.parley.v1.ListConversationsResponse\"\x03\x90\x02\x01\x1a\b\xa2\xbb\x18\x04\b\x02\x10\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_conversation_proto_rawDescOnce sync.Once
@@ -285,6 +285,7 @@ func file_parley_v1_conversation_proto_init() {
 	if File_parley_v1_conversation_proto != nil {
 		return
 	}
+	file_parley_v1_access_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -1502,7 +1502,7 @@ var File_parley_v1_datastore_proto protoreflect.FileDescriptor
 
 const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\n" +
-	"\x19parley/v1/datastore.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf1\x02\n" +
+	"\x19parley/v1/datastore.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xf1\x02\n" +
 	"\tDatastore\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1632,7 +1632,7 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\x03url\x18\a \x01(\tR\x03url\x12\x12\n" +
 	"\x04page\x18\b \x01(\x05R\x04page\"A\n" +
 	"\rQueryResponse\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.parley.v1.QueryResultR\aresults2\xee\a\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.parley.v1.QueryResultR\aresults2\xf6\a\n" +
 	"\x10DatastoreService\x12Z\n" +
 	"\x0fCreateDatastore\x12!.parley.v1.CreateDatastoreRequest\x1a\".parley.v1.CreateDatastoreResponse\"\x00\x12T\n" +
 	"\fGetDatastore\x12\x1e.parley.v1.GetDatastoreRequest\x1a\x1f.parley.v1.GetDatastoreResponse\"\x03\x90\x02\x01\x12Z\n" +
@@ -1644,7 +1644,7 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\x0fListDatasources\x12!.parley.v1.ListDatasourcesRequest\x1a\".parley.v1.ListDatasourcesResponse\"\x03\x90\x02\x01\x12]\n" +
 	"\x10DeleteDatasource\x12\".parley.v1.DeleteDatasourceRequest\x1a#.parley.v1.DeleteDatasourceResponse\"\x00\x12]\n" +
 	"\x10ResyncDatasource\x12\".parley.v1.ResyncDatasourceRequest\x1a#.parley.v1.ResyncDatasourceResponse\"\x00\x12?\n" +
-	"\x05Query\x12\x17.parley.v1.QueryRequest\x1a\x18.parley.v1.QueryResponse\"\x03\x90\x02\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"\x05Query\x12\x17.parley.v1.QueryRequest\x1a\x18.parley.v1.QueryResponse\"\x03\x90\x02\x01\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_datastore_proto_rawDescOnce sync.Once
@@ -1736,6 +1736,7 @@ func file_parley_v1_datastore_proto_init() {
 	if File_parley_v1_datastore_proto != nil {
 		return
 	}
+	file_parley_v1_access_proto_init()
 	file_parley_v1_datastore_proto_msgTypes[8].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

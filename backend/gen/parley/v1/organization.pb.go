@@ -330,7 +330,7 @@ var File_parley_v1_organization_proto protoreflect.FileDescriptor
 
 const file_parley_v1_organization_proto_rawDesc = "" +
 	"\n" +
-	"\x1cparley/v1/organization.proto\x12\tparley.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xae\x01\n" +
+	"\x1cparley/v1/organization.proto\x12\tparley.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xae\x01\n" +
 	"\fOrganization\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
@@ -353,9 +353,9 @@ const file_parley_v1_organization_proto_rawDesc = "" +
 	"\forganization\x18\x01 \x01(\v2\x17.parley.v1.OrganizationR\forganization\x12)\n" +
 	"\x05usage\x18\x02 \x03(\v2\x13.parley.v1.KeyUsageR\x05usage\x12\x1f\n" +
 	"\vagent_count\x18\x03 \x01(\x03R\n" +
-	"agentCount2t\n" +
+	"agentCount2|\n" +
 	"\x13OrganizationService\x12]\n" +
-	"\x0fGetOrganization\x12!.parley.v1.GetOrganizationRequest\x1a\".parley.v1.GetOrganizationResponse\"\x03\x90\x02\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"\x0fGetOrganization\x12!.parley.v1.GetOrganizationRequest\x1a\".parley.v1.GetOrganizationResponse\"\x03\x90\x02\x01\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_organization_proto_rawDescOnce sync.Once
@@ -398,6 +398,7 @@ func file_parley_v1_organization_proto_init() {
 	if File_parley_v1_organization_proto != nil {
 		return
 	}
+	file_parley_v1_access_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
