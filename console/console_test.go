@@ -48,6 +48,8 @@ func TestConsole(t *testing.T) {
 		"agents: escaping":         testAgentsEscaping,
 		"agents: playground":       testPlayground,
 		"browser walk":             testBrowserWalk,
+		"datastores":               testDatastores,
+		"conversations":            testConversations,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

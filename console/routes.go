@@ -38,6 +38,19 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/agents/{id}/delete", c.signedIn(member.Admin, c.deleteAgent))
 	m.HandleFunc("POST /console/agents/{id}/chat", c.signedIn(member.Admin, c.chatAgent))
 
+	// Knowledge and conversations: viewers read and search; admins create
+	// datastores and add, resync and delete datasources.
+	m.HandleFunc("GET /console/datastores", c.signedIn(member.Viewer, c.dsList))
+	m.HandleFunc("POST /console/datastores", c.signedIn(member.Admin, c.dsCreate))
+	m.HandleFunc("GET /console/datastores/{id}", c.signedIn(member.Viewer, c.dsShow))
+	m.HandleFunc("GET /console/datastores/{id}/sources", c.signedIn(member.Viewer, c.dsSources))
+	m.HandleFunc("GET /console/datastores/{id}/search", c.signedIn(member.Viewer, c.dsSearch))
+	m.HandleFunc("POST /console/datastores/{id}/sources", c.signedIn(member.Admin, c.dsAdd))
+	m.HandleFunc("POST /console/datasources/{id}/resync", c.signedIn(member.Admin, c.dsResync))
+	m.HandleFunc("POST /console/datasources/{id}/delete", c.signedIn(member.Admin, c.dsDelete))
+	m.HandleFunc("GET /console/conversations", c.signedIn(member.Viewer, c.convList))
+	m.HandleFunc("GET /console/conversations/{id}", c.signedIn(member.Viewer, c.convShow))
+
 	// Anything else under /console/ is a page that does not exist.
 	m.HandleFunc("/console/", c.signedIn(member.Viewer, func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, errNoPage)

@@ -1,0 +1,276 @@
+package console_test
+
+import (
+	"bytes"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/member"
+)
+
+// Tenant text that must come back as text.
+const (
+	xssScript = `<script>alert(1)</script>`
+	xssImg    = `"><img src=x onerror=alert(2)>`
+)
+
+// noMarkup fails if a page rendered tenant text as markup.
+func noMarkup(t *testing.T, p page) {
+	t.Helper()
+	require.NotContains(t, p.Body, "<script>alert")
+	require.NotContains(t, p.Body, "<img src=x")
+	require.Zero(t, p.Doc.Find("img").Length())
+}
+
+// source is a datasource row as the table shows it.
+type source struct {
+	ID, Name, Status, Error string
+	Chunks                  int
+}
+
+func sourcesOf(t *testing.T, p page) map[string]source {
+	t.Helper()
+	out := map[string]source{}
+	p.Doc.Find("[data-testid=source-row]").Each(func(_ int, s *goquery.Selection) {
+		n, err := strconv.Atoi(strings.TrimSpace(s.Find("[data-testid=source-chunks]").Text()))
+		require.NoError(t, err)
+		src := source{
+			ID: s.AttrOr("data-id", ""), Name: strings.TrimSpace(s.Find("[data-testid=source-name]").Text()),
+			Status: s.AttrOr("data-status", ""), Error: strings.TrimSpace(s.Find("[data-testid=source-error]").Text()), Chunks: n,
+		}
+		out[src.Name] = src
+	})
+	return out
+}
+
+// createDatastore creates a datastore in the console and returns its id.
+func createDatastore(t *testing.T, c *client, name string) string {
+	t.Helper()
+	p := c.post("/console/datastores", url.Values{"name": {name}, "description": {"what " + name + " knows"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	id, ok := strings.CutPrefix(p.Header.Get("Location"), "/console/datastores/")
+	require.True(t, ok, p.Header.Get("Location"))
+	return id
+}
+
+// settledSource polls the table fragment, as the page does, until the named
+// datasource is synced or failed, and checks polling stops once all are.
+func settledSource(t *testing.T, c *client, store, name string) source {
+	t.Helper()
+	var got source
+	require.Eventually(t, func() bool {
+		p := c.get("/console/datastores/" + store + "/sources")
+		require.Equal(t, http.StatusOK, p.Status, p.Body)
+		require.NotContains(t, p.Body, "<html", "the fragment is a whole page")
+		s, ok := sourcesOf(t, p)[name]
+		require.True(t, ok, "no datasource %q in %s", name, p.Body)
+		got = s
+		pending := false
+		for _, s := range sourcesOf(t, p) {
+			pending = pending || s.Status == "pending" || s.Status == "running"
+		}
+		polls := p.Doc.Find(`[data-testid=sources][hx-trigger="every 2s"]`).Length() == 1
+		require.Equal(t, pending, polls, "the table polls exactly while something is pending: %s", p.Body)
+		return s.Status == "synced" || s.Status == "error"
+	}, 30*time.Second, 100*time.Millisecond, "datasource %q did not settle", name)
+	return got
+}
+
+func testDatastores(t *testing.T, e *env) {
+	org := e.Bootstrap("Knowledge Co", "pro")
+	admin := e.as(t, org.ID, member.Admin)
+
+	p := admin.get("/console/datastores")
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Equal(t, 1, p.Doc.Find("[data-testid=create-datastore]").Length())
+	require.Equal(t, 1, p.Doc.Find(`a[href="/console/datastores"].here`).Length(), "the nav marks the page")
+
+	// Bad input: 400 naming the field, the form filled again.
+	p = admin.post("/console/datastores", url.Values{"name": {"  "}, "description": {"kept"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "name")
+	require.Equal(t, "kept", p.Doc.Find("#ds-description").AttrOr("value", ""))
+	p = admin.post("/console/datastores", url.Values{"name": {strings.Repeat("n", 201)}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "name")
+
+	storeName := "Help " + xssScript + xssImg
+	store := createDatastore(t, admin, storeName)
+	p = admin.get("/console/datastores/" + store)
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Equal(t, storeName, p.Text("[data-testid=datastore-name]"))
+	require.Contains(t, p.Text("[data-testid=flash]"), storeName)
+	noMarkup(t, p)
+	for _, f := range []string{"add-text", "add-file", "add-web", "search"} {
+		require.Equal(t, 1, p.Doc.Find("[data-testid="+f+"]").Length(), f)
+	}
+	require.Zero(t, p.Doc.Find("[data-testid=sources][hx-trigger]").Length(), "an empty table polls")
+
+	// Text, named with markup, becomes synced.
+	textName := "Bakery " + xssImg
+	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"text"}, "name": {textName},
+		"text": {"Our bakery sells sourdough bread baked every single morning before dawn. " + xssScript}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, "/console/datastores/"+store, p.Header.Get("Location"))
+	p = admin.get("/console/datastores/" + store)
+	if s := sourcesOf(t, p)[textName]; s.Status == "pending" || s.Status == "running" {
+		poll := p.Doc.Find("[data-testid=sources]")
+		require.Equal(t, "/console/datastores/"+store+"/sources", poll.AttrOr("hx-get", ""))
+		require.Equal(t, "every 2s", poll.AttrOr("hx-trigger", ""))
+	}
+	text := settledSource(t, admin, store, textName)
+	require.Equal(t, "synced", text.Status, text.Error)
+	require.Positive(t, text.Chunks)
+
+	// A Markdown file, synced.
+	p = admin.postFile("/console/datastores/"+store+"/sources", url.Values{"name": {"Opening hours"}}, "file", "hours.md",
+		[]byte("# Opening hours\n\nThe shop opens at seven o'clock and closes at noon on Sundays.\n"))
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	md := settledSource(t, admin, store, "Opening hours")
+	require.Equal(t, "synced", md.Status, md.Error)
+
+	// A PNG: 400 naming the file; too large a file: 413 naming it.
+	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")
+	p = admin.postFile("/console/datastores/"+store+"/sources", nil, "file", "photo.png", png)
+	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
+	require.Contains(t, p.Text("[data-testid=error]"), "photo.png")
+	require.Contains(t, p.Text("[data-testid=error]"), "unsupported")
+	p = admin.postFile("/console/datastores/"+store+"/sources", nil, "file", "huge.txt", bytes.Repeat([]byte("a"), knowledge.MaxFileBytes+1))
+	require.Equal(t, http.StatusRequestEntityTooLarge, p.Status, p.Body)
+	require.Contains(t, p.Text("[data-testid=error]"), "huge.txt")
+	require.Contains(t, p.Text("[data-testid=error]"), "larger than")
+	p = admin.postFile("/console/datastores/"+store+"/sources", nil, "other", "x.md", []byte("# x"))
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "file")
+
+	// Bad text and web forms: 400 naming the field, the form filled again.
+	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"text"}, "name": {"kept name"}, "text": {"  "}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "text")
+	require.Equal(t, "kept name", p.Doc.Find("#src-text-name").AttrOr("value", ""))
+	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"web_page"}, "url": {"file:///etc/passwd"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "url")
+	require.Equal(t, "file:///etc/passwd", p.Doc.Find("#src-web-url").AttrOr("value", ""))
+	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"web_site"}, "url": {"https://example.com/"}, "maxPages": {"many"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "maxPages")
+	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"web_site"}, "url": {"https://example.com/"}, "maxPages": {"5000"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "maxPages")
+	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"qa"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "type")
+
+	// A web page on a private address (loopback is not allowed here): it
+	// fails, with the reason shown; the table stops polling.
+	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"web_page"}, "url": {e.URL + "/private"}, "name": {"Intranet"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	web := settledSource(t, admin, store, "Intranet")
+	require.Equal(t, "error", web.Status)
+	require.Contains(t, web.Error, "not a public address")
+	require.Zero(t, web.Chunks)
+
+	// Search: the chunk, its score and its source.
+	p = admin.get("/console/datastores/" + store + "/search?q=" + url.QueryEscape("sourdough bread"))
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	noMarkup(t, p)
+	require.Equal(t, "sourdough bread", p.Doc.Find("#ds-q").AttrOr("value", ""))
+	first := p.Doc.Find("[data-testid=result]").First()
+	require.Contains(t, first.Find("[data-testid=result-chunk]").Text(), "sourdough bread")
+	require.Contains(t, first.Find("[data-testid=result-chunk]").Text(), xssScript, "the chunk is shown as text")
+	require.Equal(t, textName, strings.TrimSpace(first.Find("[data-testid=result-source]").Text()))
+	sc, err := strconv.ParseFloat(strings.TrimSpace(first.Find("[data-testid=result-score]").Text()), 64)
+	require.NoError(t, err)
+	require.Positive(t, sc)
+	p = admin.get("/console/datastores/" + store + "/search?q=" + url.QueryEscape("   "))
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "query")
+	p = admin.get("/console/datastores/" + store + "/search")
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Zero(t, p.Doc.Find("[data-testid=results]").Length())
+
+	// The list shows the datastore with its datasource count.
+	p = admin.get("/console/datastores")
+	noMarkup(t, p)
+	require.Equal(t, storeName, p.Text("[data-testid=datastore-link]"))
+	require.Equal(t, "3", p.Text("[data-testid=datasource-count]"))
+
+	// Resync, then delete.
+	p = admin.post("/console/datasources/"+md.ID+"/resync", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, "/console/datastores/"+store, p.Header.Get("Location"))
+	require.Equal(t, "synced", settledSource(t, admin, store, "Opening hours").Status)
+	p = admin.get("/console/datastores/" + store)
+	del := p.Doc.Find(`form[action="/console/datasources/` + md.ID + `/delete"]`)
+	require.Equal(t, 1, del.Length())
+	require.Contains(t, del.AttrOr("data-confirm", ""), "Opening hours")
+	p = admin.post("/console/datasources/"+md.ID+"/delete", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = admin.get("/console/datastores/" + store)
+	require.NotContains(t, sourcesOf(t, p), "Opening hours")
+	require.Contains(t, sourcesOf(t, p), textName)
+	require.Equal(t, http.StatusNotFound, admin.post("/console/datasources/"+md.ID+"/delete", nil).Status)
+	require.Equal(t, http.StatusNotFound, admin.post("/console/datasources/not-an-id/resync", nil).Status)
+	require.Equal(t, http.StatusNotFound, admin.get("/console/datastores/not-an-id").Status)
+	require.Equal(t, http.StatusNotFound, admin.get("/console/datastores/00000000-0000-0000-0000-000000000000/sources").Status)
+
+	// A viewer reads and searches, and changes nothing.
+	viewer := e.as(t, org.ID, member.Viewer)
+	p = viewer.get("/console/datastores")
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Zero(t, p.Doc.Find("[data-testid=create-datastore]").Length())
+	p = viewer.get("/console/datastores/" + store)
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Contains(t, sourcesOf(t, p), textName)
+	for _, f := range []string{"add-text", "add-file", "add-web", "resync", "delete"} {
+		require.Zero(t, p.Doc.Find("[data-testid="+f+"]").Length(), f)
+	}
+	require.Equal(t, 1, p.Doc.Find("[data-testid=search]").Length())
+	p = viewer.get("/console/datastores/" + store + "/search?q=sourdough")
+	require.Equal(t, http.StatusOK, p.Status)
+	require.NotZero(t, p.Doc.Find("[data-testid=result]").Length())
+	require.Equal(t, http.StatusOK, viewer.get("/console/datastores/"+store+"/sources").Status)
+	for _, refused := range []page{
+		viewer.post("/console/datastores", url.Values{"name": {"viewer's"}}),
+		viewer.post("/console/datastores/"+store+"/sources", url.Values{"type": {"text"}, "name": {"viewer's"}, "text": {"x"}}),
+		viewer.postFile("/console/datastores/"+store+"/sources", url.Values{"name": {"viewer's"}}, "file", "v.md", []byte("# v")),
+		viewer.post("/console/datasources/"+text.ID+"/resync", nil),
+		viewer.post("/console/datasources/"+text.ID+"/delete", nil),
+	} {
+		require.Equal(t, http.StatusForbidden, refused.Status, refused.Body)
+	}
+	p = admin.get("/console/datastores/" + store)
+	require.Len(t, sourcesOf(t, p), 2)
+	require.Equal(t, "synced", sourcesOf(t, p)[textName].Status, "a viewer's resync went through")
+	require.NotContains(t, admin.get("/console/datastores").Doc.Text(), "viewer's")
+
+	// Another organization: refused, nothing shown or changed.
+	other := e.as(t, e.B.ID, member.Admin)
+	for _, p := range []page{
+		other.get("/console/datastores/" + store),
+		other.get("/console/datastores/" + store + "/sources"),
+		other.get("/console/datastores/" + store + "/search?q=sourdough"),
+		other.post("/console/datastores/"+store+"/sources", url.Values{"type": {"text"}, "name": {"intruder"}, "text": {"x"}}),
+		other.postFile("/console/datastores/"+store+"/sources", nil, "file", "intruder.md", []byte("# x")),
+		other.post("/console/datasources/"+text.ID+"/resync", nil),
+		other.post("/console/datasources/"+text.ID+"/delete", nil),
+	} {
+		require.Contains(t, []int{http.StatusNotFound, http.StatusForbidden}, p.Status, p.Body)
+		require.NotContains(t, p.Body, "Bakery")
+		require.NotContains(t, p.Body, "sourdough")
+		require.NotContains(t, p.Body, "Help ")
+	}
+	require.NotContains(t, other.get("/console/datastores").Body, "Help ")
+	p = admin.get("/console/datastores/" + store)
+	require.Len(t, sourcesOf(t, p), 2)
+	require.Equal(t, "synced", sourcesOf(t, p)[textName].Status)
+}
