@@ -48,6 +48,8 @@ type Deps struct {
 	Validator  protovalidate.Validator
 	// Secure marks the session cookie Secure: the public URL is https.
 	Secure bool
+	// PublicURL is where people reach the console (invitation links).
+	PublicURL string
 }
 
 // Console is the web console's handler.

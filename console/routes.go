@@ -51,6 +51,19 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/conversations", c.signedIn(member.Viewer, c.convList))
 	m.HandleFunc("GET /console/conversations/{id}", c.signedIn(member.Viewer, c.convShow))
 
+	// Members: everyone reads the list and sets their own password; owners
+	// invite, change roles and remove. Operators: platform operators only;
+	// to anyone else /console/admin does not exist (404).
+	m.HandleFunc("GET /console/members", c.signedIn(member.Viewer, c.members))
+	m.HandleFunc("POST /console/members/password", c.signedIn(member.Viewer, c.changePassword))
+	// SECURITY: only owners manage members (member.Service checks again).
+	m.HandleFunc("POST /console/members/invite", c.signedIn(member.Owner, c.inviteMember))
+	m.HandleFunc("POST /console/members/{id}/role", c.signedIn(member.Owner, c.setMemberRole))
+	m.HandleFunc("POST /console/members/{id}/remove", c.signedIn(member.Owner, c.removeMember))
+	m.HandleFunc("GET /console/admin", c.signedIn(member.Viewer, c.operatorOnly(c.admin)))
+	m.HandleFunc("POST /console/admin/orgs/{id}/plan", c.signedIn(member.Viewer, c.operatorOnly(c.adminOrgPlan)))
+	m.HandleFunc("POST /console/admin/plans/{plan}", c.signedIn(member.Viewer, c.operatorOnly(c.adminPlanLimits)))
+
 	// Anything else under /console/ is a page that does not exist.
 	m.HandleFunc("/console/", c.signedIn(member.Viewer, func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, errNoPage)

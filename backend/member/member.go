@@ -283,6 +283,19 @@ func (s *Service) InviteMember(ctx context.Context, by *Member, email string, ro
 	}
 	var token string
 	err = s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
+		// Someone already in this organization needs no invitation. (Whether
+		// the email belongs to another organization is not said here: the
+		// invitation fails when followed, and no owner learns who else uses
+		// Parley.)
+		rows, err := q.ListMembers(ctx, by.OrgID)
+		if err != nil {
+			return err
+		}
+		for _, r := range rows {
+			if r.Email == email {
+				return apperr.New(apperr.Conflict, "%s is already a member of this organization", email)
+			}
+		}
 		token, err = s.link(ctx, q, by.OrgID, "invite", email, role, &by.ID, InviteTTL)
 		return err
 	})

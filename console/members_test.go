@@ -1,0 +1,187 @@
+package console_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/member"
+)
+
+// memberRow is the row of the members page for email.
+func memberRow(t *testing.T, p page, email string) *goquery.Selection {
+	t.Helper()
+	var row *goquery.Selection
+	p.Doc.Find("[data-testid=member-row]").Each(func(_ int, s *goquery.Selection) {
+		if strings.TrimSpace(s.Find("[data-testid=member-email]").Text()) == email {
+			row = s
+		}
+	})
+	require.NotNil(t, row, "no row for %s", email)
+	return row
+}
+
+func testMembers(t *testing.T, e *env) {
+	ctx := context.Background()
+	org := e.Bootstrap("Members Inc", "pro")
+	owner := e.as(t, org.ID, member.Owner)
+	p := owner.get("/console/members")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	memberRow(t, p, owner.Member.Email)
+	require.Equal(t, 1, p.Doc.Find("[data-testid=invite]").Length())
+
+	// An invitation: the link is shown once, a full URL.
+	email := fmt.Sprintf("invitee%d@example.com", seq.Add(1))
+	p = owner.post("/console/members/invite", url.Values{"email": {email}, "role": {"admin"}})
+	require.Equal(t, http.StatusCreated, p.Status, p.Body)
+	link := p.Text("[data-testid=invite-link]")
+	require.Equal(t, 1, p.Doc.Find(`[data-copy="#invite-link"]`).Length())
+	u, err := url.Parse(link)
+	require.NoError(t, err)
+	require.Equal(t, "/console/link", u.Path)
+	require.Equal(t, "1", u.Query().Get("invite"))
+	token := u.Query().Get("token")
+	require.NotEmpty(t, token)
+	p = owner.get("/console/members")
+	require.NotContains(t, p.Body, token, "the invitation link was shown again")
+	require.Contains(t, p.Text("[data-testid=invites]"), email)
+	require.Contains(t, p.Text("[data-testid=invites]"), "admin")
+
+	// The invitee, in a browser of their own, follows it.
+	n := e.anon(t)
+	require.Equal(t, http.StatusOK, n.get(u.RequestURI()).Status)
+	p = n.post("/console/link", url.Values{"token": {token}, "invite": {"1"}, "password": {Password}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = n.get("/console/members")
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Equal(t, "admin", strings.TrimSpace(memberRow(t, p, email).Find("[data-testid=member-role]").Text()))
+	require.Zero(t, p.Doc.Find("[data-testid=invite], [data-testid=role-form], [data-testid=remove-form]").Length(),
+		"an admin is shown owner actions")
+	require.Zero(t, owner.get("/console/members").Doc.Find("[data-testid=invites]").Length(), "a used invitation is pending")
+	invitee, err := e.members.SignInPassword(ctx, email, Password)
+	require.NoError(t, err)
+	require.Equal(t, member.Admin, invitee.Role)
+	require.Equal(t, org.ID, invitee.OrgID)
+	require.Equal(t, http.StatusOK, n.get("/console/keys").Status)
+	// Inviting a member again: 409.
+	p = owner.post("/console/members/invite", url.Values{"email": {email}, "role": {"viewer"}})
+	require.Equal(t, http.StatusConflict, p.Status)
+	require.Contains(t, p.Text("[data-testid=invite-error]"), "already a member")
+
+	// Role change: the invitee becomes a viewer, and loses the keys page.
+	rolePath := "/console/members/" + invitee.ID.String() + "/role"
+	p = owner.post(rolePath, url.Values{"role": {"viewer"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, http.StatusForbidden, n.get("/console/keys").Status)
+	require.Equal(t, "viewer", memberRow(t, owner.get("/console/members"), email).Find("option[selected]").AttrOr("value", ""))
+	p = owner.post(rolePath, url.Values{"role": {"god"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "role")
+
+	// Admins and viewers: no owner action, 403.
+	adm := e.as(t, org.ID, member.Admin)
+	for _, c := range []*client{adm, n} {
+		require.Equal(t, http.StatusForbidden, c.post("/console/members/invite", url.Values{"email": {"x@example.com"}, "role": {"owner"}}).Status)
+		require.Equal(t, http.StatusForbidden, c.post(rolePath, url.Values{"role": {"owner"}}).Status)
+		require.Equal(t, http.StatusForbidden, c.post("/console/members/"+owner.Member.ID.String()+"/remove", nil).Status)
+	}
+	self, err := e.members.Get(ctx, org.ID, invitee.ID)
+	require.NoError(t, err)
+	require.Equal(t, member.Viewer, self.Role, "a viewer changed its role")
+
+	// The last owner is neither demoted nor removed.
+	lastOwner := "an organization keeps at least one owner"
+	p = owner.post("/console/members/"+owner.Member.ID.String()+"/role", url.Values{"role": {"admin"}})
+	require.Equal(t, http.StatusUnprocessableEntity, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), lastOwner)
+	p = owner.post("/console/members/"+owner.Member.ID.String()+"/remove", nil)
+	require.Equal(t, http.StatusUnprocessableEntity, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), lastOwner)
+
+	// Another organization's member: not found, and unchanged.
+	other := e.as(t, e.B.ID, member.Viewer)
+	for _, path := range []string{"/role", "/remove"} {
+		p = owner.post("/console/members/"+other.Member.ID.String()+path, url.Values{"role": {"owner"}})
+		require.Equal(t, http.StatusNotFound, p.Status, path)
+	}
+	still, err := e.members.Get(ctx, e.B.ID, other.Member.ID)
+	require.NoError(t, err)
+	require.Equal(t, member.Viewer, still.Role)
+	require.Equal(t, http.StatusNotFound, owner.post("/console/members/not-an-id/remove", nil).Status)
+
+	// Removal: the member's session ends.
+	p = owner.post("/console/members/"+invitee.ID.String()+"/remove", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, http.StatusSeeOther, n.get("/console/members").Status)
+	_, err = e.members.Get(ctx, org.ID, invitee.ID)
+	require.Equal(t, "member not found", err.Error())
+}
+
+func testMembersEscaping(t *testing.T, e *env) {
+	org := e.Bootstrap(`"><img src=x onerror=alert(9)>`, "free")
+	owner := e.as(t, org.ID, member.Owner)
+	evil := `"><img src=x onerror=alert(1)>@x.com`
+	p := owner.post("/console/members/invite", url.Values{"email": {evil}, "role": {"viewer"}})
+	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
+	require.Contains(t, p.Text("[data-testid=invite-error]"), "email")
+	require.Equal(t, evil, p.Doc.Find("#invite-email").AttrOr("value", ""), "the form keeps what was typed, as text")
+	for _, pg := range []page{p, owner.get("/console/members")} {
+		require.Zero(t, pg.Doc.Find("img").Length())
+		require.NotContains(t, pg.Body, "<img src=x")
+	}
+	p = owner.post("/console/members/invite", url.Values{"email": {"someone@example.com"}, "role": {"root"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=invite-error]"), "role")
+}
+
+func testMemberPasswords(t *testing.T, e *env) {
+	ctx := context.Background()
+	c := e.as(t, e.A.ID, member.Viewer)
+	newPW := "a brand new passphrase"
+	form := func(current, pw, confirm string) url.Values {
+		return url.Values{"current_password": {current}, "password": {pw}, "confirm": {confirm}}
+	}
+	p := c.post("/console/members/password", form("not my password at all", newPW, newPW))
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=password-error]"), "current_password")
+	p = c.post("/console/members/password", form(Password, newPW, newPW+"x"))
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=password-error]"), "confirm")
+	p = c.post("/console/members/password", form(Password, "short", "short"))
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=password-error]"), "password")
+
+	old := c.http.Jar.Cookies(mustURL(t, e.URL))
+	p = c.post("/console/members/password", form(Password, newPW, newPW))
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, http.StatusOK, c.get("/console/members").Status, "the session ended with the change")
+	replay := e.anon(t)
+	replay.http.Jar.SetCookies(mustURL(t, e.URL), old)
+	require.Equal(t, http.StatusSeeOther, replay.get("/console/").Status, "the session token was not renewed")
+	_, err := e.members.SignInPassword(ctx, c.Member.Email, Password)
+	require.Error(t, err)
+	_, err = e.members.SignInPassword(ctx, c.Member.Email, newPW)
+	require.NoError(t, err)
+
+	// A member who signs in with links sets a first password without one.
+	org := e.Bootstrap("Links only", "free")
+	email := fmt.Sprintf("links%d@example.com", seq.Add(1))
+	_, err = e.members.CreateOwner(ctx, org.ID, email)
+	require.NoError(t, err)
+	token, err := e.members.SignInLink(ctx, org.ID, email)
+	require.NoError(t, err)
+	l := e.anon(t)
+	require.Equal(t, http.StatusSeeOther, l.post("/console/link", url.Values{"token": {token}}).Status)
+	p = l.get("/console/members")
+	require.Zero(t, p.Doc.Find("#current-password").Length())
+	p = l.post("/console/members/password", url.Values{"password": {newPW}, "confirm": {newPW}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	_, err = e.members.SignInPassword(ctx, email, newPW)
+	require.NoError(t, err)
+}
