@@ -15,7 +15,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/db"
@@ -359,13 +358,15 @@ func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted,
 		c, err = q.CreateConversation(ctx, dbq.CreateConversationParams{
 			OrgID: org, ID: id, AgentID: a.Agent.ID, VisitorID: visitor, Channel: channel, ContactID: contactID,
 		})
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
-			return dbq.Conversation{}, apperr.New(apperr.Conflict, "conversation %q is being created by another request; retry", id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Another request created this id first (and has committed: the
+			// insert waited for it). Read it again: join it if it is ours,
+			// else start under a new id.
+			continue
 		}
 		return c, err
 	}
-	return dbq.Conversation{}, errors.New("unreachable")
+	return dbq.Conversation{}, apperr.New(apperr.Conflict, "conversation %q is being created by another request; retry", id)
 }
 
 // sameCaller: a key of the organization may continue any conversation of its

@@ -15,6 +15,7 @@ import (
 const createConversation = `-- name: CreateConversation :one
 INSERT INTO conversations (org_id, id, agent_id, visitor_id, channel, contact_id)
 VALUES ($1, $2, $3, $4, $5, $6)
+ON CONFLICT (org_id, id) DO NOTHING
 RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id
 `
 
@@ -27,6 +28,8 @@ type CreateConversationParams struct {
 	ContactID *uuid.UUID
 }
 
+// No row when the id was taken meanwhile (a concurrent first message): the
+// caller reads the conversation again instead of failing its transaction.
 func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversationParams) (Conversation, error) {
 	row := q.db.QueryRow(ctx, createConversation,
 		arg.OrgID,

@@ -17,8 +17,11 @@ WHERE a.id = sqlc.arg(id);
 SELECT * FROM conversations WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
 -- name: CreateConversation :one
+-- No row when the id was taken meanwhile (a concurrent first message): the
+-- caller reads the conversation again instead of failing its transaction.
 INSERT INTO conversations (org_id, id, agent_id, visitor_id, channel, contact_id)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(agent_id), sqlc.narg(visitor_id), sqlc.arg(channel), sqlc.narg(contact_id))
+ON CONFLICT (org_id, id) DO NOTHING
 RETURNING *;
 
 -- name: TouchConversation :exec
