@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -108,9 +109,29 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 		if sse.Started() || r.Context().Err() != nil {
 			return nil // the stream carried its own end, or nobody is listening
 		}
-		return err
+		// Failed before its first event (the provider refused, say): the
+		// client asked for a stream, so the error comes as one, with the
+		// error's status for clients that read it.
+		writeStreamError(w, r, err)
+		return nil
 	}
 	return sse.Event("", []byte("[DONE]"))
+}
+
+// writeStreamError answers a stream that failed before it began: err's
+// status (and Retry-After), then an error event and [DONE].
+func writeStreamError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := errorFor(r, err)
+	ev := map[string]any{"type": "error", "error": body.Error}
+	data, _ := json.Marshal(ev)
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	if ra := body.Error.RetryAfter; ra != nil {
+		h.Set("Retry-After", strconv.FormatInt(*ra, 10))
+	}
+	w.WriteHeader(status)
+	_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", data)
 }
 
 // replyJSON is SPEC §2.6's reply: the text under answer and response.

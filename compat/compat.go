@@ -135,6 +135,15 @@ type errorDetail struct {
 // WriteError writes err as SPEC §7's error body with its status; internal
 // errors are logged whole and sent as a generic message.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
+	status, body := errorFor(r, err)
+	if ra := body.Error.RetryAfter; ra != nil {
+		w.Header().Set("Retry-After", strconv.FormatInt(*ra, 10))
+	}
+	writeJSON(w, status, body)
+}
+
+// errorFor is the status and body of err.
+func errorFor(r *http.Request, err error) (int, errorBody) {
 	if apperr.CodeOf(err) == apperr.Internal {
 		slog.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
 	}
@@ -151,9 +160,8 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	if pub.Code == apperr.RateLimited {
 		secs := int64(pub.RetryAfter / time.Second)
 		body.Error.RetryAfter = &secs
-		w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
-	writeJSON(w, m.HTTPStatus, body)
+	return m.HTTPStatus, body
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -446,10 +447,24 @@ func TestProviderFailures(t *testing.T) {
 	require.Equal(t, "UPSTREAM_ERROR", raw.Err(t).Error.Code)
 	require.NotContains(t, string(raw.Body), f.fake.URL)
 
+	// Before any token, a stream fails with the error's status and an SSE
+	// error event (a client that asked for a stream reads one).
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply { return testenv.FakeReply{Status: 429} }
-	status, _, raw = f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"fail-2","streaming":true}`)
-	require.Equal(t, http.StatusServiceUnavailable, status, "before any token, a stream fails with a status: %s", raw.Body)
-	require.Equal(t, "UPSTREAM_UNAVAILABLE", raw.Err(t).Error.Code)
+	failed := f.Post("/api/v2/agent/"+f.private+"/chat", bearer(f.A.Key), `{"query":"q","conversationId":"fail-2","streaming":true}`)
+	defer failed.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, failed.StatusCode)
+	require.Equal(t, "text/event-stream", failed.Header.Get("Content-Type"))
+	evs := testenv.ReadSSE(t, failed.Body)
+	require.Len(t, evs, 2)
+	var first struct {
+		Type  string
+		Error struct{ Code, Message string }
+	}
+	require.NoError(t, json.Unmarshal([]byte(evs[0].Data), &first))
+	require.Equal(t, "error", first.Type)
+	require.Equal(t, "UPSTREAM_UNAVAILABLE", first.Error.Code)
+	require.NotContains(t, first.Error.Message, f.fake.URL)
+	require.Equal(t, "[DONE]", evs[1].Data)
 
 	// After tokens went out: an error event, then [DONE]; the partial answer is stored as incomplete.
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
@@ -563,4 +578,43 @@ func TestPublicAgentLimitsBehindATrustedProxy(t *testing.T) {
 			require.Equal(t, c.wantOK, ok)
 		})
 	}
+}
+
+// First messages racing on one new conversation id all join it: the loser
+// of the insert reads the winner's conversation (it used to get 409).
+func TestFirstMessagesRacingJoinOneConversation(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	const n = 8
+	statuses := make(chan int, n)
+	ids := make(chan string, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			status, rep, _ := f.chat(t, f.private, f.A.Key, `{"query":"Hi","conversationId":"race-1"}`)
+			statuses <- status
+			ids <- rep.ConversationID
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	close(ids)
+	for s := range statuses {
+		require.Equal(t, http.StatusOK, s)
+	}
+	for id := range ids {
+		require.Equal(t, "race-1", id)
+	}
+	r := f.Do("GET", "/api/v2/agent/"+f.private+"/conversations", f.A.Key, nil)
+	var list struct {
+		Conversations []struct {
+			ID            string
+			MessagesCount int
+		}
+	}
+	r.JSON(t, &list)
+	require.Len(t, list.Conversations, 1)
+	require.Equal(t, 2*n, list.Conversations[0].MessagesCount)
 }
