@@ -93,7 +93,9 @@ CREATE POLICY operator_read ON api_keys FOR SELECT USING ((SELECT parley_is_oper
 CREATE POLICY operator_read ON messages FOR SELECT USING ((SELECT parley_is_operator()));
 
 -- Plans were global and writable by any transaction; their limits are now
--- the operators' to change. Everyone still reads them.
+-- the operators' to change. Everyone still reads them. (A later migration
+-- that adds a plan needs an INSERT policy, or lifts FORCE around its INSERT
+-- as the backfill above does.)
 ALTER TABLE plans ENABLE ROW LEVEL SECURITY;
 ALTER TABLE plans FORCE ROW LEVEL SECURITY;
 CREATE POLICY everyone_reads ON plans FOR SELECT USING (true);
