@@ -56,7 +56,7 @@ fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 
 .PHONY: bench
 bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)
-	go test -run '^$$' -bench . -benchmem -count 5 ./backend/server/ ./backend/chat/
+	go test -run '^$$' -bench . -benchmem -count 5 ./backend/server/ ./backend/chat/ ./console/
 
 .PHONY: bench-knowledge
 bench-knowledge: db ## Ingestion throughput, search p50/p95 and recall@10 at 100k chunks and on real English (about 12 minutes)
