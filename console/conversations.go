@@ -66,8 +66,29 @@ func (c *Console) convList(w http.ResponseWriter, r *http.Request) {
 			}
 			status, d.Err = http.StatusBadRequest, apperr.Public(err).Message
 		}
+		d.Agents = c.convWithAgent(r, d.Agents, d.AgentID)
 	}
 	render(w, r, status, convListPage(viewOf(ctx), d))
+}
+
+// convWithAgent adds the chosen agent to the picker when it is not among
+// the agents listed (an organization with more than convAgentsShown), so
+// that the picker shows the agent whose conversations are listed.
+func (c *Console) convWithAgent(r *http.Request, agents []*parleyv1.Agent, id string) []*parleyv1.Agent {
+	for _, a := range agents {
+		if a.GetId() == id {
+			return agents
+		}
+	}
+	req := &parleyv1.GetAgentRequest{Id: id}
+	if c.validate(req) != nil {
+		return agents
+	}
+	a, err := c.Agents.GetAgent(r.Context(), req)
+	if err != nil {
+		return agents
+	}
+	return append(agents, a.GetAgent())
 }
 
 // convURL is the listing's address with these parameters (empty ones left
@@ -109,8 +130,10 @@ func (c *Console) convShow(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d := convTranscriptView{T: t}
-	if a, err := c.Agents.GetAgent(ctx, &parleyv1.GetAgentRequest{Id: t.AgentID}); err == nil {
-		d.AgentName = a.GetAgent().GetName()
+	if req := (&parleyv1.GetAgentRequest{Id: t.AgentID}); c.validate(req) == nil {
+		if a, err := c.Agents.GetAgent(ctx, req); err == nil {
+			d.AgentName = a.GetAgent().GetName()
+		}
 	}
 	render(w, r, http.StatusOK, convTranscriptPage(viewOf(ctx), d))
 }

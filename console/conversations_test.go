@@ -123,6 +123,7 @@ func testConversations(t *testing.T, e *env) {
 	require.Contains(t, src.Find("[data-testid=source-chunk]").Text(), xssScript)
 	require.NotEmpty(t, strings.TrimSpace(src.Find("[data-testid=source-score]").Text()))
 	require.Equal(t, "v1", p.Text("[data-testid=visitor]"))
+	require.Equal(t, agentName, p.Text("[data-testid=agent-name]"))
 
 	// Conversation ids are the clients' own, escaped in links.
 	odd := "odd:id@x.y-1"
