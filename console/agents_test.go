@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/url"
@@ -12,7 +13,9 @@ import (
 	"github.com/stretchr/testify/require"
 	sse "github.com/tmaxmax/go-sse"
 
+	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -421,4 +424,20 @@ func testPlayground(t *testing.T, e *env) {
 	ida := a.Doc.Find("[data-testid=playground] input[name=conversationId]").AttrOr("value", "")
 	require.True(t, strings.HasPrefix(ida, "console-"), ida)
 	require.NotEqual(t, ida, b.Doc.Find("[data-testid=playground] input[name=conversationId]").AttrOr("value", ""))
+}
+
+// testPlaygroundLimits: playground turns spend no API key's allowance.
+func testPlaygroundLimits(t *testing.T, e *env) {
+	org := e.Bootstrap("Limited", plan.Enterprise)
+	require.NoError(t, account.SetLimits(context.Background(), e.App.Store, org.ID, plan.Limits{PerMinute: 3, PerDay: 3}))
+	id := agNew(t, e, org.Key, map[string]any{"name": "Busy", "instructions": "Be brief."})
+	c := e.as(t, org.ID, member.Admin)
+	for i := range 4 {
+		p := c.post("/console/agents/"+id+"/chat", url.Values{"query": {"Hello"}, "conversationId": {"console-limits"}})
+		require.Equal(t, http.StatusOK, p.Status, "turn %d: %s", i, p.Text("[data-testid=error]"))
+	}
+	r := e.api(t, "POST", "/api/v2/agent/"+id+"/chat", org.Key, map[string]any{"query": "Hello", "conversationId": "api-1"})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	// Three a minute: one went on creating the agent, one on this turn.
+	require.Equal(t, "1", r.Header.Get("X-RateLimit-Remaining"), "the playground spent the key's allowance")
 }

@@ -52,6 +52,7 @@ func TestConsole(t *testing.T) {
 		"agents: other orgs":       testAgentsOtherOrg,
 		"agents: escaping":         testAgentsEscaping,
 		"agents: playground":       testPlayground,
+		"agents: no key limits":    testPlaygroundLimits,
 		"browser walk":             testBrowserWalk,
 		"datastores":               testDatastores,
 		"conversations":            testConversations,
