@@ -54,15 +54,15 @@ func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRe
 	}
 	var resp *parleyv1.CreateApiKeyResponse
 	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
-		org, err := q.GetOrganization(ctx, p.OrgID)
+		orgPlan, err := q.LockOrganizationPlan(ctx, p.OrgID)
 		if err != nil {
 			return err
 		}
-		keyPlan := org.Plan
+		keyPlan := orgPlan
 		if req.Plan != nil {
 			keyPlan = req.GetPlan()
 		}
-		row, secret, err := issue(ctx, q, p.OrgID, org.Plan, req.GetName(), keyPlan, req.GetScopes(), expires)
+		row, secret, err := issue(ctx, q, p.OrgID, orgPlan, req.GetName(), keyPlan, req.GetScopes(), expires)
 		if err != nil {
 			return err
 		}

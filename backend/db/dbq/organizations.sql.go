@@ -108,6 +108,19 @@ func (q *Queries) ListPlans(ctx context.Context) ([]Plan, error) {
 	return items, nil
 }
 
+const lockOrganizationPlan = `-- name: LockOrganizationPlan :one
+SELECT plan FROM organizations WHERE id = $1 FOR SHARE
+`
+
+// The organization's plan, held until the transaction ends: a key issued
+// under it cannot outrank a plan an operator lowers meanwhile.
+func (q *Queries) LockOrganizationPlan(ctx context.Context, id uuid.UUID) (string, error) {
+	row := q.db.QueryRow(ctx, lockOrganizationPlan, id)
+	var plan string
+	err := row.Scan(&plan)
+	return plan, err
+}
+
 const setOrganizationLimits = `-- name: SetOrganizationLimits :one
 UPDATE organizations
 SET custom_requests_per_minute = $1,

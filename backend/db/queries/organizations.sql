@@ -10,6 +10,11 @@ SELECT o.*,
 FROM organizations o JOIN plans p ON p.id = o.plan
 WHERE o.id = sqlc.arg(id);
 
+-- name: LockOrganizationPlan :one
+-- The organization's plan, held until the transaction ends: a key issued
+-- under it cannot outrank a plan an operator lowers meanwhile.
+SELECT plan FROM organizations WHERE id = sqlc.arg(id) FOR SHARE;
+
 -- name: SetOrganizationLimits :one
 UPDATE organizations
 SET custom_requests_per_minute = sqlc.arg(requests_per_minute),
