@@ -188,7 +188,9 @@ func eventJSON(ev *parleyv1.ChatStreamResponse, text bool) map[string]any {
 	case *parleyv1.ChatStreamResponse_Source:
 		return map[string]any{"type": "source", "source": sourceJSON(e.Source)}
 	case *parleyv1.ChatStreamResponse_ToolCall:
-		return map[string]any{"type": "tool_call", "id": e.ToolCall.GetId(), "name": e.ToolCall.GetName(), "arguments": e.ToolCall.GetArguments()}
+		c := e.ToolCall
+		return map[string]any{"type": "tool_call", "id": c.GetId(), "name": c.GetName(), "arguments": c.GetArguments(),
+			"status": c.GetStatus(), "result": c.GetResult()}
 	case *parleyv1.ChatStreamResponse_Done:
 		out := doneFields(e.Done)
 		out["type"] = "done"

@@ -39,6 +39,10 @@ type Service struct {
 	Catalog *llm.Catalog
 	// Knowledge retrieves the agent's datastores' passages; nil: none.
 	Knowledge *knowledge.Knowledge
+	// Tools are what the deployment gives the agents' tools (search
+	// backend, outbound HTTP); nil: datastore_query alone, over Store and
+	// Knowledge.
+	Tools *tool.Deps
 	// Drain ends when the server shuts down: turns still running stop their
 	// model call, send an error event and store what they generated.
 	Drain context.Context
@@ -50,56 +54,110 @@ type Service struct {
 type Emit func(*parleyv1.ChatStreamResponse) error
 
 // Run runs one turn for an admitted request. With emit nil it returns the
-// whole reply. With emit, it sends token (and tool_call) events as they
-// come, then a done event carrying what the reply carries, or an error event
-// when the reply fails after text went out. It returns an error, and sends
-// nothing, when the turn fails before any event: the transport then answers
-// with an error status.
+// whole reply. With emit, it sends source, token and tool_call events as
+// they come, then a done event carrying what the reply carries, or an error
+// event when the reply fails after text went out. It returns an error, and
+// sends nothing, when the turn fails before any event: the transport then
+// answers with an error status.
+//
+// A turn reads as its phases: admit (what the admitted request runs with),
+// load (the conversation, its history, the knowledge, the question stored),
+// build the prompt, the model and tool rounds, persist the answer, finish
+// (the done or error event).
 func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*parleyv1.ChatResponse, error) {
-	now := s.Now
-	if now == nil {
-		now = time.Now
-	}
-	start := now()
-	org := a.OrgID()
-	modelName := a.Agent.Model
-	if req.GetSelectedModel() != "" {
-		modelName = req.GetSelectedModel()
-	}
-	route := s.Catalog.Resolve(modelName)
-	channel := req.GetChannel()
-	if channel == "" {
-		channel = "api"
-	}
-
-	// 1. The conversation, its history and the user's message, stored
-	// before the model is called.
-	filter, err := knowledge.ParseIDs(req.GetFilters().GetDatasourceIds(), "filters.datasource_ids")
+	t, err := s.admitTurn(a, req, emit)
 	if err != nil {
 		return nil, err
 	}
-	var conv dbq.Conversation
-	var history []dbq.ListMessagesRow
-	var found []knowledge.Result
-	var stores []dbq.Datastore
-	err = s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+	if err := s.load(ctx, t); err != nil {
+		return nil, err
+	}
+	kit, prompt := s.buildPrompt(t)
+	g := s.rounds(ctx, t, kit, prompt)
+	if g.err != nil && g.text == "" && !t.sent && ctx.Err() == nil && !g.drained {
+		// Nothing went out: a plain error, and nothing but the question is stored.
+		return nil, upstreamError(g.err)
+	}
+	resp, err := s.persist(ctx, t, g)
+	if err != nil {
+		return nil, err
+	}
+	return t.finish(ctx, resp, g)
+}
+
+// turn is one turn's state, phase after phase.
+type turn struct {
+	a    *Admitted
+	req  *parleyv1.ChatRequest
+	emit Emit
+
+	// Admit.
+	now       func() time.Time
+	start     time.Time
+	org       uuid.UUID
+	modelName string
+	route     llm.Route
+	channel   string
+	filter    []uuid.UUID
+
+	// Load.
+	conv    dbq.Conversation
+	history []dbq.ListMessagesRow
+	found   []knowledge.Result
+	stores  []dbq.Datastore
+
+	// The reply so far: its sources (each once), and whether any event went
+	// out.
+	sources []*parleyv1.Source
+	cited   map[string]bool
+	sent    bool
+}
+
+// admitTurn settles what an admitted request runs with: the model route,
+// the channel, the datasource filter.
+func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*turn, error) {
+	t := &turn{a: a, req: req, emit: emit, now: s.Now, org: a.OrgID(), modelName: a.Agent.Model, cited: map[string]bool{}}
+	if t.now == nil {
+		t.now = time.Now
+	}
+	t.start = t.now()
+	if req.GetSelectedModel() != "" {
+		t.modelName = req.GetSelectedModel()
+	}
+	t.route = s.Catalog.Resolve(t.modelName)
+	t.channel = req.GetChannel()
+	if t.channel == "" {
+		t.channel = "api"
+	}
+	var err error
+	t.filter, err = knowledge.ParseIDs(req.GetFilters().GetDatasourceIds(), "filters.datasource_ids")
+	return t, err
+}
+
+// load reads the conversation (or starts it), its history, the agent's
+// datastores and the passages they hold for the question, and stores the
+// question, all before the model is called; then the passages go out as
+// source events.
+func (s *Service) load(ctx context.Context, t *turn) error {
+	org, req := t.org, t.req
+	err := s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		contactID, err := upsertContact(ctx, q, org, req.GetContact())
 		if err != nil {
 			return err
 		}
-		if conv, err = s.conversation(ctx, q, a, req, channel, contactID); err != nil {
+		if t.conv, err = s.conversation(ctx, q, t.a, req, t.channel, contactID); err != nil {
 			return err
 		}
-		if history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: conv.ID, MaxRows: historyRows}); err != nil {
+		if t.history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: t.conv.ID, MaxRows: historyRows}); err != nil {
 			return err
 		}
 		if s.Knowledge != nil {
 			// SECURITY: only this organization's datastores attached to this agent.
-			if stores, err = s.Knowledge.AgentDatastores(ctx, q, org, a.Agent.ID); err != nil {
+			if t.stores, err = s.Knowledge.AgentDatastores(ctx, q, org, t.a.Agent.ID); err != nil {
 				return err
 			}
-			if len(stores) > 0 {
-				if found, err = s.Knowledge.Search(ctx, q, org, stores, filter, req.GetQuery(), passagesPerTurn); err != nil {
+			if len(t.stores) > 0 {
+				if t.found, err = s.Knowledge.Search(ctx, q, org, t.stores, t.filter, req.GetQuery(), passagesPerTurn); err != nil {
 					return err
 				}
 			}
@@ -113,48 +171,96 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 			return err
 		}
 		_, err = q.CreateMessage(ctx, dbq.CreateMessageParams{
-			OrgID: org, ID: id, ConversationID: conv.ID, Role: "user", Content: req.GetQuery(),
-			Channel: channel, Attachments: atts, Sources: []byte("[]"),
+			OrgID: org, ID: id, ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(),
+			Channel: t.channel, Attachments: atts, Sources: []byte("[]"),
 		})
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
+	srcs := make([]*parleyv1.Source, 0, len(t.found))
+	for _, r := range t.found {
+		srcs = append(srcs, tool.KnowledgeSource(r))
+	}
+	return t.cite(srcs)
+}
 
-	// 2. The sources, then the model call.
-	sources := make([]*parleyv1.Source, 0, len(found))
-	seen := map[uuid.UUID]bool{}
-	addSources := func(rs []knowledge.Result) error {
-		for _, r := range rs {
-			if seen[r.ChunkID] {
-				continue
-			}
-			seen[r.ChunkID] = true
-			src := sourceProto(r)
-			sources = append(sources, src)
-			if emit != nil {
-				if err := emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Source{Source: src}}); err != nil {
-					return err
-				}
-			}
+// cite adds sources to the reply, each once, and sends them as events.
+func (t *turn) cite(srcs []*parleyv1.Source) error {
+	for _, src := range srcs {
+		key := src.GetUrl()
+		if src.GetDatasourceId() != "" {
+			key = src.GetDatasourceId() + "\x00" + src.GetChunk()
 		}
+		if t.cited[key] {
+			continue
+		}
+		t.cited[key] = true
+		t.sources = append(t.sources, src)
+		if err := t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Source{Source: src}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// send emits an event of a streaming turn; a JSON turn sends nothing.
+func (t *turn) send(ev *parleyv1.ChatStreamResponse) error {
+	if t.emit == nil {
 		return nil
 	}
-	if err := addSources(found); err != nil {
-		return nil, err
+	t.sent = true
+	return t.emit(ev)
+}
+
+// buildPrompt is the model's request: the agent's instructions, the
+// passages found, the history that fits, the question; and the kit of tools
+// the agent offers (none on routes whose model cannot call tools).
+func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
+	deps := s.Tools
+	if deps == nil {
+		deps = &tool.Deps{Store: s.Store, Knowledge: s.Knowledge}
 	}
-	search := &tool.Search{Store: s.Store, Knowledge: s.Knowledge, Org: org, Stores: stores, Filter: filter}
-	var tools []llm.Tool
-	if len(stores) > 0 && !route.NoTools && tool.Offered(a.Agent.Tools, tool.DatastoreQuery) {
-		tools = []llm.Tool{search.Definition()}
+	kit := &tool.Kit{}
+	if !t.route.NoTools {
+		kit = tool.NewKit(deps, &tool.Turn{
+			Profile: tool.Profile{Tools: t.a.Agent.Tools, HasDatastores: len(t.stores) > 0},
+			Org:     t.org, Stores: t.stores, Filter: t.filter,
+		})
 	}
-	llmReq := llm.Request{
-		Knowledge: knowledge.Passages(found),
-		Model:     route.Upstream, System: a.Agent.Instructions, Temperature: a.Agent.Temperature,
-		Messages: append(promptHistory(history, route.HistoryBudget(a.Agent.Instructions, req.GetQuery())),
-			llm.Message{Role: llm.RoleUser, Content: req.GetQuery(), ImageURLs: imageURLs(req.GetAttachments())}),
+	system := t.a.Agent.Instructions
+	if !kit.Empty() {
+		system += "\n\n" + tool.SystemNote
 	}
+	query := t.req.GetQuery()
+	return kit, llm.Request{
+		Knowledge: knowledge.Passages(t.found),
+		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature,
+		Messages: append(promptHistory(t.history, t.route.HistoryBudget(system, query)),
+			llm.Message{Role: llm.RoleUser, Content: query, ImageURLs: imageURLs(t.req.GetAttachments())}),
+	}
+}
+
+// generation is what the model and tool rounds gave.
+type generation struct {
+	text  string
+	usage *llm.Usage
+	// err: the model call (or a tool) failed; text may hold what came first.
+	err error
+	// drained: the server's shutdown cut the turn.
+	drained bool
+	// prompt is the last request, for counting its tokens when the provider
+	// reports no usage.
+	prompt llm.Request
+}
+
+// rounds calls the model; while it calls tools, runs them, gives it their
+// results and calls it again. After maxToolRounds rounds the model is
+// offered no tools, so a turn makes at most maxToolRounds+1 model calls.
+// Each call is reported as a tool_call event once it has run; what a citing
+// tool found joins the sources.
+func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm.Request) generation {
 	modelCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var draining atomic.Bool
@@ -162,146 +268,187 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		stop := context.AfterFunc(s.Drain, func() { draining.Store(true); cancel() })
 		defer stop()
 	}
+	var g generation
 	var answer strings.Builder
-	var usage *llm.Usage
-	sent := len(sources) > 0 && emit != nil
-	var callErr error
-	// The model may call datastore_query: each round runs the calls, gives
-	// the model their results and calls it again; the last round offers no
-	// tools, so a turn makes at most maxToolRounds+1 model calls. Tool calls
-	// are reported as tool_call events; what they find joins the sources.
 	for round := 0; ; round++ {
-		llmReq.Tools = tools
-		if round == maxToolRounds {
-			llmReq.Tools = nil
+		prompt.Tools = nil
+		if round < maxToolRounds && !kit.Empty() {
+			prompt.Tools = kit.Definitions()
 		}
-		var calls []llm.ToolCall
-		var said strings.Builder
-		// Text after a tool round continues the answer: a paragraph break
-		// keeps it from running into what the model said before its calls.
-		needBreak := answer.Len() > 0
-		callErr = route.Model.Stream(modelCtx, llmReq, func(ev llm.Event) error {
-			switch {
-			case ev.Text != "":
-				if needBreak && !unicode.IsSpace([]rune(ev.Text)[0]) && !unicode.IsSpace(lastRune(answer.String())) {
-					ev.Text = "\n\n" + ev.Text
-				}
-				needBreak = false
-				answer.WriteString(ev.Text)
-				said.WriteString(ev.Text)
-				if emit != nil {
-					sent = true
-					return emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Token{Token: ev.Text}})
-				}
-			case ev.ToolCall != nil:
-				calls = append(calls, *ev.ToolCall)
-				if emit != nil {
-					sent = true
-					return emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_ToolCall{ToolCall: &parleyv1.ToolCall{
-						Id: ev.ToolCall.ID, Name: ev.ToolCall.Name, Arguments: ev.ToolCall.Arguments}}})
-				}
-			case ev.Usage != nil:
-				if usage == nil {
-					usage = &llm.Usage{}
-				}
-				usage.PromptTokens += ev.Usage.PromptTokens
-				usage.CompletionTokens += ev.Usage.CompletionTokens
-			}
-			return nil
-		})
-		if callErr != nil || len(calls) == 0 || llmReq.Tools == nil {
+		said, calls, err := t.callModel(modelCtx, prompt, &answer, &g.usage)
+		if err != nil {
+			g.err = err
 			break
 		}
-		results := make([]llm.ToolResult, 0, len(calls))
-		for _, c := range calls {
-			res, more, err := search.Run(modelCtx, c, len(sources))
-			if err == nil {
-				err = addSources(more)
-			}
-			if err != nil {
-				callErr = err
-				break
-			}
-			results = append(results, res)
-		}
-		if callErr != nil {
+		if len(calls) == 0 {
 			break
 		}
-		llmReq.Messages = append(llmReq.Messages,
-			llm.Message{Role: llm.RoleAssistant, Content: said.String(), ToolCalls: calls},
+		if prompt.Tools == nil {
+			// Calls the model made when offered none are reported, not run.
+			g.err = t.refuseCalls(calls)
+			break
+		}
+		results, ends, err := t.runCalls(modelCtx, kit, calls)
+		if err != nil {
+			g.err = err
+			break
+		}
+		prompt.Messages = append(prompt.Messages,
+			llm.Message{Role: llm.RoleAssistant, Content: said, ToolCalls: calls},
 			llm.Message{Role: llm.RoleTool, ToolResults: results})
+		if ends {
+			break
+		}
 	}
-	latency := now().Sub(start)
-	text := answer.String()
-	clientGone := ctx.Err() != nil
-	drained := draining.Load()
-	if callErr != nil && text == "" && !sent && !clientGone && !drained {
-		// Nothing went out: a plain error, and nothing but the question is stored.
-		return nil, upstreamError(callErr)
-	}
+	g.text, g.drained, g.prompt = answer.String(), draining.Load(), prompt
+	return g
+}
 
-	// 3. The answer, whole or cut short, stored even if the client left.
-	if usage == nil {
-		usage = &llm.Usage{PromptTokens: int64(promptTokens(llmReq)), CompletionTokens: int64(llm.CountTokens(text))}
+// callModel makes one model call: its text joins the answer (and goes out
+// as token events), its usage adds up, its tool calls are returned with
+// what it said before them.
+func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *strings.Builder, usage **llm.Usage) (string, []llm.ToolCall, error) {
+	var calls []llm.ToolCall
+	var said strings.Builder
+	// Text after a tool round continues the answer: a paragraph break keeps
+	// it from running into what the model said before its calls.
+	needBreak := answer.Len() > 0
+	err := t.route.Model.Stream(ctx, prompt, func(ev llm.Event) error {
+		switch {
+		case ev.Text != "":
+			if needBreak && !unicode.IsSpace([]rune(ev.Text)[0]) && !unicode.IsSpace(lastRune(answer.String())) {
+				ev.Text = "\n\n" + ev.Text
+			}
+			needBreak = false
+			answer.WriteString(ev.Text)
+			said.WriteString(ev.Text)
+			return t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Token{Token: ev.Text}})
+		case ev.ToolCall != nil:
+			calls = append(calls, *ev.ToolCall)
+		case ev.Usage != nil:
+			if *usage == nil {
+				*usage = &llm.Usage{}
+			}
+			(*usage).PromptTokens += ev.Usage.PromptTokens
+			(*usage).CompletionTokens += ev.Usage.CompletionTokens
+		}
+		return nil
+	})
+	return said.String(), calls, err
+}
+
+// runCalls runs one round's calls through the kit, in order, reporting
+// each; ends is whether one of them ends the model's turn.
+func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, ends bool, err error) {
+	for _, c := range calls {
+		ran, err := kit.Run(ctx, tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)})
+		if err != nil {
+			return nil, false, err
+		}
+		if err := t.cite(ran.Sources); err != nil {
+			return nil, false, err
+		}
+		if err := t.reportCall(c, ran.IsError, ran.Summary); err != nil {
+			return nil, false, err
+		}
+		results = append(results, ran.ForModel)
+		ends = ends || (ran.Traits.EndsTurn && !ran.IsError)
 	}
-	cost := route.Cost(*usage)
-	incomplete := callErr != nil
+	return results, ends, nil
+}
+
+// refuseCalls reports calls made past the last tool round (or to a model
+// offered no tools): they are not run.
+func (t *turn) refuseCalls(calls []llm.ToolCall) error {
+	for _, c := range calls {
+		if err := t.reportCall(c, true, "not run: no tools are offered at this point of the turn"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reportCall sends a call's tool_call event.
+func (t *turn) reportCall(c llm.ToolCall, failed bool, summary string) error {
+	status := "ok"
+	if failed {
+		status = "error"
+	}
+	return t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_ToolCall{ToolCall: &parleyv1.ToolCall{
+		Id: c.ID, Name: c.Name, Arguments: c.Arguments, Status: status, Result: summary}}})
+}
+
+// persist stores the answer, whole or cut short, even if the client left,
+// with its usage, cost, model, provider and latency, and returns the reply.
+func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1.ChatResponse, error) {
+	latency := t.now().Sub(t.start)
+	usage := g.usage
+	if usage == nil {
+		usage = &llm.Usage{PromptTokens: int64(promptTokens(g.prompt)), CompletionTokens: int64(llm.CountTokens(g.text))}
+	}
+	cost := t.route.Cost(*usage)
+	provider := t.route.Model.Provider()
 	resp := &parleyv1.ChatResponse{
-		Answer: text, ConversationId: conv.ID, VisitorId: req.GetVisitorId(), Sources: sources,
+		Answer: g.text, ConversationId: t.conv.ID, VisitorId: t.req.GetVisitorId(), Sources: t.sources,
 		Usage: &parleyv1.Usage{
 			PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
 			TotalTokens: usage.PromptTokens + usage.CompletionTokens, Cost: cost,
 		},
-		Metadata: &parleyv1.ChatMetadata{Model: modelName, LatencyMs: latency.Milliseconds(), Provider: route.Model.Provider()},
+		Metadata: &parleyv1.ChatMetadata{Model: t.modelName, LatencyMs: latency.Milliseconds(), Provider: provider},
 	}
-	storeCtx, cancelStore := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
-	defer cancelStore()
-	err = s.Store.Tenant(storeCtx, org, func(q *dbq.Queries) error {
+	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	err := s.Store.Tenant(storeCtx, t.org, func(q *dbq.Queries) error {
 		id, err := uuid.NewV7()
 		if err != nil {
 			return err
 		}
 		resp.MessageId = id.String()
 		lat, pt, ct := int32(latency.Milliseconds()), int32(usage.PromptTokens), int32(usage.CompletionTokens)
-		provider := route.Model.Provider()
-		srcJSON, err := sourcesJSON(sources)
+		srcJSON, err := sourcesJSON(t.sources)
 		if err != nil {
 			return err
 		}
 		_, err = q.CreateMessage(storeCtx, dbq.CreateMessageParams{
-			OrgID: org, ID: id, ConversationID: conv.ID, Role: "assistant", Content: text, Channel: channel,
-			Attachments: []byte("[]"), Sources: srcJSON, Model: &modelName, Provider: &provider,
-			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: incomplete,
+			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: g.text, Channel: t.channel,
+			Attachments: []byte("[]"), Sources: srcJSON, Model: &t.modelName, Provider: &provider,
+			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
 		})
 		if err != nil {
 			return err
 		}
-		return q.TouchConversation(storeCtx, dbq.TouchConversationParams{OrgID: org, ID: conv.ID})
+		return q.TouchConversation(storeCtx, dbq.TouchConversationParams{OrgID: t.org, ID: t.conv.ID})
 	})
 	if err != nil {
 		return nil, err
 	}
+	return resp, nil
+}
 
+// finish ends the turn as its transport needs: the reply, or the error of
+// a JSON turn; the done event, or an error event when the model failed
+// after the stream began.
+func (t *turn) finish(ctx context.Context, resp *parleyv1.ChatResponse, g generation) (*parleyv1.ChatResponse, error) {
 	switch {
-	case clientGone:
+	case ctx.Err() != nil:
 		return nil, ctx.Err()
-	case callErr != nil && emit == nil:
-		return nil, upstreamError(callErr)
-	case callErr != nil:
+	case g.err != nil && t.emit == nil:
+		return nil, upstreamError(g.err)
+	case g.err != nil:
 		code, msg := "UPSTREAM_ERROR", "the model provider failed mid-answer; what was generated is stored as incomplete"
-		if drained {
+		if g.drained {
 			code, msg = "SHUTTING_DOWN", "the server is shutting down; send the message again"
 		} else {
-			slog.WarnContext(ctx, "model failed mid-stream", "provider", route.Model.Provider(), "err", callErr)
+			slog.WarnContext(ctx, "model failed mid-stream", "provider", t.route.Model.Provider(), "err", g.err)
 		}
-		_ = emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Error{Error: &parleyv1.ChatError{Code: code, Message: msg}}})
+		_ = t.emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Error{Error: &parleyv1.ChatError{Code: code, Message: msg}}})
 		return resp, nil
-	case emit != nil:
+	case t.emit != nil:
 		done := &parleyv1.ChatResponse{
 			ConversationId: resp.GetConversationId(), MessageId: resp.GetMessageId(), VisitorId: resp.GetVisitorId(),
 			Sources: resp.GetSources(), Usage: resp.GetUsage(), Metadata: resp.GetMetadata(),
 		}
-		if err := emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Done{Done: done}}); err != nil {
+		if err := t.emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Done{Done: done}}); err != nil {
 			return nil, err
 		}
 	}
@@ -310,25 +457,10 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 
 // maxToolRounds is how many times one turn lets the model call tools; the
 // call after the last round offers none, so the model must answer.
-const maxToolRounds = 3
+const maxToolRounds = 5
 
 // passagesPerTurn is how many chunks a turn retrieves.
 const passagesPerTurn = 5
-
-func sourceProto(r knowledge.Result) *parleyv1.Source {
-	excerpt := r.Text
-	if len(excerpt) > 300 {
-		excerpt = strings.ToValidUTF8(excerpt[:300], "") + "…"
-	}
-	title := r.Title
-	if title == "" {
-		title = r.DatasourceName
-	}
-	return &parleyv1.Source{
-		Source: r.Source(), Score: r.Score, DatasourceName: r.DatasourceName, DatasourceId: r.DatasourceID.String(),
-		Chunk: r.Text, Title: title, Url: r.URL, Excerpt: excerpt,
-	}
-}
 
 // conversation returns the conversation to continue, or a new one. The
 // client's id is kept when it is new, or when it names a conversation of the

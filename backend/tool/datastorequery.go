@@ -1,34 +1,34 @@
-// Package tool holds the functions a model may call during a chat turn
-// (SPEC §2.1: datastore_query, web_search, lead_capture, http_request,
-// request_human). Today one runs: datastore_query. The others are accepted
-// on agents and not offered to models yet.
 package tool
 
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"slices"
 	"strconv"
 	"strings"
 
-	"github.com/google/uuid"
-
-	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/knowledge"
-	"github.com/parleyhq/parley/backend/llm"
 )
 
 // DatastoreQuery is the name of the tool that searches the agent's
 // datastores.
 const DatastoreQuery = "datastore_query"
 
-// Offered reports whether an agent offers the tool name to its model: an
-// agent's tools list is an allow-list when it names any tool; an empty list
-// offers every tool the agent can use.
-func Offered(agentTools []string, name string) bool {
-	return len(agentTools) == 0 || slices.Contains(agentTools, name)
+var datastoreQuery = Registration{
+	Name: DatastoreQuery,
+	Missing: func(d *Deps, p *Profile) string {
+		switch {
+		case d.Knowledge == nil:
+			return "this server has no knowledge search"
+		case !p.HasDatastores:
+			return "the agent has no datastores"
+		}
+		return ""
+	},
+	New: func(d *Deps, t *Turn) Tool {
+		return &Search{Deps: d, Turn: t}
+	},
 }
 
 // datastoreQueryMaxK bounds the passages one call may ask for.
@@ -41,48 +41,41 @@ const defaultK = 5
 // datastores the turn's agent had when the turn began, in its organization,
 // with the request's datasource filter.
 type Search struct {
-	Store     *db.Store
-	Knowledge *knowledge.Knowledge
-	Org       uuid.UUID
-	Stores    []dbq.Datastore
-	Filter    []uuid.UUID
+	*Deps
+	*Turn
 }
 
-// Definition is what the model is told of the tool.
-func (*Search) Definition() llm.Tool {
-	return llm.Tool{
-		Name: DatastoreQuery,
-		Description: "Search this assistant's knowledge base for passages relevant to a query. " +
-			"Use it when the passages already given do not answer the question: rephrase, or ask about one part of it.",
-		Parameters: map[string]any{
-			"type": "object",
-			"properties": map[string]any{
-				"query": map[string]any{"type": "string", "description": "What to look for, in words likely to appear in the documents."},
-				"topK":  map[string]any{"type": "integer", "minimum": 1, "maximum": datastoreQueryMaxK, "description": "How many passages to return (default 5)."},
-			},
-			// []string, not []any: the Anthropic adapter reads it so.
-			"required": []string{"query"},
+func (*Search) Name() string { return DatastoreQuery }
+
+func (*Search) Description() string {
+	return "Search this assistant's knowledge base for passages relevant to a query. " +
+		"Use it when the passages already given do not answer the question: rephrase, or ask about one part of it."
+}
+
+func (*Search) Parameters() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"query": map[string]any{"type": "string", "description": "What to look for, in words likely to appear in the documents."},
+			"topK":  map[string]any{"type": "integer", "minimum": 1, "maximum": datastoreQueryMaxK, "description": "How many passages to return (default 5)."},
 		},
+		// []string, not []any: the Anthropic adapter reads it so.
+		"required": []string{"query"},
 	}
 }
 
-// Run answers one call; numbered is how many passages the model already
-// has (the new ones are numbered after them). A call the model got wrong
-// (another tool, bad arguments) gets an error result the model can read and
-// correct; only a failed search (the database) is an error of the turn.
-func (s *Search) Run(ctx context.Context, call llm.ToolCall, numbered int) (llm.ToolResult, []knowledge.Result, error) {
-	res := llm.ToolResult{CallID: call.ID, Name: call.Name}
-	if call.Name != DatastoreQuery {
-		res.IsError, res.Content = true, fmt.Sprintf("unknown tool %q; the only tool is %s", call.Name, DatastoreQuery)
-		return res, nil, nil
-	}
+func (*Search) Traits() Traits { return Traits{Cites: true} }
+
+// Run answers one call; its passages are numbered after the call's Cited.
+// Bad arguments get an error result the model can read and correct; only a
+// failed search (the database) is an error of the turn.
+func (s *Search) Run(ctx context.Context, call Call) (Result, error) {
 	var args struct {
 		Query string `json:"query"`
 		TopK  int    `json:"topK"`
 	}
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Query) == "" {
-		res.IsError, res.Content = true, `the arguments must be a JSON object with a non-empty "query" string`
-		return res, nil, nil
+		return Errorf(`the arguments must be a JSON object with a non-empty "query" string`), nil
 	}
 	k := args.TopK
 	if k <= 0 {
@@ -97,10 +90,13 @@ func (s *Search) Run(ctx context.Context, call llm.ToolCall, numbered int) (llm.
 		return err
 	})
 	if err != nil {
-		return res, nil, err
+		return Result{}, err
 	}
-	res.Content = passagesText(found, numbered)
-	return res, found, nil
+	res := Result{Content: passagesText(found, call.Cited), Summary: strconv.Itoa(len(found)) + " passages"}
+	for _, r := range found {
+		res.Sources = append(res.Sources, KnowledgeSource(r))
+	}
+	return res, nil
 }
 
 // passagesText is search results as the model reads them, numbered from
@@ -114,4 +110,20 @@ func passagesText(rs []knowledge.Result, numbered int) string {
 		b.WriteString("[" + strconv.Itoa(numbered+i+1) + "] " + r.Source() + "\n" + r.Text + "\n\n")
 	}
 	return strings.TrimSpace(b.String())
+}
+
+// KnowledgeSource is a passage as the reply cites it.
+func KnowledgeSource(r knowledge.Result) *parleyv1.Source {
+	excerpt := r.Text
+	if len(excerpt) > 300 {
+		excerpt = strings.ToValidUTF8(excerpt[:300], "") + "…"
+	}
+	title := r.Title
+	if title == "" {
+		title = r.DatasourceName
+	}
+	return &parleyv1.Source{
+		Source: r.Source(), Score: r.Score, DatasourceName: r.DatasourceName, DatasourceId: r.DatasourceID.String(),
+		Chunk: r.Text, Title: title, Url: r.URL, Excerpt: excerpt,
+	}
 }

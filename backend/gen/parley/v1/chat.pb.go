@@ -791,12 +791,19 @@ func (*ChatStreamResponse_Done) isChatStreamResponse_Event() {}
 
 func (*ChatStreamResponse_Error) isChatStreamResponse_Event() {}
 
+// ToolCall is one call the model made, reported once it has run.
 type ToolCall struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	Name  string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
 	// The arguments, as JSON.
-	Arguments     string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	Arguments string `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	// ok, or error when the call failed (bad arguments, a tool the agent
+	// does not offer, a backend that failed).
+	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	// A compact summary of the result ("3 passages", "200 OK, 512 bytes", or
+	// the error).
+	Result        string `protobuf:"bytes,5,opt,name=result,proto3" json:"result,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -848,6 +855,20 @@ func (x *ToolCall) GetName() string {
 func (x *ToolCall) GetArguments() string {
 	if x != nil {
 		return x.Arguments
+	}
+	return ""
+}
+
+func (x *ToolCall) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ToolCall) GetResult() string {
+	if x != nil {
+		return x.Result
 	}
 	return ""
 }
@@ -976,11 +997,13 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\ttool_call\x18\x03 \x01(\v2\x13.parley.v1.ToolCallH\x00R\btoolCall\x12-\n" +
 	"\x04done\x18\x04 \x01(\v2\x17.parley.v1.ChatResponseH\x00R\x04done\x12,\n" +
 	"\x05error\x18\x05 \x01(\v2\x14.parley.v1.ChatErrorH\x00R\x05errorB\a\n" +
-	"\x05event\"L\n" +
+	"\x05event\"|\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"9\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\x12\x16\n" +
+	"\x06status\x18\x04 \x01(\tR\x06status\x12\x16\n" +
+	"\x06result\x18\x05 \x01(\tR\x06result\"9\n" +
 	"\tChatError\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage2\x9b\x01\n" +

@@ -43,7 +43,8 @@ const (
 type ChatServiceClient interface {
 	// Chat answers with one reply.
 	Chat(context.Context, *v1.ChatRequest) (*v1.ChatResponse, error)
-	// ChatStream answers with events: sources, then tokens, then done (or
+	// ChatStream answers with events: sources, then tokens (and a tool_call
+	// for each tool call the model made, once it has run), then done (or
 	// error).
 	ChatStream(context.Context, *v1.ChatRequest) (*connect.ServerStreamForClient[v1.ChatStreamResponse], error)
 }
@@ -98,7 +99,8 @@ func (c *chatServiceClient) ChatStream(ctx context.Context, req *v1.ChatRequest)
 type ChatServiceHandler interface {
 	// Chat answers with one reply.
 	Chat(context.Context, *v1.ChatRequest) (*v1.ChatResponse, error)
-	// ChatStream answers with events: sources, then tokens, then done (or
+	// ChatStream answers with events: sources, then tokens (and a tool_call
+	// for each tool call the model made, once it has run), then done (or
 	// error).
 	ChatStream(context.Context, *v1.ChatRequest, *connect.ServerStream[v1.ChatStreamResponse]) error
 }
