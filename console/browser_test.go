@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -114,7 +115,7 @@ func (b *browser) screenshot(name string) {
 	if dir == "" {
 		return
 	}
-	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(80))
+	png, err := chromedp.Run(b.ctx, chromedp.FullScreenshot(100))
 	require.NoError(b.t, err)
 	require.NoError(b.t, os.WriteFile(filepath.Join(dir, name+".png"), png, 0o644))
 }
@@ -137,7 +138,6 @@ func testBrowserWalk(t *testing.T, e *env) {
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=org-name]`)),
 	)
 	require.Equal(t, "Browser Co", b.text(`[data-testid=org-name]`))
-	b.screenshot("console-overview")
 	b.clean()
 
 	// A chat-only key on a lower plan, used from here against the REST API.
@@ -161,6 +161,74 @@ func testBrowserWalk(t *testing.T, e *env) {
 	require.Equal(t, "60", r.Header.Get("X-RateLimit-Limit"), "the key is not on the starter plan")
 	b.clean()
 
+	// Knowledge: a datastore, a file uploaded, synced without a reload.
+	doc := filepath.Join(t.TempDir(), "hours.md")
+	require.NoError(t, os.WriteFile(doc, []byte("# Opening hours\n\nThe shop opens at nine in the morning and closes at six in the evening, Monday to Saturday.\n"), 0o644))
+	b.do("create a datastore",
+		chromedp.Navigate(e.URL+"/console/datastores"),
+		chromedp.SendKeys(chromedp.CSS(`#ds-name`), "Shop FAQ"),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-datastore] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=add-file]`)),
+		chromedp.SetUploadFiles(chromedp.CSS(`#src-file`), []string{doc}),
+		chromedp.Click(chromedp.CSS(`[data-testid=add-file] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=source-row]`)),
+	)
+	b.eventually("the upload becomes synced", func() bool { return b.text(`[data-testid=source-status]`) == "synced" })
+	b.screenshot("console-knowledge")
+	b.clean()
+
+	// An agent answering from it, and the playground streaming its answer.
+	b.do("create an agent",
+		chromedp.Navigate(e.URL+"/console/agents"),
+		chromedp.SendKeys(chromedp.CSS(`#new-name`), "Shop assistant"),
+		chromedp.SendKeys(chromedp.CSS(`#new-instructions`), "Answer from the shop's FAQ."),
+		chromedp.Evaluate[chromedp.Void](`document.querySelectorAll("#new-datastores option").forEach(o => o.selected = true)`),
+		chromedp.Click(chromedp.CSS(`[data-testid=create-agent] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=playground]`)),
+		chromedp.SendKeys(chromedp.CSS(`#playground-query`), "When does the shop open?"),
+		chromedp.Click(chromedp.CSS(`[data-testid=playground] button[type=submit]`)),
+	)
+	b.eventually("streamed tokens appear", func() bool { return strings.Contains(b.text(`#playground-log`), "nine") })
+	require.Contains(t, b.text(`#playground-sources`), "Opening hours", "the answer cites no source")
+	b.screenshot("console-playground")
+	b.clean()
+	b.do("the overview counts the turns", chromedp.Navigate(e.URL+"/console/"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=chart]`)))
+	require.Equal(t, "2", b.text(`[data-testid=turns-today]`), "the API turn and the playground turn")
+	b.screenshot("console-overview")
+	b.clean()
+
+	// A viewer, invited by link, cannot see keys.
+	b.do("invite a viewer",
+		chromedp.Navigate(e.URL+"/console/members"),
+		chromedp.SendKeys(chromedp.CSS(`#invite-email`), "viewer-"+owner),
+		chromedp.SetValue(chromedp.CSS(`#invite-role`), "viewer"),
+		chromedp.Click(chromedp.CSS(`[data-testid=invite] button[type=submit]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=invite-link]`)),
+	)
+	invite := b.text(`[data-testid=invite-link]`)
+	require.Contains(t, invite, "/console/link?")
+	require.Contains(t, invite, "token=")
+	b.clean()
+	b.do("sign out, follow the invitation",
+		chromedp.Click(chromedp.CSS(`[data-testid=signout]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=signin]`)),
+		chromedp.Navigate(e.URL+invite[strings.Index(invite, "/console/link"):]),
+		chromedp.SendKeys(chromedp.CSS(`#password`), "a viewer's long passphrase"),
+		chromedp.Click(chromedp.CSS(`[data-testid=continue]`)),
+		chromedp.WaitVisible(chromedp.CSS(`[data-testid=org-name]`)),
+	)
+	require.Equal(t, "Browser Co", b.text(`[data-testid=org-name]`))
+	links, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('a[href="/console/keys"]').length`))
+	require.NoError(t, err)
+	require.Zero(t, links, "a viewer is shown the keys page")
+	b.do("open keys as a viewer", chromedp.Navigate(e.URL+"/console/keys"), chromedp.WaitVisible(chromedp.CSS(`[data-testid=error]`)))
+	require.Contains(t, b.text(`[data-testid=error]`), "viewer")
+	// The 403 page itself is not a browser error; what came before was clean.
+	b.mu.Lock()
+	b.problems = slices.DeleteFunc(b.problems, func(p string) bool { return strings.Contains(p, "403") })
+	b.mu.Unlock()
+	b.clean()
+
 	// Sign out: back to the sign-in page, and the console is closed.
 	b.do("sign out",
 		chromedp.Click(chromedp.CSS(`[data-testid=signout]`)),
@@ -172,4 +240,16 @@ func testBrowserWalk(t *testing.T, e *env) {
 	require.NoError(t, err)
 	require.Contains(t, url, "/console/signin")
 	b.clean()
+}
+
+// eventually polls cond for up to 30 s.
+func (b *browser) eventually(what string, cond func() bool) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			b.t.Fatalf("timed out: %s", what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }

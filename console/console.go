@@ -192,11 +192,6 @@ func (c *Console) signedIn(need member.Role, h http.HandlerFunc) http.HandlerFun
 			c.errorPage(w, r, apperr.New(apperr.Unauthenticated, "your session has ended; sign in again"))
 			return
 		}
-		// SECURITY: the one role check of the console; services check scopes.
-		if !m.Can(need) {
-			c.errorPage(w, r, apperr.New(apperr.Forbidden, "your role (%s) does not allow this", m.Role))
-			return
-		}
 		ctx = auth.WithPrincipal(ctx, m.Principal(""))
 		org, err := c.Accounts.GetOrganization(ctx, &parleyv1.GetOrganizationRequest{})
 		if err != nil {
@@ -205,7 +200,13 @@ func (c *Console) signedIn(need member.Role, h http.HandlerFunc) http.HandlerFun
 		}
 		ctx = auth.WithPrincipal(ctx, m.Principal(org.GetOrganization().GetPlan()))
 		v := &view{Member: m, Org: org.GetOrganization(), Path: r.URL.Path, Flash: c.sessions.PopString(ctx, sessFlash)}
-		h(w, r.WithContext(context.WithValue(ctx, viewKey{}, v)))
+		r = r.WithContext(context.WithValue(ctx, viewKey{}, v))
+		// SECURITY: the one role check of the console; services check scopes.
+		if !m.Can(need) {
+			c.errorPage(w, r, apperr.New(apperr.Forbidden, "your role (%s) does not allow this", m.Role))
+			return
+		}
+		h(w, r)
 	}
 }
 
