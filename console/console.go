@@ -237,6 +237,11 @@ func render(w http.ResponseWriter, r *http.Request, status int, c templ.Componen
 // errorPage shows err as a page (or, for htmx, a fragment), with the status
 // the API would answer; internal errors are logged and shown generically.
 func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, err error) {
+	if db.OtherOrganization(err) {
+		// SECURITY: another organization's id is shown as one that does not
+		// exist: the console does not confirm what others hold.
+		err = apperr.New(apperr.NotFound, "not found")
+	}
 	pub := apperr.Public(err)
 	status := apperr.Lookup(pub.Code).HTTPStatus
 	if pub.Code == apperr.Internal {

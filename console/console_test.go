@@ -54,6 +54,7 @@ func TestConsole(t *testing.T) {
 		"agents: playground":       testPlayground,
 		"agents: no key limits":    testPlaygroundLimits,
 		"browser walk":             testBrowserWalk,
+		"other organizations' ids": testOtherOrganizationsIDs,
 		"datastores":               testDatastores,
 		"conversations":            testConversations,
 	}

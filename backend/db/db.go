@@ -180,9 +180,23 @@ func Missing(ctx context.Context, q *dbq.Queries, kind, label string, id uuid.UU
 		return err
 	}
 	if exists {
-		return apperr.New(apperr.Forbidden, "%s %s belongs to another organization", label, id)
+		return &otherOrganization{apperr.New(apperr.Forbidden, "%s %s belongs to another organization", label, id)}
 	}
 	return apperr.New(apperr.NotFound, "%s %q not found", label, id.String())
+}
+
+// otherOrganization is Missing's error for an id of another organization:
+// Forbidden to the API (SPEC §5.6), and recognisable by OtherOrganization.
+type otherOrganization struct{ err *apperr.Error }
+
+func (e *otherOrganization) Error() string { return e.err.Error() }
+func (e *otherOrganization) Unwrap() error { return e.err }
+
+// OtherOrganization reports whether err says that a resource belongs to
+// another organization (the console shows such ids as not found).
+func OtherOrganization(err error) bool {
+	var o *otherOrganization
+	return errors.As(err, &o)
 }
 
 // MemberEmail runs fn in a transaction that may read the member with this
