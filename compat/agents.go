@@ -25,6 +25,9 @@ type agentJSON struct {
 	CreatedAt    string     `json:"createdAt"`
 	UpdatedAt    string     `json:"updatedAt"`
 	Stats        *statsJSON `json:"stats,omitempty"`
+	// Warnings come with the detail (as stats do): why a listed tool is not
+	// offered to the model.
+	Warnings *[]string `json:"warnings,omitempty"`
 }
 
 type statsJSON struct {
@@ -43,6 +46,8 @@ func toAgentJSON(a *parleyv1.Agent) agentJSON {
 	}
 	if s := a.GetStats(); s != nil {
 		out.Stats = &statsJSON{s.GetTotalConversations(), s.GetTotalMessages(), s.GetAverageRating()}
+		w := nonNil(a.GetWarnings())
+		out.Warnings = &w
 	}
 	return out
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/tool"
 )
 
 // Defaults of a new agent (SPEC §2.1).
@@ -33,14 +34,20 @@ const (
 
 type handler struct {
 	store *db.Store
+	tools *tool.Deps
 }
 
 var _ parleyv1connect.AgentServiceHandler = (*handler)(nil)
 
 // NewHandler returns the AgentService implementation. It expects requests
-// already validated (protovalidate) and a principal in the context.
-func NewHandler(store *db.Store) parleyv1connect.AgentServiceHandler {
-	return &handler{store: store}
+// already validated (protovalidate) and a principal in the context. tools
+// is what the deployment gives agents' tools: an agent's detail warns about
+// the tools it lists that its model will not be offered.
+func NewHandler(store *db.Store, tools *tool.Deps) parleyv1connect.AgentServiceHandler {
+	if tools == nil {
+		tools = &tool.Deps{}
+	}
+	return &handler{store: store, tools: tools}
 }
 
 func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequest) (*parleyv1.CreateAgentResponse, error) {
@@ -78,7 +85,7 @@ func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequ
 		if err := setDatastores(ctx, q, p.OrgID, id, req.GetDatastores()); err != nil {
 			return err
 		}
-		out, err = withStats(ctx, q, a)
+		out, err = h.detail(ctx, q, a)
 		return err
 	})
 	if err != nil {
@@ -98,7 +105,7 @@ func (h *handler) GetAgent(ctx context.Context, req *parleyv1.GetAgentRequest) (
 		if err != nil {
 			return err
 		}
-		out, err = withStats(ctx, q, a)
+		out, err = h.detail(ctx, q, a)
 		return err
 	})
 	if err != nil {
@@ -187,7 +194,7 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 				return err
 			}
 		}
-		out, err = withStats(ctx, q, a)
+		out, err = h.detail(ctx, q, a)
 		return err
 	})
 	if err != nil {
@@ -261,9 +268,10 @@ func notFound(id string) error {
 	return apperr.New(apperr.NotFound, "agent %q not found", id)
 }
 
-// withStats is the agent's detail: the agent with its datastores and stats
-// computed from its conversations and messages.
-func withStats(ctx context.Context, q *dbq.Queries, a dbq.Agent) (*parleyv1.Agent, error) {
+// detail is the agent's detail: the agent with its datastores, stats
+// computed from its conversations and messages, and warnings about the
+// tools it lists that its model will not be offered.
+func (h *handler) detail(ctx context.Context, q *dbq.Queries, a dbq.Agent) (*parleyv1.Agent, error) {
 	st, err := q.AgentStats(ctx, dbq.AgentStatsParams{OrgID: a.OrgID, AgentID: a.ID})
 	if err != nil {
 		return nil, err
@@ -278,6 +286,7 @@ func withStats(ctx context.Context, q *dbq.Queries, a dbq.Agent) (*parleyv1.Agen
 	for _, id := range ds {
 		out.Datastores = append(out.Datastores, id.String())
 	}
+	out.Warnings = tool.Warnings(h.tools, &tool.Profile{Tools: a.Tools, HasDatastores: len(ds) > 0})
 	return out, nil
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/tool"
 )
 
 // DefaultDatabaseURL is what scripts/db-setup.sh makes ready.
@@ -47,6 +48,9 @@ type Config struct {
 	// client (public agents' per-IP limits, logs); none by default, so the
 	// header is ignored and the peer is the client.
 	TrustedProxies []netip.Prefix
+	// WebSearch is web_search's backend: the first configured of SearXNG,
+	// Brave Search and Tavily; none leaves web_search unoffered.
+	WebSearch tool.SearchConfig
 	// Catalog, when set, replaces the catalog built from the environment
 	// and ModelsFile (tests point model names at fake providers with it).
 	Catalog *llm.Catalog
@@ -86,6 +90,16 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"a private address range (CIDR) the web fetcher may reach, repeatable; none by default")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
+	fs.StringVar(&c.WebSearch.SearxngURL, "searxng-url", env("PARLEY_SEARXNG_URL", ""),
+		"web_search backend: a SearXNG instance's base URL, its JSON API enabled (PARLEY_SEARXNG_URL); the first configured of SearXNG, Brave, Tavily wins")
+	fs.StringVar(&c.WebSearch.BraveAPIKey, "brave-api-key", env("PARLEY_BRAVE_API_KEY", ""),
+		"web_search backend: a Brave Search API subscription token (PARLEY_BRAVE_API_KEY)")
+	fs.StringVar(&c.WebSearch.BraveBaseURL, "brave-base-url", env("PARLEY_BRAVE_BASE_URL", ""),
+		"the Brave Search API's base URL; empty: https://api.search.brave.com (PARLEY_BRAVE_BASE_URL)")
+	fs.StringVar(&c.WebSearch.TavilyAPIKey, "tavily-api-key", env("PARLEY_TAVILY_API_KEY", ""),
+		"web_search backend: a Tavily API key (PARLEY_TAVILY_API_KEY)")
+	fs.StringVar(&c.WebSearch.TavilyBaseURL, "tavily-base-url", env("PARLEY_TAVILY_BASE_URL", ""),
+		"the Tavily API's base URL; empty: https://api.tavily.com (PARLEY_TAVILY_BASE_URL)")
 	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
 		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
 }

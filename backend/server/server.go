@@ -39,6 +39,7 @@ import (
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/tool"
 	"github.com/parleyhq/parley/compat"
 	"github.com/parleyhq/parley/console"
 )
@@ -203,10 +204,14 @@ func (a *App) routes() (http.Handler, error) {
 		// it saves on the wire.
 		connect.WithCompressMinBytes(1 << 10),
 	}
-	agents := agent.NewHandler(a.Store)
+	tools := &tool.Deps{Store: a.Store, Knowledge: a.K, Search: tool.NewSearcher(a.cfg.WebSearch)}
+	if tools.Search != nil {
+		slog.Info("web search", "backend", tools.Search.Backend())
+	}
+	agents := agent.NewHandler(a.Store, tools)
 	accounts := account.New(a.Store, a.Auth, a.Limits)
 	admitter := &chat.Admitter{Store: a.Store, Gate: gate, Limits: a.Limits}
-	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K}
+	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store}
 

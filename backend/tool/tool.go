@@ -80,6 +80,9 @@ type Result struct {
 type Deps struct {
 	Store     *db.Store
 	Knowledge *knowledge.Knowledge
+	// Search is web_search's backend; nil when none is configured, and
+	// then web_search is offered to no agent.
+	Search Searcher
 }
 
 // Profile is what decides which tools an agent can use.
@@ -117,6 +120,7 @@ type Registration struct {
 // A new tool is one file (its type and Registration) and one line here.
 var registry = []Registration{
 	datastoreQuery,
+	webSearch,
 }
 
 // Names are the registered tools' names.

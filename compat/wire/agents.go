@@ -28,6 +28,7 @@ type agentBody struct {
 	CreatedAt json.RawMessage `json:"createdAt"`
 	UpdatedAt json.RawMessage `json:"updatedAt"`
 	Stats     json.RawMessage `json:"stats"`
+	Warnings  json.RawMessage `json:"warnings"`
 }
 
 func decodeAgentBody(body []byte) (*agentBody, error) {

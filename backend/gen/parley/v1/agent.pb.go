@@ -45,10 +45,15 @@ type Agent struct {
 	// public or private.
 	Visibility string `protobuf:"bytes,9,opt,name=visibility,proto3" json:"visibility,omitempty"`
 	// Always "active" today.
-	Status        string                 `protobuf:"bytes,10,opt,name=status,proto3" json:"status,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	UpdateTime    *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
-	Stats         *AgentStats            `protobuf:"bytes,13,opt,name=stats,proto3" json:"stats,omitempty"`
+	Status     string                 `protobuf:"bytes,10,opt,name=status,proto3" json:"status,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	Stats      *AgentStats            `protobuf:"bytes,13,opt,name=stats,proto3" json:"stats,omitempty"`
+	// Why a tool the agent lists is not offered to its model (a deployment
+	// without a web search backend, an agent without datastores or
+	// endpoints), one sentence each (detail, create and update replies;
+	// empty in lists).
+	Warnings      []string `protobuf:"bytes,14,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -170,6 +175,13 @@ func (x *Agent) GetUpdateTime() *timestamppb.Timestamp {
 func (x *Agent) GetStats() *AgentStats {
 	if x != nil {
 		return x.Stats
+	}
+	return nil
+}
+
+func (x *Agent) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
 	}
 	return nil
 }
@@ -841,7 +853,7 @@ var File_parley_v1_agent_proto protoreflect.FileDescriptor
 
 const file_parley_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xbe\x03\n" +
+	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xda\x03\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -862,7 +874,8 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12+\n" +
-	"\x05stats\x18\r \x01(\v2\x15.parley.v1.AgentStatsR\x05stats\"\x8b\x01\n" +
+	"\x05stats\x18\r \x01(\v2\x15.parley.v1.AgentStatsR\x05stats\x12\x1a\n" +
+	"\bwarnings\x18\x0e \x03(\tR\bwarnings\"\x8b\x01\n" +
 	"\n" +
 	"AgentStats\x12/\n" +
 	"\x13total_conversations\x18\x01 \x01(\x03R\x12totalConversations\x12%\n" +
