@@ -202,6 +202,11 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer closeFn()
 	members := &member.Service{Store: store}
 	if *email != "" {
+		norm, err := member.NormalizeEmail(*email)
+		if err != nil {
+			return err
+		}
+		*email = norm
 		if err := members.EmailFree(ctx, *email); err != nil {
 			return err
 		}
