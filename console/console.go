@@ -136,6 +136,7 @@ func securityHeaders(next http.Handler) http.Handler {
 const (
 	sessMember = "member"
 	sessOrg    = "org"
+	sessEpoch  = "epoch"
 	sessFlash  = "flash"
 )
 
@@ -146,6 +147,7 @@ func (c *Console) signIn(ctx context.Context, m *member.Member) error {
 	}
 	c.sessions.Put(ctx, sessMember, m.ID.String())
 	c.sessions.Put(ctx, sessOrg, m.OrgID.String())
+	c.sessions.Put(ctx, sessEpoch, int(m.SessionEpoch))
 	return nil
 }
 
@@ -182,8 +184,12 @@ func (c *Console) signedIn(need member.Role, h http.HandlerFunc) http.HandlerFun
 				c.errorPage(w, r, err)
 				return
 			}
+			// SECURITY: a password changed since this session began ends it.
+			if m != nil && int(m.SessionEpoch) != c.sessions.GetInt(ctx, sessEpoch) {
+				m = nil
+			}
 		}
-		if m == nil { // signed out, or removed since
+		if m == nil { // signed out, removed, or the password changed since
 			_ = c.sessions.Destroy(ctx)
 			if r.Method == http.MethodGet {
 				http.Redirect(w, r, "/console/signin?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)

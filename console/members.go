@@ -167,11 +167,17 @@ func (c *Console) changePassword(w http.ResponseWriter, r *http.Request) {
 	}
 	// SECURITY: a new session token: one taken before the change (a cookie
 	// copied off this browser) does not outlive it.
-	if err := c.sessions.RenewToken(ctx); err != nil {
+	// The change ended every other session of the member (a new epoch);
+	// this one goes on under it.
+	m, err := c.Members.Get(ctx, v.Member.OrgID, v.Member.ID)
+	if err == nil {
+		err = c.signIn(ctx, m)
+	}
+	if err != nil {
 		c.errorPage(w, r, err)
 		return
 	}
-	c.flash(ctx, "Your password was changed.")
+	c.flash(ctx, "Your password was changed; your other sessions are signed out.")
 	http.Redirect(w, r, "/console/members", http.StatusSeeOther)
 }
 

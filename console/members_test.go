@@ -158,12 +158,17 @@ func testMemberPasswords(t *testing.T, e *env) {
 	require.Contains(t, p.Text("[data-testid=password-error]"), "password")
 
 	old := c.http.Jar.Cookies(mustURL(t, e.URL))
+	elsewhere := e.anon(t) // the same member signed in on another browser
+	p = elsewhere.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {Password}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, http.StatusOK, elsewhere.get("/console/").Status)
 	p = c.post("/console/members/password", form(Password, newPW, newPW))
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	require.Equal(t, http.StatusOK, c.get("/console/members").Status, "the session ended with the change")
 	replay := e.anon(t)
 	replay.http.Jar.SetCookies(mustURL(t, e.URL), old)
 	require.Equal(t, http.StatusSeeOther, replay.get("/console/").Status, "the session token was not renewed")
+	require.Equal(t, http.StatusSeeOther, elsewhere.get("/console/").Status, "another session outlived the password change")
 	_, err := e.members.SignInPassword(ctx, c.Member.Email, Password)
 	require.Error(t, err)
 	_, err = e.members.SignInPassword(ctx, c.Member.Email, newPW)

@@ -66,6 +66,9 @@ type Member struct {
 	HasPassword  bool
 	CreatedAt    time.Time
 	LastSignInAt *time.Time
+	// SessionEpoch moves on when the password changes: sessions signed in
+	// under an older one are over.
+	SessionEpoch int32
 }
 
 // Can reports whether m's role allows what need requires: every role reads;
@@ -87,7 +90,8 @@ func (m *Member) Principal(orgPlan string) *auth.Principal {
 
 func fromRow(r dbq.Member) *Member {
 	return &Member{ID: r.ID, OrgID: r.OrgID, Email: r.Email, Role: Role(r.Role), Operator: r.Operator,
-		HasPassword: r.PasswordHash != nil && *r.PasswordHash != "", CreatedAt: r.CreatedAt, LastSignInAt: r.LastSignInAt}
+		HasPassword: r.PasswordHash != nil && *r.PasswordHash != "", CreatedAt: r.CreatedAt, LastSignInAt: r.LastSignInAt,
+		SessionEpoch: r.SessionEpoch}
 }
 
 // Service manages members.

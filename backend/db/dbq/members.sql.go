@@ -27,7 +27,7 @@ func (q *Queries) CountOwners(ctx context.Context, orgID uuid.UUID) (int64, erro
 const createMember = `-- name: CreateMember :one
 INSERT INTO members (org_id, id, email, role, password_hash)
 VALUES ($1, $2, $3, $4, $5)
-RETURNING org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at
+RETURNING org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at, session_epoch
 `
 
 type CreateMemberParams struct {
@@ -56,6 +56,7 @@ func (q *Queries) CreateMember(ctx context.Context, arg CreateMemberParams) (Mem
 		&i.Operator,
 		&i.CreatedAt,
 		&i.LastSignInAt,
+		&i.SessionEpoch,
 	)
 	return i, err
 }
@@ -106,7 +107,7 @@ func (q *Queries) DeleteMember(ctx context.Context, arg DeleteMemberParams) (int
 }
 
 const getMember = `-- name: GetMember :one
-SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at FROM members WHERE org_id = $1 AND id = $2
+SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at, session_epoch FROM members WHERE org_id = $1 AND id = $2
 `
 
 type GetMemberParams struct {
@@ -126,6 +127,7 @@ func (q *Queries) GetMember(ctx context.Context, arg GetMemberParams) (Member, e
 		&i.Operator,
 		&i.CreatedAt,
 		&i.LastSignInAt,
+		&i.SessionEpoch,
 	)
 	return i, err
 }
@@ -153,7 +155,7 @@ func (q *Queries) LinkByToken(ctx context.Context, tokenHash []byte) (MemberLink
 }
 
 const listMembers = `-- name: ListMembers :many
-SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at FROM members WHERE org_id = $1 ORDER BY created_at, id
+SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at, session_epoch FROM members WHERE org_id = $1 ORDER BY created_at, id
 `
 
 func (q *Queries) ListMembers(ctx context.Context, orgID uuid.UUID) ([]Member, error) {
@@ -174,6 +176,7 @@ func (q *Queries) ListMembers(ctx context.Context, orgID uuid.UUID) ([]Member, e
 			&i.Operator,
 			&i.CreatedAt,
 			&i.LastSignInAt,
+			&i.SessionEpoch,
 		); err != nil {
 			return nil, err
 		}
@@ -224,7 +227,7 @@ func (q *Queries) ListPendingInvites(ctx context.Context, orgID uuid.UUID) ([]Li
 }
 
 const memberByEmail = `-- name: MemberByEmail :one
-SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at FROM members WHERE email = $1
+SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at, session_epoch FROM members WHERE email = $1
 `
 
 func (q *Queries) MemberByEmail(ctx context.Context, email string) (Member, error) {
@@ -239,6 +242,7 @@ func (q *Queries) MemberByEmail(ctx context.Context, email string) (Member, erro
 		&i.Operator,
 		&i.CreatedAt,
 		&i.LastSignInAt,
+		&i.SessionEpoch,
 	)
 	return i, err
 }
@@ -264,7 +268,8 @@ func (q *Queries) SetMemberEmail(ctx context.Context, email string) error {
 }
 
 const setMemberPassword = `-- name: SetMemberPassword :execrows
-UPDATE members SET password_hash = $1 WHERE org_id = $2 AND id = $3
+UPDATE members SET password_hash = $1, session_epoch = session_epoch + 1
+WHERE org_id = $2 AND id = $3
 `
 
 type SetMemberPasswordParams struct {
@@ -273,6 +278,7 @@ type SetMemberPasswordParams struct {
 	ID           uuid.UUID
 }
 
+// A new password ends the member's other sessions (session_epoch).
 func (q *Queries) SetMemberPassword(ctx context.Context, arg SetMemberPasswordParams) (int64, error) {
 	result, err := q.db.Exec(ctx, setMemberPassword, arg.PasswordHash, arg.OrgID, arg.ID)
 	if err != nil {

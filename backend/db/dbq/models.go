@@ -12,18 +12,20 @@ import (
 )
 
 type Agent struct {
-	OrgID        uuid.UUID
-	ID           uuid.UUID
-	Name         string
-	Description  string
-	Instructions string
-	Model        string
-	Temperature  float64
-	Tools        []string
-	Visibility   string
-	Status       string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	OrgID          uuid.UUID
+	ID             uuid.UUID
+	Name           string
+	Description    string
+	Instructions   string
+	Model          string
+	Temperature    float64
+	Tools          []string
+	Visibility     string
+	Status         string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+	ToolSettings   []byte
+	HandoffMessage string
 }
 
 type AgentDatastore struct {
@@ -75,18 +77,36 @@ type Contact struct {
 	CustomFields []byte
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	Notes        string
 }
 
 type Conversation struct {
-	OrgID     uuid.UUID
-	ID        string
-	AgentID   uuid.UUID
-	VisitorID *string
-	Status    string
-	Channel   string
-	CreatedAt time.Time
-	UpdatedAt time.Time
-	ContactID *uuid.UUID
+	OrgID           uuid.UUID
+	ID              string
+	AgentID         uuid.UUID
+	VisitorID       *string
+	Status          string
+	Channel         string
+	CreatedAt       time.Time
+	UpdatedAt       time.Time
+	ContactID       *uuid.UUID
+	Rating          *int16
+	StatusReason    string
+	StatusBy        string
+	StatusChangedAt *time.Time
+	EventSeq        int64
+}
+
+type ConversationEvent struct {
+	OrgID          uuid.UUID
+	ConversationID string
+	Seq            int64
+	Kind           string
+	MessageID      *uuid.UUID
+	Status         *string
+	Reason         string
+	Author         string
+	CreatedAt      time.Time
 }
 
 type Datasource struct {
@@ -129,6 +149,7 @@ type Member struct {
 	Operator     bool
 	CreatedAt    time.Time
 	LastSignInAt *time.Time
+	SessionEpoch int32
 }
 
 type MemberLink struct {
@@ -161,6 +182,8 @@ type Message struct {
 	CompletionTokens *int32
 	Cost             *float64
 	Incomplete       bool
+	Author           string
+	ToolCalls        []byte
 }
 
 type Operator struct {

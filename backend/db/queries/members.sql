@@ -24,7 +24,9 @@ RETURNING *;
 UPDATE members SET role = sqlc.arg(role) WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
 -- name: SetMemberPassword :execrows
-UPDATE members SET password_hash = sqlc.arg(password_hash) WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+-- A new password ends the member's other sessions (session_epoch).
+UPDATE members SET password_hash = sqlc.arg(password_hash), session_epoch = session_epoch + 1
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
 -- name: TouchMemberSignIn :exec
 UPDATE members SET last_sign_in_at = now() WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
