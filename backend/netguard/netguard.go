@@ -1,5 +1,5 @@
 // Package netguard is the only HTTP client Parley uses for URLs that users
-// give (web pages, sites, sitemaps). It allows public addresses only,
+// give (web pages, sites, sitemaps, agents' http_request endpoints). It allows public addresses only,
 // checked on the address actually dialled (so DNS tricks and rebinding
 // fail), re-checks every redirect, and caps response size and time.
 //
@@ -9,6 +9,7 @@
 package netguard
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -126,16 +127,57 @@ func looksNumeric(host string) bool {
 	return true
 }
 
-// metadata are cloud instance-metadata addresses outside the private ranges.
-var metadata = []netip.Prefix{
+// blocked are ranges outside the standard library's private, loopback,
+// link-local, multicast and unspecified classes that must not be reached
+// either: "this network" (0.0.0.0/8, which Linux routes to the host itself),
+// cloud instance metadata, carrier-grade NAT, IETF protocol assignments,
+// benchmarking, reserved and broadcast space, deprecated site-local IPv6,
+// and local-use NAT64 whose embedding cannot be read back.
+var blocked = []netip.Prefix{
+	netip.MustParsePrefix("0.0.0.0/8"),
 	netip.MustParsePrefix("169.254.0.0/16"),
 	netip.MustParsePrefix("fd00:ec2::254/128"),
 	netip.MustParsePrefix("100.64.0.0/10"), // carrier-grade NAT, also used by some clouds
 	netip.MustParsePrefix("192.0.0.0/24"),
 	netip.MustParsePrefix("198.18.0.0/15"),
+	netip.MustParsePrefix("240.0.0.0/4"), // reserved, and 255.255.255.255
+	netip.MustParsePrefix("fec0::/10"),
+	netip.MustParsePrefix("64:ff9b:1::/48"),
 }
 
-// Allowed reports whether the guard may connect to a.
+// Forms of IPv6 address that carry an IPv4 address a packet may end up at.
+var (
+	nat64  = netip.MustParsePrefix("64:ff9b::/96")
+	sixTo4 = netip.MustParsePrefix("2002::/16")
+	teredo = netip.MustParsePrefix("2001::/32")
+)
+
+// embeddedV4 returns the IPv4 addresses an IPv6 address a leads to, for the
+// forms that embed one: IPv4-compatible (::a.b.c.d), NAT64, 6to4, and
+// Teredo (its server, and its client, stored inverted).
+func embeddedV4(a netip.Addr) []netip.Addr {
+	if !a.Is6() {
+		return nil
+	}
+	b := a.As16()
+	v4 := func(x []byte) netip.Addr { return netip.AddrFrom4([4]byte{x[0], x[1], x[2], x[3]}) }
+	switch {
+	case [12]byte(b[:12]) == [12]byte{}:
+		return []netip.Addr{v4(b[12:])}
+	case nat64.Contains(a):
+		return []netip.Addr{v4(b[12:])}
+	case sixTo4.Contains(a):
+		return []netip.Addr{v4(b[2:6])}
+	case teredo.Contains(a):
+		client := [4]byte{b[12] ^ 0xff, b[13] ^ 0xff, b[14] ^ 0xff, b[15] ^ 0xff}
+		return []netip.Addr{v4(b[4:8]), netip.AddrFrom4(client)}
+	}
+	return nil
+}
+
+// Allowed reports whether the guard may connect to a: a public unicast
+// address (or one the configuration opens), and for IPv6 forms that embed
+// an IPv4 address, that address too.
 func (c *Client) Allowed(a netip.Addr) bool {
 	a = a.Unmap()
 	for _, p := range c.cfg.Allow {
@@ -143,11 +185,23 @@ func (c *Client) Allowed(a netip.Addr) bool {
 			return true
 		}
 	}
+	if !public(a) {
+		return false
+	}
+	for _, v4 := range embeddedV4(a) {
+		if !c.Allowed(v4) {
+			return false
+		}
+	}
+	return true
+}
+
+func public(a netip.Addr) bool {
 	if !a.IsValid() || a.IsLoopback() || a.IsPrivate() || a.IsLinkLocalUnicast() || a.IsLinkLocalMulticast() ||
 		a.IsInterfaceLocalMulticast() || a.IsMulticast() || a.IsUnspecified() {
 		return false
 	}
-	for _, p := range metadata {
+	for _, p := range blocked {
 		if p.Contains(a) {
 			return false
 		}
@@ -195,6 +249,105 @@ func (c *Client) Get(ctx context.Context, raw string) (*Page, error) {
 		return nil, fmt.Errorf("%s is larger than %d bytes", u, c.cfg.MaxBytes)
 	}
 	return &Page{URL: resp.Request.URL, ContentType: resp.Header.Get("Content-Type"), Body: body}, nil
+}
+
+// Request is a request the guard sends for a caller that chose its method,
+// headers and body (http_request's endpoints).
+type Request struct {
+	Method, URL string
+	Header      http.Header
+	Body        []byte
+}
+
+// Response is what a Request got, whatever its status.
+type Response struct {
+	Status int
+	Header http.Header
+	// Body is at most MaxBytes of the body.
+	Body []byte
+	// Truncated: the body was longer; the rest was not read.
+	Truncated bool
+}
+
+// Send sends r through the guard and returns the response whatever its
+// status, with at most MaxBytes of its body (a longer body is cut, not an
+// error).
+func (c *Client) Send(ctx context.Context, r Request) (*Response, error) {
+	u, err := url.Parse(r.URL)
+	if err != nil {
+		return nil, fmt.Errorf("invalid URL: %w", err)
+	}
+	if err := CheckURL(u); err != nil {
+		return nil, err
+	}
+	if a, err := netip.ParseAddr(u.Hostname()); err == nil && !c.Allowed(a) {
+		return nil, fmt.Errorf("%w: %s is not a public address", ErrBlocked, a)
+	}
+	var body io.Reader
+	if r.Body != nil {
+		body = bytes.NewReader(r.Body)
+	}
+	req, err := http.NewRequestWithContext(ctx, r.Method, u.String(), body)
+	if err != nil {
+		return nil, err
+	}
+	for k, vs := range r.Header {
+		req.Header[http.CanonicalHeaderKey(k)] = append([]string(nil), vs...)
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "Parley/1.0 (+https://github.com/parleyhq/parley)")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	out := &Response{Status: resp.StatusCode, Header: resp.Header, Body: got}
+	if int64(len(got)) > c.cfg.MaxBytes {
+		out.Body, out.Truncated = got[:c.cfg.MaxBytes], true
+	}
+	return out, nil
+}
+
+// resolveTimeout bounds CheckDestination's DNS lookup.
+const resolveTimeout = 3 * time.Second
+
+// CheckDestination refuses, before any request is sent, a URL the guard
+// would refuse to fetch: what CheckURL refuses, a host that is an address
+// the guard may not reach, and a host name that resolves to one. A name
+// that does not resolve now passes: the check at dial time still applies
+// to whatever it resolves to later.
+func (c *Client) CheckDestination(ctx context.Context, raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("invalid URL: %w", err)
+	}
+	if err := CheckURL(u); err != nil {
+		return err
+	}
+	host := u.Hostname()
+	if a, err := netip.ParseAddr(host); err == nil {
+		if !c.Allowed(a) {
+			return fmt.Errorf("%w: %s is not a public address", ErrBlocked, a)
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil
+	}
+	for _, a := range addrs {
+		if !c.Allowed(a) {
+			return fmt.Errorf("%w: %s resolves to %s, which is not a public address", ErrBlocked, host, a)
+		}
+	}
+	return nil
 }
 
 // Blocked reports whether err is the guard's refusal.

@@ -2,6 +2,7 @@ package netguard
 
 import (
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -102,9 +103,87 @@ func TestAllowedTable(t *testing.T) {
 		"127.0.0.1": false, "::1": false, "10.1.2.3": false, "172.16.0.1": false, "192.168.0.1": false,
 		"169.254.169.254": false, "0.0.0.0": false, "::": false, "::ffff:10.0.0.1": false, "fc00::1": false,
 		"fe80::1": false, "224.0.0.1": false, "100.100.100.200": false,
+		// "This network" reaches the host itself on Linux.
+		"0.0.0.1": false, "0.1.2.3": false,
+		// IPv4-compatible and -mapped IPv6 forms of private addresses.
+		"::7f00:1": false, "::127.0.0.1": false, "::a9fe:a9fe": false, "::ffff:127.0.0.1": false, "::ffff:169.254.169.254": false,
+		"::8.8.8.8": true,
+		// NAT64 (well-known and local-use prefixes).
+		"64:ff9b::7f00:1": false, "64:ff9b::a00:1": false, "64:ff9b::a9fe:a9fe": false, "64:ff9b:1::a00:1": false,
+		"64:ff9b::808:808": true,
+		// 6to4 and Teredo carrying private addresses.
+		"2002:7f00:1::1": false, "2002:a00:1::": false, "2002:c0a8:101::1": false, "2002:808:808::1": true,
+		"2001:0:a00:1::1": false, "2001:0:808:808::80ff:fefe": false, "2001:0:808:808::f7f7:f7f7": true,
+		// Reserved, broadcast, deprecated site-local.
+		"240.0.0.1": false, "255.255.255.255": false, "fec0::1": false,
 	} {
 		if got := c.Allowed(netip.MustParseAddr(addr)); got != want {
 			t.Errorf("Allowed(%s) = %v, want %v", addr, got, want)
 		}
+	}
+}
+
+// Send passes the caller's method, headers and body, returns any status,
+// and cuts a body longer than MaxBytes instead of failing.
+func TestSend(t *testing.T) {
+	t.Parallel()
+	var gotMethod, gotHeader, gotBody string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		gotMethod, gotHeader = r.Method, r.Header.Get("X-Api-Key")
+		b, _ := io.ReadAll(r.Body)
+		gotBody = string(b)
+		w.WriteHeader(http.StatusTeapot)
+		w.Write([]byte(strings.Repeat("x", 100)))
+	}))
+	defer srv.Close()
+	c := New(Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}, MaxBytes: 64})
+	resp, err := c.Send(context.Background(), Request{Method: http.MethodPost, URL: srv.URL + "/orders",
+		Header: http.Header{"X-Api-Key": {"k1"}}, Body: []byte(`{"a":1}`)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if gotMethod != "POST" || gotHeader != "k1" || gotBody != `{"a":1}` {
+		t.Fatalf("the server got %s %q %q", gotMethod, gotHeader, gotBody)
+	}
+	if resp.Status != http.StatusTeapot || len(resp.Body) != 64 || !resp.Truncated {
+		t.Fatalf("got status %d, %d bytes, truncated %v", resp.Status, len(resp.Body), resp.Truncated)
+	}
+
+	// Without the range opened, the same server is refused at dial time.
+	if _, err := New(Config{}).Send(context.Background(), Request{Method: http.MethodGet, URL: srv.URL}); !Blocked(err) {
+		t.Fatalf("got %v, want a refusal", err)
+	}
+}
+
+// CheckDestination refuses before any request what the guard would refuse
+// at dial time, names that resolve to such addresses included.
+func TestCheckDestination(t *testing.T) {
+	t.Parallel()
+	c := New(Config{})
+	for _, raw := range []string{
+		"http://169.254.169.254/latest/meta-data/",
+		"http://127.0.0.1:8080/",
+		"http://[::1]/",
+		"http://10.1.2.3/",
+		"http://0x7f000001/",
+		"http://localhost:9000/", // a name that resolves to loopback
+		"ftp://example.com/",
+		"http://user:pw@example.com/",
+	} {
+		if err := c.CheckDestination(context.Background(), raw); !Blocked(err) {
+			t.Errorf("%s: got %v, want a refusal", raw, err)
+		}
+	}
+	for _, raw := range []string{
+		"https://93.184.215.14/api",
+		"https://name-that-does-not-resolve.invalid/", // left to the dial-time check
+	} {
+		if err := c.CheckDestination(context.Background(), raw); err != nil {
+			t.Errorf("%s: got %v, want it allowed", raw, err)
+		}
+	}
+	open := New(Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
+	if err := open.CheckDestination(context.Background(), "http://localhost:9000/"); err != nil {
+		t.Errorf("an opened range: got %v", err)
 	}
 }
