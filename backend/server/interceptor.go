@@ -4,8 +4,10 @@ import (
 	"context"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/compat/wire"
 )
 
 // errorInterceptor maps every error a handler returns through apperr's one
@@ -27,4 +29,43 @@ func (errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
 		return apperr.ToConnect(ctx, next(ctx, conn))
 	}
+}
+
+// nulInterceptor refuses requests carrying U+0000 in any string, as the
+// REST paths do (wire.NoNUL): InvalidArgument naming the field.
+type nulInterceptor struct{}
+
+func (nulInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {
+	return func(ctx context.Context, req connect.AnyRequest) (connect.AnyResponse, error) {
+		if m, ok := req.Any().(proto.Message); ok {
+			if err := wire.NoNUL(m); err != nil {
+				return nil, apperr.ToConnect(ctx, err)
+			}
+		}
+		return next(ctx, req)
+	}
+}
+
+func (nulInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) connect.StreamingClientFunc {
+	return next
+}
+
+func (nulInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
+	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
+		return next(ctx, nulConn{conn})
+	}
+}
+
+type nulConn struct{ connect.StreamingHandlerConn }
+
+func (c nulConn) Receive(msg any) error {
+	if err := c.StreamingHandlerConn.Receive(msg); err != nil {
+		return err
+	}
+	if m, ok := msg.(proto.Message); ok {
+		if err := wire.NoNUL(m); err != nil {
+			return apperr.ToConnect(context.Background(), err)
+		}
+	}
+	return nil
 }

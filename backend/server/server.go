@@ -198,6 +198,7 @@ func (a *App) routes() (http.Handler, error) {
 			// Who gets in: each method's rule, declared in the schema.
 			access.Interceptor{Gate: gate},
 			validate.NewInterceptor(validate.WithValidator(validator)),
+			nulInterceptor{},
 		),
 		connect.WithReadMaxBytes(maxMessageBytes),
 		// Compressing replies of a few hundred bytes costs more CPU than

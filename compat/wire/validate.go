@@ -15,7 +15,7 @@ import (
 func Validate(v protovalidate.Validator, msg proto.Message) error {
 	err := v.Validate(msg)
 	if err == nil {
-		return nil
+		return NoNUL(msg)
 	}
 	var verr *protovalidate.ValidationError
 	if !errors.As(err, &verr) || len(verr.Violations) == 0 {
@@ -33,9 +33,18 @@ func Validate(v protovalidate.Validator, msg proto.Message) error {
 	return &apperr.Error{Code: apperr.Invalid, Field: first, Message: strings.Join(msgs, "; ")}
 }
 
+// restNames are the REST names that are not the lowerCamelCase of the
+// schema's: toolSettings is keyed by tool names, which keep their
+// snake_case (as in tools).
+var restNames = strings.NewReplacer("toolSettings.httpRequest", "toolSettings.http_request")
+
 // JSONName turns a protobuf field path (update_mask, tools[1]) into its
-// lowerCamelCase JSON form.
+// REST JSON form: lowerCamelCase (toolSettings.http_request.endpoints[0].url).
 func JSONName(path string) string {
+	return restNames.Replace(camel(path))
+}
+
+func camel(path string) string {
 	var b strings.Builder
 	up := false
 	for _, c := range path {
