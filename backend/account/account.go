@@ -5,6 +5,7 @@ package account
 
 import (
 	"context"
+	"slices"
 	"errors"
 	"fmt"
 	"time"
@@ -132,6 +133,17 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *parleyv1.RevokeApiKeyRe
 		if err != nil {
 			return err
 		}
+		// An organization keeps a key that can manage it: revoking the last
+		// one would leave only the console (and an operator) to issue keys.
+		if slices.Contains(row.Scopes, string(auth.ScopeAdmin)) {
+			n, err := q.CountLiveAdminKeys(ctx, p.OrgID)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return apperr.New(apperr.FailedPrecondition, "this is the organization's last admin key: create another admin key first")
+			}
+		}
 		resp = &parleyv1.RevokeApiKeyResponse{ApiKey: keyToProto(row)}
 		return nil
 	})
@@ -226,6 +238,36 @@ func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgI
 		return err
 	})
 	return orgID, key, err
+}
+
+// CreateKey issues a key for an organization from the command line
+// (parley admin create-key): the way back in for an organization whose keys
+// are all gone.
+func CreateKey(ctx context.Context, store *db.Store, org uuid.UUID, name, keyPlan string, scopes []string) (string, error) {
+	var secret string
+	err := store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		orgPlan, err := q.LockOrganizationPlan(ctx, org)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return apperr.New(apperr.NotFound, "organization %s not found", org)
+		}
+		if err != nil {
+			return err
+		}
+		if keyPlan == "" {
+			keyPlan = orgPlan
+		}
+		for _, sc := range scopes {
+			if sc != string(auth.ScopeAdmin) && sc != string(auth.ScopeChat) {
+				return apperr.InvalidField("scopes", "%q is not a scope: use admin and/or chat", sc)
+			}
+		}
+		if len(scopes) == 0 {
+			return apperr.InvalidField("scopes", "name at least one scope")
+		}
+		_, secret, err = issue(ctx, q, org, orgPlan, name, keyPlan, scopes, nil)
+		return err
+	})
+	return secret, err
 }
 
 // SetLimits sets an enterprise organization's limits (parley admin set-limits).

@@ -97,6 +97,24 @@ func TestKeyLifecycle(t *testing.T) {
 		}
 	})
 
+	t.Run("the last admin key cannot be revoked", func(t *testing.T) {
+		org := e.Bootstrap("Lonely", "starter")
+		lonely := keysClient(e, org.Key)
+		keys, err := lonely.ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+		require.NoError(t, err)
+		require.Len(t, keys.GetApiKeys(), 1)
+		_, err = lonely.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: keys.GetApiKeys()[0].GetId()})
+		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+		require.Equal(t, http.StatusOK, e.Do("GET", "/api/agents", org.Key, nil).Status, "the key was revoked anyway")
+		// With a second admin key, the first may go.
+		second, err := lonely.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "second", Scopes: []string{"admin"}})
+		require.NoError(t, err)
+		_, err = lonely.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: keys.GetApiKeys()[0].GetId()})
+		require.NoError(t, err)
+		_, err = keysClient(e, second.GetSecret()).RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: second.GetApiKey().GetId()})
+		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))
+	})
+
 	t.Run("revoked key is refused at once on this instance", func(t *testing.T) {
 		_, err := admin.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: created.GetApiKey().GetId()})
 		require.NoError(t, err)

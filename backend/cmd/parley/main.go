@@ -35,6 +35,8 @@ Usage:
   parley admin bootstrap --org NAME --plan free|starter|pro|enterprise [--email E] [--json]
                               create an organization, its first admin+chat API key and
                               its owner, with a one-time console sign-in link
+  parley admin create-key --org ID [--name N] [--plan P] [--scopes admin,chat]
+                              issue an API key for an organization (shown once)
   parley admin signin-link --org ID --email E
                               print a fresh one-time sign-in link for a member
   parley admin operator --email E [--off]
@@ -78,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return setLimits(ctx, args[2:], stdout, stderr)
 		case "signin-link":
 			return signinLink(ctx, args[2:], stdout, stderr)
+		case "create-key":
+			return createKey(ctx, args[2:], stdout, stderr)
 		case "operator":
 			return operator(ctx, args[2:], stdout, stderr)
 		}
@@ -248,6 +252,35 @@ func publicURLFlag(fs *flag.FlagSet) *string {
 
 func signinURL(public, token string) string {
 	return strings.TrimRight(public, "/") + "/console/link?token=" + token
+}
+
+// createKey issues a key for an organization (one that lost its keys).
+func createKey(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley admin create-key", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	org := fs.String("org", "", "organization id (required)")
+	name := fs.String("name", "operator-issued", "the key's name")
+	p := fs.String("plan", "", "the key's plan (default: the organization's)")
+	scopes := fs.String("scopes", "admin,chat", "comma-separated scopes: admin, chat")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	id, err := uuid.Parse(*org)
+	if err != nil {
+		return fmt.Errorf("--org %q is not an organization id", *org)
+	}
+	store, closeFn, err := openStore(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	key, err := account.CreateKey(ctx, store, id, *name, *p, strings.Split(*scopes, ","))
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "API key (shown once, keep it): %s\n", key)
+	return nil
 }
 
 // signinLink prints a fresh one-time sign-in link (a lost password).

@@ -41,6 +41,9 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 	require.NoError(t, run(context.Background(), []string{"admin", "signin-link", "--database-url", u, "--org", got.OrganizationID, "--email", "ann@example.com"}, &out, &errOut))
 	require.Regexp(t, regexp.MustCompile(`^http://localhost:8080/console/link\?token=[A-Za-z0-9_-]{43}\n$`), out.String())
 	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"admin", "create-key", "--database-url", u, "--org", got.OrganizationID, "--scopes", "chat"}, &out, &errOut))
+	require.Regexp(t, regexp.MustCompile(`^API key \(shown once, keep it\): prly_[a-z2-7]{39}\n$`), out.String())
+	out.Reset()
 	require.NoError(t, run(context.Background(), []string{"admin", "operator", "--database-url", u, "--email", "ann@example.com"}, &out, &errOut))
 	require.Equal(t, "ann@example.com operator: true\n", out.String())
 
@@ -50,6 +53,9 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 		{"admin", "set-limits", "--database-url", u, "--org", "nope", "--per-minute", "1", "--per-day", "1"},
 		{"admin", "signin-link", "--database-url", u, "--org", "nope", "--email", "a@b.c"},
 		{"admin", "operator", "--database-url", u, "--email", "nobody@example.com"},
+		{"admin", "create-key", "--database-url", u, "--org", "nope"},
+		{"admin", "create-key", "--database-url", u, "--org", got.OrganizationID, "--scopes", "root"},
+		{"admin", "create-key", "--database-url", u, "--org", got.OrganizationID, "--plan", "enterprise"},
 		{"frobnicate"},
 	} {
 		require.Error(t, run(context.Background(), bad, &out, &errOut), "%v", bad)

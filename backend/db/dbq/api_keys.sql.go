@@ -12,6 +12,20 @@ import (
 	"github.com/google/uuid"
 )
 
+const countLiveAdminKeys = `-- name: CountLiveAdminKeys :one
+SELECT count(*) FROM api_keys
+WHERE org_id = $1 AND revoked_at IS NULL AND 'admin' = ANY(scopes)
+  AND (expires_at IS NULL OR expires_at > now())
+`
+
+// Keys of the organization that can still manage it.
+func (q *Queries) CountLiveAdminKeys(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countLiveAdminKeys, orgID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const createAPIKey = `-- name: CreateAPIKey :one
 INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at)
 VALUES ($1, $2, $3, $4, $5,

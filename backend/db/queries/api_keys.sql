@@ -31,3 +31,9 @@ RETURNING *;
 UPDATE api_keys k SET last_used_at = greatest(k.last_used_at, u.used_at)
 FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(used_at)::timestamptz[]) AS used_at) AS u
 WHERE k.org_id = sqlc.arg(org_id) AND k.id = u.id;
+
+-- name: CountLiveAdminKeys :one
+-- Keys of the organization that can still manage it.
+SELECT count(*) FROM api_keys
+WHERE org_id = sqlc.arg(org_id) AND revoked_at IS NULL AND 'admin' = ANY(scopes)
+  AND (expires_at IS NULL OR expires_at > now());
