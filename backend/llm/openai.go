@@ -111,9 +111,13 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 	type partial struct{ id, name, args string }
 	calls := map[int64]*partial{}
 	var usage *Usage
+	finished := false
 	for stream.Next() {
 		chunk := stream.Current()
 		for _, ch := range chunk.Choices {
+			if ch.FinishReason != "" {
+				finished = true
+			}
 			if ch.Delta.Content != "" {
 				if err := yield(Event{Text: ch.Delta.Content}); err != nil {
 					return err
@@ -138,6 +142,15 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 	}
 	if err := stream.Err(); err != nil {
 		return o.wrap(ctx, err)
+	}
+	if !finished {
+		// Every complete answer names why it ended; a stream closed without
+		// one was cut (a proxy, a crashed server) and must not be stored as
+		// a whole answer.
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		return &ProviderError{Provider: o.name, Err: errors.New("the stream ended without a finish reason")}
 	}
 	idx := make([]int64, 0, len(calls))
 	for i := range calls {

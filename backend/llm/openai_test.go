@@ -45,6 +45,12 @@ func chunk(w http.ResponseWriter, delta string, extra string) {
 	w.(http.Flusher).Flush()
 }
 
+// finish ends a choice as OpenAI does, with its finish reason.
+func finish(w http.ResponseWriter, reason string) {
+	fmt.Fprintf(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[{"index":0,"delta":{},"finish_reason":%q}]}`+"\n\n", reason)
+	w.(http.Flusher).Flush()
+}
+
 func streamHeaders(w http.ResponseWriter) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.WriteHeader(200)
@@ -88,6 +94,7 @@ func TestOpenAITextAndUsage(t *testing.T) {
 		chunk(w, `{"role":"assistant","content":""}`, "")
 		chunk(w, `{"content":"Fine"}`, "")
 		chunk(w, `{"content":", thanks."}`, "")
+		finish(w, "stop")
 		fmt.Fprint(w, `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","created":1,"model":"gpt-4o-mini","choices":[],"usage":{"prompt_tokens":21,"completion_tokens":4,"total_tokens":25}}`+"\n\n")
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
@@ -107,6 +114,7 @@ func TestOpenAIToolCalls(t *testing.T) {
 		chunk(w, `{"role":"assistant","tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"web_search","arguments":""}}]}`, "")
 		chunk(w, `{"tool_calls":[{"index":0,"function":{"arguments":"{\"query\":"}}]}`, "")
 		chunk(w, `{"tool_calls":[{"index":0,"function":{"arguments":"\"parley\"}"}}]}`, "")
+		finish(w, "tool_calls")
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
 	req := basicReq
@@ -133,6 +141,7 @@ func TestOpenAIRetriesA429HonouringRetryAfter(t *testing.T) {
 		}
 		streamHeaders(w)
 		chunk(w, `{"content":"ok"}`, "")
+		finish(w, "stop")
 		fmt.Fprint(w, "data: [DONE]\n\n")
 	})
 	text, _, _, err := collect(t, newOpenAI(srv.URL), basicReq)
@@ -172,6 +181,28 @@ func TestOpenAICutMidStreamIsNotRetried(t *testing.T) {
 	require.Error(t, err)
 	require.Equal(t, "Half an answer", text, "the text before the cut, once")
 	require.EqualValues(t, 1, calls.Load(), "a stream that yielded text must not be retried")
+}
+
+// A stream that ends without a finish reason (closed cleanly, even with
+// [DONE]) was cut: an error, never a whole answer; not retried after text.
+func TestOpenAIStreamWithoutFinishReasonIsAnError(t *testing.T) {
+	t.Parallel()
+	for _, done := range []bool{false, true} {
+		srv, calls := openAIServer(t, func(_ int, w http.ResponseWriter, _ map[string]any) {
+			streamHeaders(w)
+			chunk(w, `{"content":"Half an "}`, "")
+			chunk(w, `{"content":"answer"}`, "")
+			if done {
+				fmt.Fprint(w, "data: [DONE]\n\n")
+			}
+		})
+		text, _, _, err := collect(t, newOpenAI(srv.URL), basicReq)
+		var pe *llm.ProviderError
+		require.ErrorAs(t, err, &pe, "done=%v", done)
+		require.Contains(t, pe.Error(), "finish reason")
+		require.Equal(t, "Half an answer", text)
+		require.EqualValues(t, 1, calls.Load())
+	}
 }
 
 func TestLocalEngine(t *testing.T) {

@@ -31,6 +31,7 @@ func TestToolResultsInEachProvidersWireFormat(t *testing.T) {
 			for _, p := range pieces {
 				chunk(w, `{"content":`+jsonStr(p)+`}`, "")
 			}
+			finish(w, "stop")
 			_, _ = io.WriteString(w, "data: [DONE]\n\n")
 		},
 	}

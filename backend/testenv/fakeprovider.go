@@ -117,9 +117,11 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 			"function": map[string]string{"name": c.Name, "arguments": c.Arguments}})
 		fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{"tool_calls":[%s]},"finish_reason":null}]}`+"\n\n", call)
 	}
+	finish := "stop"
 	if len(reply.ToolCalls) > 0 {
-		fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":"tool_calls"}]}`+"\n\n")
+		finish = "tool_calls"
 	}
+	fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":%q}]}`+"\n\n", finish)
 	fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":5,"total_tokens":16}}`+"\n\n")
 	fmt.Fprint(w, "data: [DONE]\n\n")
 }
