@@ -6,9 +6,11 @@ package ratelimit
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -25,6 +27,13 @@ type Limiter struct {
 
 	mu     sync.Mutex
 	byRate map[limiter.Rate]*limiter.Limiter
+
+	// fallback counts in this process while the shared store (Redis)
+	// fails: limits then hold per instance instead of across them, and no
+	// request fails for it. Nil for a memory limiter.
+	fallback *Limiter
+	degraded atomic.Int64
+	warned   atomic.Int64 // unix seconds of the last warning
 }
 
 // NewMemory counts in this process only.
@@ -42,7 +51,22 @@ func NewRedis(client redis.UniversalClient, prefix string) (*Limiter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rate limit store: %w", err)
 	}
-	return &Limiter{store: store, byRate: map[limiter.Rate]*limiter.Limiter{}}, nil
+	return &Limiter{store: store, byRate: map[limiter.Rate]*limiter.Limiter{}, fallback: NewMemory()}, nil
+}
+
+// Degraded is how many requests were counted in this process because the
+// shared store failed.
+func (l *Limiter) Degraded() int64 { return l.degraded.Load() }
+
+// degrade records a failure of the shared store, warning at most once every
+// 30 s, and returns the limiter to count with instead.
+func (l *Limiter) degrade(ctx context.Context, err error) *Limiter {
+	l.degraded.Add(1)
+	now := time.Now().Unix()
+	if last := l.warned.Load(); now-last >= 30 && l.warned.CompareAndSwap(last, now) {
+		slog.WarnContext(ctx, "rate limits: the shared store fails; counting per instance until it answers", "err", err)
+	}
+	return l.fallback
 }
 
 func (l *Limiter) forRate(period time.Duration, n int64) *limiter.Limiter {
@@ -77,8 +101,18 @@ func (r Result) RetryAfter(now time.Time) time.Duration {
 }
 
 // Allow counts one request of key. A request refused by the minute limit does
-// not count against the day.
+// not count against the day. When Redis fails, the request is counted in
+// this process instead (see fallback): a store outage degrades exactness
+// across instances, never availability.
 func (l *Limiter) Allow(ctx context.Context, key string, lim plan.Limits) (Result, error) {
+	res, err := l.allow(ctx, key, lim)
+	if err != nil && l.fallback != nil {
+		return l.degrade(ctx, err).allow(ctx, key, lim)
+	}
+	return res, err
+}
+
+func (l *Limiter) allow(ctx context.Context, key string, lim plan.Limits) (Result, error) {
 	m, err := l.forRate(time.Minute, lim.PerMinute).Get(ctx, key+":m")
 	if err != nil {
 		return Result{}, fmt.Errorf("rate limit: %w", err)
@@ -105,8 +139,17 @@ type Usage struct {
 	Minute, Day int64
 }
 
-// Peek reads a key's counts without counting.
+// Peek reads a key's counts without counting (this process's counts while
+// Redis fails).
 func (l *Limiter) Peek(ctx context.Context, key string, lim plan.Limits) (Usage, error) {
+	u, err := l.peek(ctx, key, lim)
+	if err != nil && l.fallback != nil {
+		return l.degrade(ctx, err).peek(ctx, key, lim)
+	}
+	return u, err
+}
+
+func (l *Limiter) peek(ctx context.Context, key string, lim plan.Limits) (Usage, error) {
 	m, err := l.forRate(time.Minute, lim.PerMinute).Peek(ctx, key+":m")
 	if err != nil {
 		return Usage{}, err

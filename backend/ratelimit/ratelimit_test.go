@@ -127,3 +127,29 @@ func TestResultReportsRetryAfter(t *testing.T) {
 	ra := second.RetryAfter(time.Now())
 	require.True(t, ra >= time.Second && ra <= time.Minute, "retry after %v", ra)
 }
+
+// With Redis down, requests are counted in this process: limits still hold
+// (per instance), and nothing fails.
+func TestRedisDownFallsBackToThisProcess(t *testing.T) {
+	t.Parallel()
+	opts, err := redis.ParseURL(dbtest.RedisURL())
+	require.NoError(t, err)
+	client := redis.NewClient(opts)
+	l, err := ratelimit.NewRedis(client, "down-"+randomKey())
+	require.NoError(t, err)
+	require.NoError(t, client.Close()) // Redis is gone from here on
+	lim := plan.Limits{PerMinute: 3, PerDay: 100}
+	var allowed int
+	for range 5 {
+		res, err := l.Allow(context.Background(), "k", lim)
+		require.NoError(t, err)
+		if res.Allowed {
+			allowed++
+		}
+	}
+	require.Equal(t, 3, allowed)
+	require.EqualValues(t, 5, l.Degraded())
+	u, err := l.Peek(context.Background(), "k", lim)
+	require.NoError(t, err)
+	require.EqualValues(t, 3, u.Minute)
+}
