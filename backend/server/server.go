@@ -108,6 +108,21 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			a.Close()
 			return nil, fmt.Errorf("redis url: %w", err)
 		}
+		// A Redis that stops answering must not hold requests for long: rate
+		// limits then fall back to this instance (ratelimit.Limiter) within
+		// these bounds, unless the URL sets its own.
+		if opts.DialTimeout == 0 {
+			opts.DialTimeout = 300 * time.Millisecond
+		}
+		if opts.ReadTimeout == 0 {
+			opts.ReadTimeout = 300 * time.Millisecond
+		}
+		if opts.WriteTimeout == 0 {
+			opts.WriteTimeout = 300 * time.Millisecond
+		}
+		if opts.MaxRetries == 0 {
+			opts.MaxRetries = 1
+		}
 		a.redis = redis.NewClient(opts)
 		if err := a.redis.Ping(ctx).Err(); err != nil {
 			a.Close()
