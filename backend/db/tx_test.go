@@ -1,0 +1,59 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
+)
+
+// Pooled connections killed under the service (a restarted or failed-over
+// Postgres): the next transactions start on fresh connections; a request
+// is never a 500, at worst a 503 UNAVAILABLE.
+func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
+	t.Parallel()
+	pool, url := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	read := func() error {
+		return store.Tenant(ctx, uuid.New(), func(q *dbq.Queries) error {
+			_, err := q.ListPlans(ctx)
+			return err
+		})
+	}
+	// Warm the pool: several connections, used just now.
+	for range 8 {
+		require.NoError(t, read())
+	}
+	for round := range 3 {
+		killer, err := pgx.Connect(ctx, url)
+		require.NoError(t, err)
+		tag, err := killer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)
+		require.NoError(t, err)
+		require.NoError(t, killer.Close(ctx))
+		require.Positive(t, tag.RowsAffected(), "round %d killed nothing", round)
+		var ok, unavailable int
+		for range 8 {
+			err := read()
+			switch {
+			case err == nil:
+				ok++
+			case apperr.CodeOf(err) == apperr.Unavailable:
+				unavailable++
+			default:
+				t.Fatalf("round %d: a killed connection surfaced as %v", round, err)
+			}
+		}
+		require.Positive(t, ok, "round %d: nothing recovered", round)
+		time.Sleep(10 * time.Millisecond)
+	}
+}
