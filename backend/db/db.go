@@ -62,7 +62,7 @@ func Open(ctx context.Context, url string, maxConns int32) (*pgxpool.Pool, error
 // the transaction, so it is gone at commit or rollback and the next user of
 // the connection starts with none.
 func (s *Store) Tenant(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
 		q := dbq.New(tx)
 		if err := q.SetTenant(ctx, org.String()); err != nil {
 			return err
@@ -74,7 +74,7 @@ func (s *Store) Tenant(ctx context.Context, org uuid.UUID, fn func(q *dbq.Querie
 // TenantTx is Tenant with the transaction itself, for work that must commit
 // with the rows (enqueueing a job in the same transaction).
 func (s *Store) TenantTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
 		q := dbq.New(tx)
 		if err := q.SetTenant(ctx, org.String()); err != nil {
 			return err
@@ -86,7 +86,7 @@ func (s *Store) TenantTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, 
 // KeyHolder runs fn in a transaction that may read the one API key whose
 // SHA-256 is hash, and its organization, before the organization is known.
 func (s *Store) KeyHolder(ctx context.Context, hash []byte, fn func(q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
 		q := dbq.New(tx)
 		if err := q.SetKeyHash(ctx, fmt.Sprintf("%x", hash)); err != nil {
 			return err
@@ -99,7 +99,7 @@ func (s *Store) KeyHolder(ctx context.Context, hash []byte, fn func(q *dbq.Queri
 // and its organization, if the agent is public: the way a visitor without a
 // key reaches a public agent.
 func (s *Store) PublicAgent(ctx context.Context, agentID uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
 		q := dbq.New(tx)
 		if err := q.SetPublicAgent(ctx, agentID.String()); err != nil {
 			return err
@@ -202,7 +202,7 @@ func OtherOrganization(err error) bool {
 // MemberEmail runs fn in a transaction that may read the member with this
 // email before the organization is known (password sign-in).
 func (s *Store) MemberEmail(ctx context.Context, email string, fn func(q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
 		q := dbq.New(tx)
 		if err := q.SetMemberEmail(ctx, email); err != nil {
 			return err
@@ -215,7 +215,7 @@ func (s *Store) MemberEmail(ctx context.Context, email string, fn func(q *dbq.Qu
 // has this SHA-256, before the organization is known. fn may then scope the
 // transaction to the link's organization with q.SetTenant.
 func (s *Store) Link(ctx context.Context, hash []byte, fn func(q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
 		q := dbq.New(tx)
 		if err := q.SetLinkHash(ctx, fmt.Sprintf("%x", hash)); err != nil {
 			return err
