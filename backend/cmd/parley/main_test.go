@@ -1,18 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
+	"sync"
 	"testing"
 	"time"
 
@@ -62,37 +60,27 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 	}
 }
 
-// The real binary serves, answers with the bootstrap key, and on SIGTERM
-// drains and exits 0.
-func TestServeAndSIGTERM(t *testing.T) {
+// The command serves, answers with the bootstrap key, and when its context
+// ends (main cancels it on SIGTERM or Ctrl-C) drains and returns nil. It
+// runs in-process through run(ctx, args): no go build inside a test.
+func TestServeAndShutdown(t *testing.T) {
 	t.Parallel()
 	u := dbtest.New(t)
-	bin := filepath.Join(t.TempDir(), "parley")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	out, err := exec.Command(bin, "admin", "bootstrap", "--database-url", u, "--org", "Acme", "--plan", "free", "--json").Output()
-	require.NoError(t, err)
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme", "--plan", "free", "--json"}, &out, &errOut), errOut.String())
 	var boot struct{ OrganizationID, APIKey string }
-	require.NoError(t, json.Unmarshal(out, &boot))
+	require.NoError(t, json.Unmarshal(out.Bytes(), &boot))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
-	cmd := exec.Command(bin, "serve", "--addr", addr, "--database-url", u, "--shutdown-timeout", "5s")
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() { _ = cmd.Process.Kill() })
-	logs := make(chan string, 100)
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	logs := &syncBuffer{}
+	exited := make(chan error, 1)
 	go func() {
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			logs <- sc.Text()
-		}
-		close(logs)
+		exited <- run(ctx, []string{"serve", "--addr", addr, "--database-url", u, "--shutdown-timeout", "5s", "--embeddings", "lexical"}, io.Discard, logs)
 	}()
 
 	base := "http://" + addr
@@ -111,17 +99,15 @@ func TestServeAndSIGTERM(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
+	stop() // what SIGTERM does to main's context
 	select {
 	case err := <-exited:
-		require.NoError(t, err, "parley serve must exit 0 after SIGTERM")
+		require.NoError(t, err, "parley serve must end cleanly on shutdown")
 	case <-time.After(10 * time.Second):
-		t.Fatal("parley serve did not exit within 10 s of SIGTERM")
+		t.Fatal("parley serve did not stop within 10 s of shutdown")
 	}
 	var all []string
-	for l := range logs {
+	for _, l := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		all = append(all, l)
 		var rec map[string]any
 		require.NoError(t, json.Unmarshal([]byte(l), &rec), "log line is not JSON: %s", l)
@@ -130,4 +116,22 @@ func TestServeAndSIGTERM(t *testing.T) {
 	joined := strings.Join(all, "\n")
 	require.Contains(t, joined, `"msg":"shutting down"`)
 	require.Regexp(t, `"request_id":"[0-9a-f]{16}"`, joined, fmt.Sprint("request logs carry ids"))
+}
+
+// syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
