@@ -53,6 +53,7 @@ fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 	go test -run '^$$' -fuzz '^FuzzDecodeChat$$' -fuzztime $(FUZZTIME) ./compat/wire
 	go test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./compat/wire
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/apikey
+	go test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime $(FUZZTIME) ./backend/form
 
 .PHONY: bench
 bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)
@@ -92,9 +93,10 @@ check-generate: generate ## Fail when generated code is not fresh
 	  echo "generated code is stale; run make generate and commit:"; git status --porcelain; git diff | head -50; exit 1; fi
 
 .PHONY: lint
-lint: tools ## go vet, gofmt, buf lint and buf format
+lint: tools ## go vet, staticcheck, gofmt, buf lint, buf format and templ fmt
 	go run ./scripts/protodeps build/protodeps
 	go vet ./...
+	go tool staticcheck ./...
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	buf lint
 	buf format -d --exit-code proto

@@ -28,7 +28,6 @@ import (
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/member"
-	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/compat/wire"
 )
@@ -259,11 +258,4 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, err error) {
 		return
 	}
 	render(w, r, status, errorView(viewOf(r.Context()), status, msg))
-}
-
-// planLimits is the plan catalog as the plans page shows it.
-type planRow struct {
-	Name   string
-	Limits plan.Limits
-	Yours  bool
 }

@@ -114,6 +114,7 @@ func TestIngestKilledAndRetriedLeavesOneCopy(t *testing.T) {
 	require.NoError(t, good.Ingest(ctx, e.org, e.ds))
 	total, visible, positions = e.chunks(t)
 	require.Equal(t, want, total)
+	require.Equal(t, want, visible)
 	require.Equal(t, want, positions)
 }
 

@@ -11,8 +11,9 @@ import (
 	"path/filepath"
 
 	_ "buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
-	"github.com/jhump/protoreflect/desc"            //nolint:staticcheck // protoprint still needs the v1 wrapper.
-	"github.com/jhump/protoreflect/desc/protoprint" //nolint:staticcheck
+	//lint:ignore SA1019 protoprint, which prints .proto sources, still needs the v1 wrapper.
+	"github.com/jhump/protoreflect/desc"
+	"github.com/jhump/protoreflect/desc/protoprint"
 	"google.golang.org/protobuf/reflect/protoregistry"
 )
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -115,7 +114,7 @@ func TestServeAndShutdown(t *testing.T) {
 	}
 	joined := strings.Join(all, "\n")
 	require.Contains(t, joined, `"msg":"shutting down"`)
-	require.Regexp(t, `"request_id":"[0-9a-f]{16}"`, joined, fmt.Sprint("request logs carry ids"))
+	require.Regexp(t, `"request_id":"[0-9a-f]{16}"`, joined, "request logs carry ids")
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
