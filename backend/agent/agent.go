@@ -76,6 +76,12 @@ func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequ
 	if params.Tools == nil {
 		params.Tools = []string{}
 	}
+	if err := checkToolSettings(ctx, h.tools.Guard, req.GetToolSettings()); err != nil {
+		return nil, err
+	}
+	if params.ToolSettings, err = toolSettings(req.GetToolSettings(), tool.Settings{}); err != nil {
+		return nil, err
+	}
 	var out *parleyv1.Agent
 	err = h.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
 		a, err := q.CreateAgent(ctx, params)
@@ -172,7 +178,7 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 			params.Tools = append([]string{}, req.GetTools()...)
 		case "visibility":
 			params.Visibility = ptr(req.GetVisibility())
-		case "datastores":
+		case "datastores", "tool_settings":
 		default:
 			return nil, apperr.InvalidField("update_mask", "unknown path %q", path)
 		}
@@ -182,9 +188,25 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 	if err := requireMasked(req); err != nil {
 		return nil, err
 	}
+	setSettings := slices.Contains(req.GetUpdateMask().GetPaths(), "tool_settings")
+	if setSettings {
+		if err := checkToolSettings(ctx, h.tools.Guard, req.GetToolSettings()); err != nil {
+			return nil, err
+		}
+	}
 	var out *parleyv1.Agent
 	err = h.withAgent(ctx, p, req.GetId(), func(q *dbq.Queries, id uuid.UUID) error {
 		params.ID = id
+		if setSettings {
+			// Header values left empty keep the stored ones.
+			cur, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: p.OrgID, ID: id})
+			if err != nil {
+				return err
+			}
+			if params.ToolSettings, err = toolSettings(req.GetToolSettings(), tool.ParseSettings(cur.ToolSettings)); err != nil {
+				return err
+			}
+		}
 		a, err := q.UpdateAgent(ctx, params)
 		if err != nil {
 			return err
@@ -219,7 +241,7 @@ func requireMasked(req *parleyv1.UpdateAgentRequest) error {
 			set = req.Temperature != nil
 		case "visibility":
 			set = req.Visibility != nil
-		default: // tools, datastores: an empty list is a value
+		default: // tools, datastores, tool_settings: empty is a value
 			set = true
 		}
 		if !set {
@@ -286,7 +308,7 @@ func (h *handler) detail(ctx context.Context, q *dbq.Queries, a dbq.Agent) (*par
 	for _, id := range ds {
 		out.Datastores = append(out.Datastores, id.String())
 	}
-	out.Warnings = tool.Warnings(h.tools, &tool.Profile{Tools: a.Tools, HasDatastores: len(ds) > 0})
+	out.Warnings = tool.Warnings(h.tools, &tool.Profile{Tools: a.Tools, Settings: tool.ParseSettings(a.ToolSettings), HasDatastores: len(ds) > 0})
 	return out, nil
 }
 
@@ -325,7 +347,7 @@ func toProto(a dbq.Agent, stats *parleyv1.AgentStats) *parleyv1.Agent {
 		Model: a.Model, Temperature: a.Temperature, Tools: tools, Datastores: []string{},
 		Visibility: a.Visibility, Status: a.Status,
 		CreateTime: timestamppb.New(a.CreatedAt), UpdateTime: timestamppb.New(a.UpdatedAt),
-		Stats: stats,
+		Stats: stats, ToolSettings: toolSettingsProto(tool.ParseSettings(a.ToolSettings)),
 	}
 }
 

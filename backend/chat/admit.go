@@ -116,6 +116,7 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 		OrgID: row.OrgID, ID: row.ID, Name: row.Name, Description: row.Description, Instructions: row.Instructions,
 		Model: row.Model, Temperature: row.Temperature, Tools: row.Tools, Visibility: row.Visibility,
 		Status: row.Status, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		ToolSettings: row.ToolSettings,
 	}}
 	lim := plan.Limits{PerMinute: int64(row.OrgRequestsPerMinute), PerDay: int64(row.OrgRequestsPerDay)}
 	for _, key := range []string{"pub:" + id.String() + ":v:" + visitorID, "pub:" + id.String() + ":ip:" + c.ClientIP} {

@@ -225,7 +225,7 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	kit := &tool.Kit{}
 	if !t.route.NoTools {
 		kit = tool.NewKit(deps, &tool.Turn{
-			Profile: tool.Profile{Tools: t.a.Agent.Tools, HasDatastores: len(t.stores) > 0},
+			Profile: tool.Profile{Tools: t.a.Agent.Tools, Settings: tool.ParseSettings(t.a.Agent.ToolSettings), HasDatastores: len(t.stores) > 0},
 			Org:     t.org, Stores: t.stores, Filter: t.filter,
 		})
 	}

@@ -42,7 +42,8 @@ type Config struct {
 	// SearchEf is the HNSW search breadth (hnsw.ef_search).
 	SearchEf int
 	// FetchAllow opens private address ranges to the web fetcher
-	// (intranet documents); none by default.
+	// (intranet documents) and to agents' http_request endpoints; none by
+	// default.
 	FetchAllow []netip.Prefix
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// client (public agents' per-IP limits, logs); none by default, so the
@@ -87,7 +88,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
 		"embedder of new datastores: use-lite (offline neural model, the default), lexical (offline, hashed words: fast, no synonyms), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
 	c.prefixes(fs, &c.FetchAllow, "fetch-allow", "PARLEY_FETCH_ALLOW",
-		"a private address range (CIDR) the web fetcher may reach, repeatable; none by default")
+		"a private address range (CIDR) the web fetcher and http_request endpoints may reach, repeatable; none by default")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
 	fs.StringVar(&c.WebSearch.SearxngURL, "searxng-url", env("PARLEY_SEARXNG_URL", ""),

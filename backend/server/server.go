@@ -220,7 +220,10 @@ func (a *App) routes() (http.Handler, error) {
 		// it saves on the wire.
 		connect.WithCompressMinBytes(1 << 10),
 	}
-	tools := &tool.Deps{Store: a.Store, Knowledge: a.K, Search: tool.NewSearcher(a.cfg.WebSearch)}
+	tools := &tool.Deps{
+		Store: a.Store, Knowledge: a.K, Search: tool.NewSearcher(a.cfg.WebSearch),
+		Guard: netguard.New(netguard.Config{Allow: a.cfg.FetchAllow, Timeout: tool.HTTPTimeout, MaxBytes: tool.HTTPMaxBytes}),
+	}
 	if tools.Search != nil {
 		slog.Info("web search", "backend", tools.Search.Backend())
 	}

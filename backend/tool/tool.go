@@ -25,6 +25,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/netguard"
 )
 
 // Tool is one function a model may call.
@@ -83,6 +84,9 @@ type Deps struct {
 	// Search is web_search's backend; nil when none is configured, and
 	// then web_search is offered to no agent.
 	Search Searcher
+	// Guard sends http_request's calls (with HTTPTimeout and HTTPMaxBytes);
+	// nil: http_request is offered to no agent.
+	Guard *netguard.Client
 }
 
 // Profile is what decides which tools an agent can use.
@@ -121,6 +125,7 @@ type Registration struct {
 var registry = []Registration{
 	datastoreQuery,
 	webSearch,
+	httpRequest,
 }
 
 // Names are the registered tools' names.
@@ -274,7 +279,9 @@ func ParseSettings(raw []byte) Settings {
 }
 
 // Settings are an agent's tool settings, as stored (agents.tool_settings).
-type Settings struct{}
+type Settings struct {
+	HTTPRequest HTTPRequestSettings `json:"http_request,omitzero"`
+}
 
 // clip is s cut to at most n bytes on a character boundary, with an
 // ellipsis when cut.

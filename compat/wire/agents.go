@@ -14,14 +14,15 @@ import (
 // back what it read, and are never used: ids, organizations and timestamps
 // are the server's. Any other field is refused.
 type agentBody struct {
-	Name         *string   `json:"name"`
-	Description  *string   `json:"description"`
-	Instructions *string   `json:"instructions"`
-	Model        *string   `json:"model"`
-	Temperature  *float64  `json:"temperature"`
-	Tools        *[]string `json:"tools"`
-	Visibility   *string   `json:"visibility"`
-	Datastores   *[]string `json:"datastores"`
+	Name         *string           `json:"name"`
+	Description  *string           `json:"description"`
+	Instructions *string           `json:"instructions"`
+	Model        *string           `json:"model"`
+	Temperature  *float64          `json:"temperature"`
+	Tools        *[]string         `json:"tools"`
+	Visibility   *string           `json:"visibility"`
+	Datastores   *[]string         `json:"datastores"`
+	ToolSettings *ToolSettingsJSON `json:"toolSettings"`
 
 	ID        json.RawMessage `json:"id"`
 	Status    json.RawMessage `json:"status"`
@@ -29,6 +30,59 @@ type agentBody struct {
 	UpdatedAt json.RawMessage `json:"updatedAt"`
 	Stats     json.RawMessage `json:"stats"`
 	Warnings  json.RawMessage `json:"warnings"`
+}
+
+// ToolSettingsJSON is an agent's toolSettings as REST bodies carry them:
+// keyed by tool name, snake_case as in tools.
+type ToolSettingsJSON struct {
+	HTTPRequest *HTTPRequestJSON `json:"http_request"`
+}
+
+// HTTPRequestJSON is http_request's settings.
+type HTTPRequestJSON struct {
+	Endpoints []EndpointJSON `json:"endpoints"`
+}
+
+// EndpointJSON is one endpoint; in replies, header values are empty.
+type EndpointJSON struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description"`
+	Method      string            `json:"method"`
+	URL         string            `json:"url"`
+	Headers     map[string]string `json:"headers"`
+}
+
+// Proto is the settings as the schema has them.
+func (t *ToolSettingsJSON) Proto() *parleyv1.ToolSettings {
+	if t == nil {
+		return nil
+	}
+	out := &parleyv1.ToolSettings{}
+	if t.HTTPRequest != nil {
+		out.HttpRequest = &parleyv1.HttpRequestSettings{}
+		for _, e := range t.HTTPRequest.Endpoints {
+			out.HttpRequest.Endpoints = append(out.HttpRequest.Endpoints, &parleyv1.HttpEndpoint{
+				Name: e.Name, Description: e.Description, Method: e.Method, Url: e.URL, Headers: e.Headers,
+			})
+		}
+	}
+	return out
+}
+
+// ToolSettingsOf is an agent's settings as replies show them: every
+// tool's key present, header values as the service gave them (empty).
+func ToolSettingsOf(s *parleyv1.ToolSettings) ToolSettingsJSON {
+	out := ToolSettingsJSON{HTTPRequest: &HTTPRequestJSON{Endpoints: []EndpointJSON{}}}
+	for _, e := range s.GetHttpRequest().GetEndpoints() {
+		headers := e.GetHeaders()
+		if headers == nil {
+			headers = map[string]string{}
+		}
+		out.HTTPRequest.Endpoints = append(out.HTTPRequest.Endpoints, EndpointJSON{
+			Name: e.GetName(), Description: e.GetDescription(), Method: e.GetMethod(), URL: e.GetUrl(), Headers: headers,
+		})
+	}
+	return out
 }
 
 func decodeAgentBody(body []byte) (*agentBody, error) {
@@ -47,7 +101,7 @@ func DecodeCreateAgent(body []byte) (*parleyv1.CreateAgentRequest, error) {
 	}
 	req := &parleyv1.CreateAgentRequest{
 		Name: deref(b.Name), Description: deref(b.Description), Instructions: deref(b.Instructions),
-		Model: b.Model, Temperature: b.Temperature, Visibility: b.Visibility,
+		Model: b.Model, Temperature: b.Temperature, Visibility: b.Visibility, ToolSettings: b.ToolSettings.Proto(),
 	}
 	if b.Tools != nil {
 		req.Tools = *b.Tools
@@ -67,7 +121,7 @@ func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, er
 	}
 	req := &parleyv1.UpdateAgentRequest{
 		Id: id, Name: b.Name, Description: b.Description, Instructions: b.Instructions,
-		Model: b.Model, Temperature: b.Temperature, Visibility: b.Visibility,
+		Model: b.Model, Temperature: b.Temperature, Visibility: b.Visibility, ToolSettings: b.ToolSettings.Proto(),
 		UpdateMask: &fieldmaskpb.FieldMask{},
 	}
 	add := func(present bool, path string) {
@@ -83,6 +137,7 @@ func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, er
 	add(b.Tools != nil, "tools")
 	add(b.Visibility != nil, "visibility")
 	add(b.Datastores != nil, "datastores")
+	add(b.ToolSettings != nil, "tool_settings")
 	if b.Tools != nil {
 		req.Tools = *b.Tools
 	}
@@ -90,7 +145,7 @@ func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, er
 		req.Datastores = *b.Datastores
 	}
 	if len(req.UpdateMask.Paths) == 0 {
-		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, instructions, model, temperature, tools, visibility, datastores)")
+		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, instructions, model, temperature, tools, visibility, datastores, toolSettings)")
 	}
 	return req, nil
 }

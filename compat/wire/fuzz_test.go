@@ -16,6 +16,8 @@ func FuzzDecodeAgentBodies(f *testing.F) {
 		`{"name":"a","instructions":"b","model":"gpt-4o","temperature":0.5,"tools":["web_search"],"visibility":"public"}`,
 		`{"temperature":"x"}`, `{"tools":[1,2]}`, `[]`, `null`, `{"name":null}`, `{"a":1}`, `{"name":"\u0000"}`,
 		`{"datastores":[]}`, `{"id":"x","createdAt":5,"stats":{}}`, `{`, ``, `1e999`, `{"temperature":1e400}`,
+		`{"toolSettings":{"http_request":{"endpoints":[{"name":"orders","method":"POST","url":"https://api.example.com/o","headers":{"X-Key":"k"}}]}}}`,
+		`{"toolSettings":{"http_request":null}}`, `{"toolSettings":{"httpRequest":{}}}`, `{"toolSettings":{"http_request":{"endpoints":[{"headers":{"":"\r\n"}}]}}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -39,10 +39,10 @@ func (q *Queries) AgentStats(ctx context.Context, arg AgentStatsParams) (AgentSt
 }
 
 const createAgent = `-- name: CreateAgent :one
-INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility)
+INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9)
-RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at
+        $6, $7, $8, $9, $10)
+RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings
 `
 
 type CreateAgentParams struct {
@@ -55,6 +55,7 @@ type CreateAgentParams struct {
 	Temperature  float64
 	Tools        []string
 	Visibility   string
+	ToolSettings []byte
 }
 
 func (q *Queries) CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent, error) {
@@ -68,6 +69,7 @@ func (q *Queries) CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent
 		arg.Temperature,
 		arg.Tools,
 		arg.Visibility,
+		arg.ToolSettings,
 	)
 	var i Agent
 	err := row.Scan(
@@ -83,6 +85,7 @@ func (q *Queries) CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent
 		&i.Status,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ToolSettings,
 	)
 	return i, err
 }
@@ -105,7 +108,7 @@ func (q *Queries) DeleteAgent(ctx context.Context, arg DeleteAgentParams) (int64
 }
 
 const getAgent = `-- name: GetAgent :one
-SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at FROM agents WHERE org_id = $1 AND id = $2
+SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings FROM agents WHERE org_id = $1 AND id = $2
 `
 
 type GetAgentParams struct {
@@ -129,12 +132,13 @@ func (q *Queries) GetAgent(ctx context.Context, arg GetAgentParams) (Agent, erro
 		&i.Status,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ToolSettings,
 	)
 	return i, err
 }
 
 const listAgents = `-- name: ListAgents :many
-SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at FROM agents
+SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings FROM agents
 WHERE org_id = $1
 ORDER BY created_at DESC, id DESC
 LIMIT $3 OFFSET $2
@@ -168,6 +172,7 @@ func (q *Queries) ListAgents(ctx context.Context, arg ListAgentsParams) ([]Agent
 			&i.Status,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.ToolSettings,
 		); err != nil {
 			return nil, err
 		}
@@ -188,9 +193,10 @@ UPDATE agents SET
   temperature = coalesce($5, temperature),
   tools = coalesce($6, tools),
   visibility = coalesce($7, visibility),
+  tool_settings = coalesce($8, tool_settings),
   updated_at = now()
-WHERE org_id = $8 AND id = $9
-RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at
+WHERE org_id = $9 AND id = $10
+RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings
 `
 
 type UpdateAgentParams struct {
@@ -201,6 +207,7 @@ type UpdateAgentParams struct {
 	Temperature  *float64
 	Tools        []string
 	Visibility   *string
+	ToolSettings []byte
 	OrgID        uuid.UUID
 	ID           uuid.UUID
 }
@@ -215,6 +222,7 @@ func (q *Queries) UpdateAgent(ctx context.Context, arg UpdateAgentParams) (Agent
 		arg.Temperature,
 		arg.Tools,
 		arg.Visibility,
+		arg.ToolSettings,
 		arg.OrgID,
 		arg.ID,
 	)
@@ -232,6 +240,7 @@ func (q *Queries) UpdateAgent(ctx context.Context, arg UpdateAgentParams) (Agent
 		&i.Status,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ToolSettings,
 	)
 	return i, err
 }

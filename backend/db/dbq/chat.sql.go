@@ -137,7 +137,7 @@ func (q *Queries) GetConversation(ctx context.Context, arg GetConversationParams
 }
 
 const getPublicAgent = `-- name: GetPublicAgent :one
-SELECT a.org_id, a.id, a.name, a.description, a.instructions, a.model, a.temperature, a.tools, a.visibility, a.status, a.created_at, a.updated_at, o.plan AS org_plan,
+SELECT a.org_id, a.id, a.name, a.description, a.instructions, a.model, a.temperature, a.tools, a.visibility, a.status, a.created_at, a.updated_at, a.tool_settings, o.plan AS org_plan,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS org_requests_per_minute,
        coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS org_requests_per_day
 FROM agents a
@@ -159,6 +159,7 @@ type GetPublicAgentRow struct {
 	Status               string
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
+	ToolSettings         []byte
 	OrgPlan              string
 	OrgRequestsPerMinute int32
 	OrgRequestsPerDay    int32
@@ -182,6 +183,7 @@ func (q *Queries) GetPublicAgent(ctx context.Context, id uuid.UUID) (GetPublicAg
 		&i.Status,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.ToolSettings,
 		&i.OrgPlan,
 		&i.OrgRequestsPerMinute,
 		&i.OrgRequestsPerDay,

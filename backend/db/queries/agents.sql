@@ -1,7 +1,7 @@
 -- name: CreateAgent :one
-INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility)
+INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(instructions),
-        sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility))
+        sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility), sqlc.arg(tool_settings))
 RETURNING *;
 
 -- name: GetAgent :one
@@ -23,6 +23,7 @@ UPDATE agents SET
   temperature = coalesce(sqlc.narg(temperature), temperature),
   tools = coalesce(sqlc.narg(tools), tools),
   visibility = coalesce(sqlc.narg(visibility), visibility),
+  tool_settings = coalesce(sqlc.narg(tool_settings), tool_settings),
   updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 RETURNING *;

@@ -53,7 +53,10 @@ type Agent struct {
 	// without a web search backend, an agent without datastores or
 	// endpoints), one sentence each (detail, create and update replies;
 	// empty in lists).
-	Warnings      []string `protobuf:"bytes,14,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	Warnings []string `protobuf:"bytes,14,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	// Settings of the tools the agent lists. Header values are write-only:
+	// replies give each header's name with an empty value.
+	ToolSettings  *ToolSettings `protobuf:"bytes,15,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -186,6 +189,190 @@ func (x *Agent) GetWarnings() []string {
 	return nil
 }
 
+func (x *Agent) GetToolSettings() *ToolSettings {
+	if x != nil {
+		return x.ToolSettings
+	}
+	return nil
+}
+
+// ToolSettings configure an agent's tools.
+type ToolSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	HttpRequest   *HttpRequestSettings   `protobuf:"bytes,1,opt,name=http_request,json=httpRequest,proto3" json:"http_request,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolSettings) Reset() {
+	*x = ToolSettings{}
+	mi := &file_parley_v1_agent_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolSettings) ProtoMessage() {}
+
+func (x *ToolSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_agent_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolSettings.ProtoReflect.Descriptor instead.
+func (*ToolSettings) Descriptor() ([]byte, []int) {
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ToolSettings) GetHttpRequest() *HttpRequestSettings {
+	if x != nil {
+		return x.HttpRequest
+	}
+	return nil
+}
+
+// HttpRequestSettings are the endpoints the http_request tool may call: the
+// model picks one by name, never a URL.
+type HttpRequestSettings struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Endpoints     []*HttpEndpoint        `protobuf:"bytes,1,rep,name=endpoints,proto3" json:"endpoints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HttpRequestSettings) Reset() {
+	*x = HttpRequestSettings{}
+	mi := &file_parley_v1_agent_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HttpRequestSettings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HttpRequestSettings) ProtoMessage() {}
+
+func (x *HttpRequestSettings) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_agent_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HttpRequestSettings.ProtoReflect.Descriptor instead.
+func (*HttpRequestSettings) Descriptor() ([]byte, []int) {
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *HttpRequestSettings) GetEndpoints() []*HttpEndpoint {
+	if x != nil {
+		return x.Endpoints
+	}
+	return nil
+}
+
+// HttpEndpoint is one endpoint of the agent owner's that its model may call.
+type HttpEndpoint struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What the model calls it by.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// What it does and when to call it, for the model.
+	Description string `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	// GET (default), POST, PUT, PATCH or DELETE; the model may send a JSON
+	// body to POST, PUT and PATCH endpoints.
+	Method string `protobuf:"bytes,3,opt,name=method,proto3" json:"method,omitempty"`
+	// An http or https URL at a public address (unless the operator opened a
+	// private range with --fetch-allow); the model may add query parameters.
+	Url string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
+	// Headers sent with every call (an API key of the owner's service, say).
+	// Values are write-only: replies give them empty, and an empty value in an
+	// update keeps the one stored for that endpoint and header.
+	Headers       map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *HttpEndpoint) Reset() {
+	*x = HttpEndpoint{}
+	mi := &file_parley_v1_agent_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *HttpEndpoint) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*HttpEndpoint) ProtoMessage() {}
+
+func (x *HttpEndpoint) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_agent_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use HttpEndpoint.ProtoReflect.Descriptor instead.
+func (*HttpEndpoint) Descriptor() ([]byte, []int) {
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *HttpEndpoint) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *HttpEndpoint) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *HttpEndpoint) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *HttpEndpoint) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *HttpEndpoint) GetHeaders() map[string]string {
+	if x != nil {
+		return x.Headers
+	}
+	return nil
+}
+
 // AgentStats are computed from the agent's conversations and messages.
 type AgentStats struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
@@ -199,7 +386,7 @@ type AgentStats struct {
 
 func (x *AgentStats) Reset() {
 	*x = AgentStats{}
-	mi := &file_parley_v1_agent_proto_msgTypes[1]
+	mi := &file_parley_v1_agent_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -211,7 +398,7 @@ func (x *AgentStats) String() string {
 func (*AgentStats) ProtoMessage() {}
 
 func (x *AgentStats) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[1]
+	mi := &file_parley_v1_agent_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -224,7 +411,7 @@ func (x *AgentStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentStats.ProtoReflect.Descriptor instead.
 func (*AgentStats) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{1}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *AgentStats) GetTotalConversations() int64 {
@@ -261,14 +448,16 @@ type CreateAgentRequest struct {
 	// Default private.
 	Visibility *string `protobuf:"bytes,7,opt,name=visibility,proto3,oneof" json:"visibility,omitempty"`
 	// Ids of datastores of the organization to answer from.
-	Datastores    []string `protobuf:"bytes,8,rep,name=datastores,proto3" json:"datastores,omitempty"`
+	Datastores []string `protobuf:"bytes,8,rep,name=datastores,proto3" json:"datastores,omitempty"`
+	// Settings of the agent's tools (http_request's endpoints).
+	ToolSettings  *ToolSettings `protobuf:"bytes,9,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *CreateAgentRequest) Reset() {
 	*x = CreateAgentRequest{}
-	mi := &file_parley_v1_agent_proto_msgTypes[2]
+	mi := &file_parley_v1_agent_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -280,7 +469,7 @@ func (x *CreateAgentRequest) String() string {
 func (*CreateAgentRequest) ProtoMessage() {}
 
 func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[2]
+	mi := &file_parley_v1_agent_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -293,7 +482,7 @@ func (x *CreateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentRequest.ProtoReflect.Descriptor instead.
 func (*CreateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{2}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *CreateAgentRequest) GetName() string {
@@ -352,6 +541,13 @@ func (x *CreateAgentRequest) GetDatastores() []string {
 	return nil
 }
 
+func (x *CreateAgentRequest) GetToolSettings() *ToolSettings {
+	if x != nil {
+		return x.ToolSettings
+	}
+	return nil
+}
+
 type CreateAgentResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Agent         *Agent                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
@@ -361,7 +557,7 @@ type CreateAgentResponse struct {
 
 func (x *CreateAgentResponse) Reset() {
 	*x = CreateAgentResponse{}
-	mi := &file_parley_v1_agent_proto_msgTypes[3]
+	mi := &file_parley_v1_agent_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -373,7 +569,7 @@ func (x *CreateAgentResponse) String() string {
 func (*CreateAgentResponse) ProtoMessage() {}
 
 func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[3]
+	mi := &file_parley_v1_agent_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -386,7 +582,7 @@ func (x *CreateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateAgentResponse.ProtoReflect.Descriptor instead.
 func (*CreateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{3}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *CreateAgentResponse) GetAgent() *Agent {
@@ -405,7 +601,7 @@ type GetAgentRequest struct {
 
 func (x *GetAgentRequest) Reset() {
 	*x = GetAgentRequest{}
-	mi := &file_parley_v1_agent_proto_msgTypes[4]
+	mi := &file_parley_v1_agent_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -417,7 +613,7 @@ func (x *GetAgentRequest) String() string {
 func (*GetAgentRequest) ProtoMessage() {}
 
 func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[4]
+	mi := &file_parley_v1_agent_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -430,7 +626,7 @@ func (x *GetAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentRequest.ProtoReflect.Descriptor instead.
 func (*GetAgentRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{4}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *GetAgentRequest) GetId() string {
@@ -449,7 +645,7 @@ type GetAgentResponse struct {
 
 func (x *GetAgentResponse) Reset() {
 	*x = GetAgentResponse{}
-	mi := &file_parley_v1_agent_proto_msgTypes[5]
+	mi := &file_parley_v1_agent_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -461,7 +657,7 @@ func (x *GetAgentResponse) String() string {
 func (*GetAgentResponse) ProtoMessage() {}
 
 func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[5]
+	mi := &file_parley_v1_agent_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -474,7 +670,7 @@ func (x *GetAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetAgentResponse.ProtoReflect.Descriptor instead.
 func (*GetAgentResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{5}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetAgentResponse) GetAgent() *Agent {
@@ -496,7 +692,7 @@ type ListAgentsRequest struct {
 
 func (x *ListAgentsRequest) Reset() {
 	*x = ListAgentsRequest{}
-	mi := &file_parley_v1_agent_proto_msgTypes[6]
+	mi := &file_parley_v1_agent_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -508,7 +704,7 @@ func (x *ListAgentsRequest) String() string {
 func (*ListAgentsRequest) ProtoMessage() {}
 
 func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[6]
+	mi := &file_parley_v1_agent_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -521,7 +717,7 @@ func (x *ListAgentsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsRequest.ProtoReflect.Descriptor instead.
 func (*ListAgentsRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{6}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListAgentsRequest) GetPage() int32 {
@@ -551,7 +747,7 @@ type ListAgentsResponse struct {
 
 func (x *ListAgentsResponse) Reset() {
 	*x = ListAgentsResponse{}
-	mi := &file_parley_v1_agent_proto_msgTypes[7]
+	mi := &file_parley_v1_agent_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -563,7 +759,7 @@ func (x *ListAgentsResponse) String() string {
 func (*ListAgentsResponse) ProtoMessage() {}
 
 func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[7]
+	mi := &file_parley_v1_agent_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -576,7 +772,7 @@ func (x *ListAgentsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListAgentsResponse.ProtoReflect.Descriptor instead.
 func (*ListAgentsResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{7}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListAgentsResponse) GetAgents() []*Agent {
@@ -612,22 +808,24 @@ type UpdateAgentRequest struct {
 	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
 	// The fields to change; each named one is set from this request (an empty
 	// tools list clears the tools).
-	UpdateMask    *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
-	Name          *string                `protobuf:"bytes,3,opt,name=name,proto3,oneof" json:"name,omitempty"`
-	Description   *string                `protobuf:"bytes,4,opt,name=description,proto3,oneof" json:"description,omitempty"`
-	Instructions  *string                `protobuf:"bytes,5,opt,name=instructions,proto3,oneof" json:"instructions,omitempty"`
-	Model         *string                `protobuf:"bytes,6,opt,name=model,proto3,oneof" json:"model,omitempty"`
-	Temperature   *float64               `protobuf:"fixed64,7,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
-	Tools         []string               `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
-	Visibility    *string                `protobuf:"bytes,9,opt,name=visibility,proto3,oneof" json:"visibility,omitempty"`
-	Datastores    []string               `protobuf:"bytes,10,rep,name=datastores,proto3" json:"datastores,omitempty"`
+	UpdateMask   *fieldmaskpb.FieldMask `protobuf:"bytes,2,opt,name=update_mask,json=updateMask,proto3" json:"update_mask,omitempty"`
+	Name         *string                `protobuf:"bytes,3,opt,name=name,proto3,oneof" json:"name,omitempty"`
+	Description  *string                `protobuf:"bytes,4,opt,name=description,proto3,oneof" json:"description,omitempty"`
+	Instructions *string                `protobuf:"bytes,5,opt,name=instructions,proto3,oneof" json:"instructions,omitempty"`
+	Model        *string                `protobuf:"bytes,6,opt,name=model,proto3,oneof" json:"model,omitempty"`
+	Temperature  *float64               `protobuf:"fixed64,7,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	Tools        []string               `protobuf:"bytes,8,rep,name=tools,proto3" json:"tools,omitempty"`
+	Visibility   *string                `protobuf:"bytes,9,opt,name=visibility,proto3,oneof" json:"visibility,omitempty"`
+	Datastores   []string               `protobuf:"bytes,10,rep,name=datastores,proto3" json:"datastores,omitempty"`
+	// Replaces the tool settings when update_mask names tool_settings.
+	ToolSettings  *ToolSettings `protobuf:"bytes,11,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UpdateAgentRequest) Reset() {
 	*x = UpdateAgentRequest{}
-	mi := &file_parley_v1_agent_proto_msgTypes[8]
+	mi := &file_parley_v1_agent_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -639,7 +837,7 @@ func (x *UpdateAgentRequest) String() string {
 func (*UpdateAgentRequest) ProtoMessage() {}
 
 func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[8]
+	mi := &file_parley_v1_agent_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -652,7 +850,7 @@ func (x *UpdateAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentRequest.ProtoReflect.Descriptor instead.
 func (*UpdateAgentRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{8}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *UpdateAgentRequest) GetId() string {
@@ -725,6 +923,13 @@ func (x *UpdateAgentRequest) GetDatastores() []string {
 	return nil
 }
 
+func (x *UpdateAgentRequest) GetToolSettings() *ToolSettings {
+	if x != nil {
+		return x.ToolSettings
+	}
+	return nil
+}
+
 type UpdateAgentResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Agent         *Agent                 `protobuf:"bytes,1,opt,name=agent,proto3" json:"agent,omitempty"`
@@ -734,7 +939,7 @@ type UpdateAgentResponse struct {
 
 func (x *UpdateAgentResponse) Reset() {
 	*x = UpdateAgentResponse{}
-	mi := &file_parley_v1_agent_proto_msgTypes[9]
+	mi := &file_parley_v1_agent_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -746,7 +951,7 @@ func (x *UpdateAgentResponse) String() string {
 func (*UpdateAgentResponse) ProtoMessage() {}
 
 func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[9]
+	mi := &file_parley_v1_agent_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -759,7 +964,7 @@ func (x *UpdateAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateAgentResponse.ProtoReflect.Descriptor instead.
 func (*UpdateAgentResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{9}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *UpdateAgentResponse) GetAgent() *Agent {
@@ -778,7 +983,7 @@ type DeleteAgentRequest struct {
 
 func (x *DeleteAgentRequest) Reset() {
 	*x = DeleteAgentRequest{}
-	mi := &file_parley_v1_agent_proto_msgTypes[10]
+	mi := &file_parley_v1_agent_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -790,7 +995,7 @@ func (x *DeleteAgentRequest) String() string {
 func (*DeleteAgentRequest) ProtoMessage() {}
 
 func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[10]
+	mi := &file_parley_v1_agent_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -803,7 +1008,7 @@ func (x *DeleteAgentRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentRequest.ProtoReflect.Descriptor instead.
 func (*DeleteAgentRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{10}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *DeleteAgentRequest) GetId() string {
@@ -821,7 +1026,7 @@ type DeleteAgentResponse struct {
 
 func (x *DeleteAgentResponse) Reset() {
 	*x = DeleteAgentResponse{}
-	mi := &file_parley_v1_agent_proto_msgTypes[11]
+	mi := &file_parley_v1_agent_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +1038,7 @@ func (x *DeleteAgentResponse) String() string {
 func (*DeleteAgentResponse) ProtoMessage() {}
 
 func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_agent_proto_msgTypes[11]
+	mi := &file_parley_v1_agent_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,14 +1051,14 @@ func (x *DeleteAgentResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteAgentResponse.ProtoReflect.Descriptor instead.
 func (*DeleteAgentResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_agent_proto_rawDescGZIP(), []int{11}
+	return file_parley_v1_agent_proto_rawDescGZIP(), []int{14}
 }
 
 var File_parley_v1_agent_proto protoreflect.FileDescriptor
 
 const file_parley_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xda\x03\n" +
+	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\x98\x04\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -875,12 +1080,29 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\vupdate_time\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12+\n" +
 	"\x05stats\x18\r \x01(\v2\x15.parley.v1.AgentStatsR\x05stats\x12\x1a\n" +
-	"\bwarnings\x18\x0e \x03(\tR\bwarnings\"\x8b\x01\n" +
+	"\bwarnings\x18\x0e \x03(\tR\bwarnings\x12<\n" +
+	"\rtool_settings\x18\x0f \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\"Q\n" +
+	"\fToolSettings\x12A\n" +
+	"\fhttp_request\x18\x01 \x01(\v2\x1e.parley.v1.HttpRequestSettingsR\vhttpRequest\"\xaf\x01\n" +
+	"\x13HttpRequestSettings\x12\x97\x01\n" +
+	"\tendpoints\x18\x01 \x03(\v2\x17.parley.v1.HttpEndpointB`\xbaH]\xba\x01U\n" +
+	"\x16endpoints.unique_names\x12\x1dendpoint names must be unique\x1a\x1cthis.map(e, e.name).unique()\x92\x01\x02\x10\x14R\tendpoints\"\xdb\x04\n" +
+	"\fHttpEndpoint\x128\n" +
+	"\x04name\x18\x01 \x01(\tB$\xbaH!r\x1f2\x1d^[A-Za-z][A-Za-z0-9_-]{0,63}$R\x04name\x12u\n" +
+	"\vdescription\x18\x02 \x01(\tBS\xbaHP\xba\x01H\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aR\vdescription\x12?\n" +
+	"\x06method\x18\x03 \x01(\tB'\xbaH$\xd8\x01\x01r\x1fR\x03GETR\x04POSTR\x03PUTR\x05PATCHR\x06DELETER\x06method\x12\x91\x01\n" +
+	"\x03url\x18\x04 \x01(\tB\x7f\xbaH|\xba\x01n\n" +
+	"\x13endpoint.url_scheme\x12\x1cmust be an http or https URL\x1a9this.startsWith('http://') || this.startsWith('https://')\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12\x88\x01\n" +
+	"\aheaders\x18\x05 \x03(\v2$.parley.v1.HttpEndpoint.HeadersEntryBH\xbaHE\x9a\x01B\x10\x14\"'r%2#^[A-Za-z0-9!#$%&'*+.^_`|~-]{1,100}$*\x15r\x13\x18\x80 2\x0e^[^\\r\\n\\x00]*$R\aheaders\x1a:\n" +
+	"\fHeadersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x8b\x01\n" +
 	"\n" +
 	"AgentStats\x12/\n" +
 	"\x13total_conversations\x18\x01 \x01(\x03R\x12totalConversations\x12%\n" +
 	"\x0etotal_messages\x18\x02 \x01(\x03R\rtotalMessages\x12%\n" +
-	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\x80\a\n" +
+	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\xbe\a\n" +
 	"\x12CreateAgentRequest\x12\xa6\x01\n" +
 	"\x04name\x18\x01 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -899,7 +1121,8 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"visibility\x88\x01\x01\x122\n" +
 	"\n" +
 	"datastores\x18\b \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10\x14\x18\x01\"\x06r\x04\x10\x01\x18@R\n" +
-	"datastoresB\b\n" +
+	"datastores\x12<\n" +
+	"\rtool_settings\x18\t \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettingsB\b\n" +
 	"\x06_modelB\x0e\n" +
 	"\f_temperatureB\r\n" +
 	"\v_visibility\"=\n" +
@@ -916,12 +1139,11 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\x06agents\x18\x01 \x03(\v2\x10.parley.v1.AgentR\x06agents\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x12\n" +
 	"\x04page\x18\x03 \x01(\x05R\x04page\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xcf\n" +
-	"\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xad\v\n" +
 	"\x12UpdateAgentRequest\x12\x19\n" +
-	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xf8\x02\n" +
-	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xba\x02\xbaH\xb6\x02\xba\x01\xaf\x02\n" +
-	"\x11update_mask.paths\x12\x82\x01update_mask paths must be a non-empty subset of name, description, instructions, model, temperature, tools, visibility, datastores\x1a\x94\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'instructions', 'model', 'temperature', 'tools', 'visibility', 'datastores'])\xc8\x01\x01R\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\x98\x03\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xda\x02\xbaH\xd6\x02\xba\x01\xcf\x02\n" +
+	"\x11update_mask.paths\x12\x91\x01update_mask paths must be a non-empty subset of name, description, instructions, model, temperature, tools, visibility, datastores, tool_settings\x1a\xa5\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'instructions', 'model', 'temperature', 'tools', 'visibility', 'datastores', 'tool_settings'])\xc8\x01\x01R\n" +
 	"updateMask\x12\xab\x01\n" +
 	"\x04name\x18\x03 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -941,7 +1163,8 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"datastores\x18\n" +
 	" \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10\x14\x18\x01\"\x06r\x04\x10\x01\x18@R\n" +
-	"datastoresB\a\n" +
+	"datastores\x12<\n" +
+	"\rtool_settings\x18\v \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettingsB\a\n" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\x0f\n" +
 	"\r_instructionsB\b\n" +
@@ -973,47 +1196,57 @@ func file_parley_v1_agent_proto_rawDescGZIP() []byte {
 	return file_parley_v1_agent_proto_rawDescData
 }
 
-var file_parley_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_parley_v1_agent_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_parley_v1_agent_proto_goTypes = []any{
 	(*Agent)(nil),                 // 0: parley.v1.Agent
-	(*AgentStats)(nil),            // 1: parley.v1.AgentStats
-	(*CreateAgentRequest)(nil),    // 2: parley.v1.CreateAgentRequest
-	(*CreateAgentResponse)(nil),   // 3: parley.v1.CreateAgentResponse
-	(*GetAgentRequest)(nil),       // 4: parley.v1.GetAgentRequest
-	(*GetAgentResponse)(nil),      // 5: parley.v1.GetAgentResponse
-	(*ListAgentsRequest)(nil),     // 6: parley.v1.ListAgentsRequest
-	(*ListAgentsResponse)(nil),    // 7: parley.v1.ListAgentsResponse
-	(*UpdateAgentRequest)(nil),    // 8: parley.v1.UpdateAgentRequest
-	(*UpdateAgentResponse)(nil),   // 9: parley.v1.UpdateAgentResponse
-	(*DeleteAgentRequest)(nil),    // 10: parley.v1.DeleteAgentRequest
-	(*DeleteAgentResponse)(nil),   // 11: parley.v1.DeleteAgentResponse
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*fieldmaskpb.FieldMask)(nil), // 13: google.protobuf.FieldMask
+	(*ToolSettings)(nil),          // 1: parley.v1.ToolSettings
+	(*HttpRequestSettings)(nil),   // 2: parley.v1.HttpRequestSettings
+	(*HttpEndpoint)(nil),          // 3: parley.v1.HttpEndpoint
+	(*AgentStats)(nil),            // 4: parley.v1.AgentStats
+	(*CreateAgentRequest)(nil),    // 5: parley.v1.CreateAgentRequest
+	(*CreateAgentResponse)(nil),   // 6: parley.v1.CreateAgentResponse
+	(*GetAgentRequest)(nil),       // 7: parley.v1.GetAgentRequest
+	(*GetAgentResponse)(nil),      // 8: parley.v1.GetAgentResponse
+	(*ListAgentsRequest)(nil),     // 9: parley.v1.ListAgentsRequest
+	(*ListAgentsResponse)(nil),    // 10: parley.v1.ListAgentsResponse
+	(*UpdateAgentRequest)(nil),    // 11: parley.v1.UpdateAgentRequest
+	(*UpdateAgentResponse)(nil),   // 12: parley.v1.UpdateAgentResponse
+	(*DeleteAgentRequest)(nil),    // 13: parley.v1.DeleteAgentRequest
+	(*DeleteAgentResponse)(nil),   // 14: parley.v1.DeleteAgentResponse
+	nil,                           // 15: parley.v1.HttpEndpoint.HeadersEntry
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*fieldmaskpb.FieldMask)(nil), // 17: google.protobuf.FieldMask
 }
 var file_parley_v1_agent_proto_depIdxs = []int32{
-	12, // 0: parley.v1.Agent.create_time:type_name -> google.protobuf.Timestamp
-	12, // 1: parley.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
-	1,  // 2: parley.v1.Agent.stats:type_name -> parley.v1.AgentStats
-	0,  // 3: parley.v1.CreateAgentResponse.agent:type_name -> parley.v1.Agent
-	0,  // 4: parley.v1.GetAgentResponse.agent:type_name -> parley.v1.Agent
-	0,  // 5: parley.v1.ListAgentsResponse.agents:type_name -> parley.v1.Agent
-	13, // 6: parley.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
-	0,  // 7: parley.v1.UpdateAgentResponse.agent:type_name -> parley.v1.Agent
-	2,  // 8: parley.v1.AgentService.CreateAgent:input_type -> parley.v1.CreateAgentRequest
-	4,  // 9: parley.v1.AgentService.GetAgent:input_type -> parley.v1.GetAgentRequest
-	6,  // 10: parley.v1.AgentService.ListAgents:input_type -> parley.v1.ListAgentsRequest
-	8,  // 11: parley.v1.AgentService.UpdateAgent:input_type -> parley.v1.UpdateAgentRequest
-	10, // 12: parley.v1.AgentService.DeleteAgent:input_type -> parley.v1.DeleteAgentRequest
-	3,  // 13: parley.v1.AgentService.CreateAgent:output_type -> parley.v1.CreateAgentResponse
-	5,  // 14: parley.v1.AgentService.GetAgent:output_type -> parley.v1.GetAgentResponse
-	7,  // 15: parley.v1.AgentService.ListAgents:output_type -> parley.v1.ListAgentsResponse
-	9,  // 16: parley.v1.AgentService.UpdateAgent:output_type -> parley.v1.UpdateAgentResponse
-	11, // 17: parley.v1.AgentService.DeleteAgent:output_type -> parley.v1.DeleteAgentResponse
-	13, // [13:18] is the sub-list for method output_type
-	8,  // [8:13] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	16, // 0: parley.v1.Agent.create_time:type_name -> google.protobuf.Timestamp
+	16, // 1: parley.v1.Agent.update_time:type_name -> google.protobuf.Timestamp
+	4,  // 2: parley.v1.Agent.stats:type_name -> parley.v1.AgentStats
+	1,  // 3: parley.v1.Agent.tool_settings:type_name -> parley.v1.ToolSettings
+	2,  // 4: parley.v1.ToolSettings.http_request:type_name -> parley.v1.HttpRequestSettings
+	3,  // 5: parley.v1.HttpRequestSettings.endpoints:type_name -> parley.v1.HttpEndpoint
+	15, // 6: parley.v1.HttpEndpoint.headers:type_name -> parley.v1.HttpEndpoint.HeadersEntry
+	1,  // 7: parley.v1.CreateAgentRequest.tool_settings:type_name -> parley.v1.ToolSettings
+	0,  // 8: parley.v1.CreateAgentResponse.agent:type_name -> parley.v1.Agent
+	0,  // 9: parley.v1.GetAgentResponse.agent:type_name -> parley.v1.Agent
+	0,  // 10: parley.v1.ListAgentsResponse.agents:type_name -> parley.v1.Agent
+	17, // 11: parley.v1.UpdateAgentRequest.update_mask:type_name -> google.protobuf.FieldMask
+	1,  // 12: parley.v1.UpdateAgentRequest.tool_settings:type_name -> parley.v1.ToolSettings
+	0,  // 13: parley.v1.UpdateAgentResponse.agent:type_name -> parley.v1.Agent
+	5,  // 14: parley.v1.AgentService.CreateAgent:input_type -> parley.v1.CreateAgentRequest
+	7,  // 15: parley.v1.AgentService.GetAgent:input_type -> parley.v1.GetAgentRequest
+	9,  // 16: parley.v1.AgentService.ListAgents:input_type -> parley.v1.ListAgentsRequest
+	11, // 17: parley.v1.AgentService.UpdateAgent:input_type -> parley.v1.UpdateAgentRequest
+	13, // 18: parley.v1.AgentService.DeleteAgent:input_type -> parley.v1.DeleteAgentRequest
+	6,  // 19: parley.v1.AgentService.CreateAgent:output_type -> parley.v1.CreateAgentResponse
+	8,  // 20: parley.v1.AgentService.GetAgent:output_type -> parley.v1.GetAgentResponse
+	10, // 21: parley.v1.AgentService.ListAgents:output_type -> parley.v1.ListAgentsResponse
+	12, // 22: parley.v1.AgentService.UpdateAgent:output_type -> parley.v1.UpdateAgentResponse
+	14, // 23: parley.v1.AgentService.DeleteAgent:output_type -> parley.v1.DeleteAgentResponse
+	19, // [19:24] is the sub-list for method output_type
+	14, // [14:19] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_agent_proto_init() }
@@ -1022,15 +1255,15 @@ func file_parley_v1_agent_proto_init() {
 		return
 	}
 	file_parley_v1_access_proto_init()
-	file_parley_v1_agent_proto_msgTypes[2].OneofWrappers = []any{}
-	file_parley_v1_agent_proto_msgTypes[8].OneofWrappers = []any{}
+	file_parley_v1_agent_proto_msgTypes[5].OneofWrappers = []any{}
+	file_parley_v1_agent_proto_msgTypes[11].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_agent_proto_rawDesc), len(file_parley_v1_agent_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   12,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,235 @@
+package tool
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// HTTPRequest is the name of the tool that calls the agent owner's
+// endpoints.
+const HTTPRequest = "http_request"
+
+var httpRequest = Registration{
+	Name: HTTPRequest,
+	Missing: func(d *Deps, p *Profile) string {
+		switch {
+		case d.Guard == nil:
+			return "this server sends no outbound requests"
+		case len(p.Settings.HTTPRequest.Endpoints) == 0:
+			return "the agent has no endpoints (toolSettings.http_request.endpoints)"
+		}
+		return ""
+	},
+	New: func(d *Deps, t *Turn) Tool {
+		return &httpRequestTool{guard: d.Guard, endpoints: t.Settings.HTTPRequest.Endpoints}
+	},
+}
+
+// HTTPRequestSettings are http_request's settings: the only endpoints it
+// calls.
+type HTTPRequestSettings struct {
+	Endpoints []Endpoint `json:"endpoints,omitempty"`
+}
+
+// Endpoint is one endpoint of the agent's owner, as stored. Header values
+// are secrets of the owner's: stored, sent, never returned by the API nor
+// shown to the model.
+type Endpoint struct {
+	Name        string            `json:"name"`
+	Description string            `json:"description,omitempty"`
+	Method      string            `json:"method"`
+	URL         string            `json:"url"`
+	Headers     map[string]string `json:"headers,omitempty"`
+}
+
+// AcceptsBody reports whether the model may send the endpoint a JSON body.
+func (e Endpoint) AcceptsBody() bool {
+	return e.Method == http.MethodPost || e.Method == http.MethodPut || e.Method == http.MethodPatch
+}
+
+// ForbiddenHeader reports whether an endpoint may not set header name: the
+// ones the HTTP client owns.
+func ForbiddenHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Host", "Content-Length", "Transfer-Encoding", "Connection", "Upgrade", "Te", "Trailer", "Keep-Alive",
+		"Proxy-Authorization", "Proxy-Connection":
+		return true
+	}
+	return false
+}
+
+// Limits of one call: netguard's client for tools enforces the time and the
+// size read; the model reads at most httpBodyForModel bytes of it.
+const (
+	HTTPTimeout      = 10 * time.Second
+	HTTPMaxBytes     = 1 << 20
+	httpBodyForModel = 16 << 10
+)
+
+// httpRequestTool is http_request for one turn: the agent's endpoints, by
+// name only. The model never gives a URL: prompt injection (a web page that
+// asks it to call somewhere else) can reach nothing the owner did not list.
+type httpRequestTool struct {
+	guard     *netguard.Client
+	endpoints []Endpoint
+}
+
+func (*httpRequestTool) Name() string { return HTTPRequest }
+
+func (h *httpRequestTool) Description() string {
+	var b strings.Builder
+	b.WriteString("Call one of this assistant's HTTP endpoints, by name, and read its status and response. The endpoints:")
+	for _, e := range h.endpoints {
+		b.WriteString("\n- " + e.Name + " (" + e.Method)
+		if e.AcceptsBody() {
+			b.WriteString(", takes a JSON body")
+		}
+		b.WriteString(")")
+		if e.Description != "" {
+			b.WriteString(": " + e.Description)
+		}
+	}
+	return b.String()
+}
+
+func (h *httpRequestTool) Parameters() map[string]any {
+	names := make([]string, 0, len(h.endpoints))
+	body := false
+	for _, e := range h.endpoints {
+		names = append(names, e.Name)
+		body = body || e.AcceptsBody()
+	}
+	props := map[string]any{
+		"endpoint": map[string]any{"type": "string", "enum": names, "description": "The endpoint to call."},
+		"query": map[string]any{
+			"type": "object", "additionalProperties": map[string]any{"type": "string"},
+			"description": "Query parameters to add to the endpoint's URL.",
+		},
+	}
+	if body {
+		props["body"] = map[string]any{"type": "object", "description": "The JSON body, for endpoints that take one."}
+	}
+	return map[string]any{"type": "object", "properties": props, "required": []string{"endpoint"}, "additionalProperties": false}
+}
+
+func (*httpRequestTool) Traits() Traits { return Traits{} }
+
+func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
+	var args struct {
+		Endpoint string            `json:"endpoint"`
+		Query    map[string]string `json:"query"`
+		Body     json.RawMessage   `json:"body"`
+	}
+	dec := json.NewDecoder(strings.NewReader(call.Arguments))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&args); err != nil {
+		return Errorf(`the arguments must be a JSON object with "endpoint" (one of the endpoint names) and optionally "query" (an object of strings) and "body": %s`, strings.TrimPrefix(err.Error(), "json: ")), nil
+	}
+	i := slices.IndexFunc(h.endpoints, func(e Endpoint) bool { return e.Name == args.Endpoint })
+	if i < 0 {
+		names := make([]string, 0, len(h.endpoints))
+		for _, e := range h.endpoints {
+			names = append(names, e.Name)
+		}
+		// SECURITY: only the owner's endpoints, whatever the model was told.
+		return Errorf("unknown endpoint %q; the endpoints are: %s", args.Endpoint, strings.Join(names, ", ")), nil
+	}
+	e := h.endpoints[i]
+	hasBody := len(args.Body) > 0 && string(args.Body) != "null"
+	if hasBody && !e.AcceptsBody() {
+		return Errorf("endpoint %s (%s) takes no body", e.Name, e.Method), nil
+	}
+	u, err := url.Parse(e.URL)
+	if err != nil {
+		return Errorf("endpoint %s has an invalid URL", e.Name), nil
+	}
+	if len(args.Query) > 0 {
+		q := u.Query()
+		for k, v := range args.Query {
+			// The owner's parameters stay as configured.
+			if !q.Has(k) {
+				q.Set(k, v)
+			}
+		}
+		u.RawQuery = q.Encode()
+	}
+	r := netguard.Request{Method: e.Method, URL: u.String(), Header: http.Header{"Accept": {"application/json, text/*;q=0.9, */*;q=0.5"}}}
+	for k, v := range e.Headers {
+		r.Header.Set(k, v)
+	}
+	if hasBody {
+		r.Body = args.Body
+		r.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := h.guard.Send(ctx, r)
+	if err != nil {
+		if ctx.Err() != nil && !errors.Is(err, context.DeadlineExceeded) {
+			return Result{}, ctx.Err()
+		}
+		return Errorf("%s", sendError(e.Name, err)), nil
+	}
+	status := strconv.Itoa(resp.Status) + " " + http.StatusText(resp.Status)
+	res := Result{
+		Content: "HTTP " + status + "\nContent-Type: " + resp.Header.Get("Content-Type") + "\n\n" + bodyForModel(resp),
+		IsError: resp.Status >= 400,
+		Summary: strings.TrimSpace(status) + ", " + sizeOf(resp),
+	}
+	return res, nil
+}
+
+// sendError says why a call got no response, naming the endpoint, not its
+// URL (which may carry the owner's parameters).
+func sendError(name string, err error) string {
+	var ue *url.Error
+	switch {
+	case netguard.Blocked(err):
+		return "endpoint " + name + " was refused: its address is not public"
+	case errors.As(err, &ue) && ue.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "endpoint " + name + " did not answer within 10 s"
+	}
+	return "endpoint " + name + " could not be reached"
+}
+
+// bodyForModel is the start of a response body the model may read: text,
+// at most httpBodyForModel bytes.
+func bodyForModel(r *netguard.Response) string {
+	b := r.Body
+	if len(b) == 0 {
+		return "(empty body)"
+	}
+	cut := len(b) > httpBodyForModel
+	if cut {
+		b = b[:httpBodyForModel]
+		// Back off a character cut in half.
+		for i := 0; i < utf8.UTFMax-1 && !utf8.Valid(b); i++ {
+			b = b[:len(b)-1]
+		}
+	}
+	if !utf8.Valid(b) || bytes.IndexByte(b, 0) >= 0 {
+		return fmt.Sprintf("(a binary body of %s)", sizeOf(r))
+	}
+	out := string(b)
+	if cut || r.Truncated {
+		out += fmt.Sprintf("\n… (the body was cut at %d KiB of %s)", httpBodyForModel>>10, sizeOf(r))
+	}
+	return out
+}
+
+func sizeOf(r *netguard.Response) string {
+	if r.Truncated {
+		return "more than " + strconv.Itoa(HTTPMaxBytes>>20) + " MiB"
+	}
+	return strconv.Itoa(len(r.Body)) + " bytes"
+}
