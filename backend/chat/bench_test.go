@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -134,4 +136,71 @@ func BenchmarkTimeToFirstToken(b *testing.B) {
 	b.ReportMetric(float64(viaParley.Microseconds())/n, "µs-ttft-parley")
 	b.ReportMetric(float64(direct.Nanoseconds())/n/1000, "µs-ttft-direct")
 	b.ReportMetric(float64((viaParley-direct).Microseconds())/n, "µs-ttft-added")
+}
+
+// BenchmarkToolRound: one REST JSON turn against the scripted fake OpenAI
+// model on loopback, answering at once (none), or first calling a tool and
+// answering after its result ("none" lists datastore_query and has no
+// datastores: it is offered no tool). The difference is what one tool round adds
+// (a second model call, the tool's run, the tool_call bookkeeping).
+// http_request calls an endpoint on loopback; web_search a fake SearXNG.
+func BenchmarkToolRound(b *testing.B) {
+	endpoint := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"id":"42","status":"shipped"}`)
+	}))
+	defer endpoint.Close()
+	searx := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"results":[{"url":"https://example.org/1","title":"One","content":"First."},
+			{"url":"https://example.org/2","title":"Two","content":"Second."}]}`)
+	}))
+	defer searx.Close()
+	fp := testenv.NewFakeProvider(b)
+	fp.Reply = func(_ int, body map[string]any) testenv.FakeReply {
+		msgs := body["messages"].([]any)
+		last := msgs[len(msgs)-1].(map[string]any)
+		tools, _ := body["tools"].([]any)
+		if last["role"] == "tool" || len(tools) == 0 {
+			return testenv.FakeReply{Tokens: []string{"Hello", " from", " the", " fake", " model."}}
+		}
+		name := tools[0].(map[string]any)["function"].(map[string]any)["name"].(string)
+		args := `{"query":"parley"}`
+		if name == "http_request" {
+			args = `{"endpoint":"orders","query":{"id":"42"}}`
+		}
+		return testenv.FakeReply{ToolCalls: []llm.ToolCall{{ID: "c1", Name: name, Arguments: args}}}
+	}
+	e := testenv.New(b, testenv.WithFakeModels(fp), func(c *server.Config) {
+		c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		c.WebSearch.SearxngURL = searx.URL
+	})
+	org := e.Bootstrap("Bench", plan.Enterprise)
+	if err := account.SetLimits(context.Background(), e.App.Store, org.ID, plan.Limits{PerMinute: 2_000_000_000, PerDay: 2_000_000_000}); err != nil {
+		b.Fatal(err)
+	}
+	agents := map[string]string{
+		"none":         `{"name":"none","instructions":"Be brief.","tools":["datastore_query"]}`,
+		"http_request": `{"name":"http","instructions":"Be brief.","tools":["http_request"],"toolSettings":{"http_request":{"endpoints":[{"name":"orders","url":"` + endpoint.URL + `/orders"}]}}}`,
+		"web_search":   `{"name":"web","instructions":"Be brief.","tools":["web_search"]}`,
+	}
+	for _, name := range []string{"none", "http_request", "web_search"} {
+		r := e.Do("POST", "/api/agents", org.Key, agents[name])
+		if r.Status != 201 {
+			b.Fatalf("%s: %d %s", name, r.Status, r.Body)
+		}
+		var a struct{ ID string }
+		r.JSON(b, &a)
+		url := e.URL + "/api/v2/agent/" + a.ID + "/chat"
+		b.Run(name, func(b *testing.B) {
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				i++
+				resp := post(b, url, org.Key, fmt.Sprintf(`{"query":"Hi","conversationId":"%s-%d"}`, name, i))
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
 }
