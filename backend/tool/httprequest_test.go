@@ -161,6 +161,16 @@ func TestHTTPRequestCallsConfiguredEndpoints(t *testing.T) {
 	require.True(t, strings.HasPrefix(result, `<tool_output tool="http_request" status="ok"`), result)
 	require.Contains(t, result, "HTTP 200 OK\nContent-Type: application/json\n\n"+`{"id":"42","status":"shipped"}`)
 	require.NotContains(t, result, "secret-1")
+
+	// A public agent's visitor (no key) gets the same tool.
+	r := e.Do("PUT", "/api/agents/"+id, e.A.Key, map[string]any{"visibility": "public"})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r = e.Do("POST", "/api/v2/agent/"+id+"/chat", "", `{"query":"Where is order 42?","conversationId":"hr-2","visitorId":"v-1"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), "get=HTTP 200 OK")
+	got = orders.requests()
+	require.Len(t, got, 4)
+	require.Equal(t, "secret-1", got[2].Header.Get("X-Api-Key"))
 }
 
 // Header values are write-only: no reply of any route or protocol carries
