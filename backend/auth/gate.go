@@ -5,7 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 )
 
@@ -44,6 +47,34 @@ func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope) (Ad
 		return adm, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
 	}
 	return adm, nil
+}
+
+// AdmitVisitor counts one request of a caller without a key to a public
+// resource (a public agent, a published form) against lim, the plan limits
+// of the resource's organization: once for the visitor (unless visitorID is
+// empty) and once for the client IP, each per resource. It returns the
+// state of the last window counted, also with the refusal of an exhausted
+// one.
+func (g *Gate) AdmitVisitor(ctx context.Context, resource uuid.UUID, visitorID, clientIP string, lim plan.Limits) (*ratelimit.Result, error) {
+	keys := make([]string, 0, 2)
+	if visitorID != "" {
+		keys = append(keys, "pub:"+resource.String()+":v:"+visitorID)
+	}
+	keys = append(keys, "pub:"+resource.String()+":ip:"+clientIP)
+	var rate *ratelimit.Result
+	for _, key := range keys {
+		res, err := g.Limits.Allow(ctx, key, lim)
+		if err != nil {
+			return rate, err
+		}
+		rate = &res
+		if !res.Allowed {
+			// SECURITY: the owner's plan bounds what its public resources
+			// cost it, per visitor and per address.
+			return rate, g.Refusal(res)
+		}
+	}
+	return rate, nil
 }
 
 // Refusal is the error for a request res refused.

@@ -52,9 +52,10 @@ func (a *Admitted) OrgID() uuid.UUID { return a.Agent.OrgID }
 
 // Admitter decides who may talk to which agent.
 type Admitter struct {
-	Store  *db.Store
-	Gate   *auth.Gate
-	Limits *ratelimit.Limiter
+	Store *db.Store
+	// Gate admits keys, and counts visitors of public agents on their
+	// owner's plan (AdmitVisitor).
+	Gate *auth.Gate
 }
 
 // Admit lets a caller reach an agent. With a key, the key must be valid,
@@ -119,15 +120,8 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 		ToolSettings: row.ToolSettings,
 	}}
 	lim := plan.Limits{PerMinute: int64(row.OrgRequestsPerMinute), PerDay: int64(row.OrgRequestsPerDay)}
-	for _, key := range []string{"pub:" + id.String() + ":v:" + visitorID, "pub:" + id.String() + ":ip:" + c.ClientIP} {
-		res, err := a.Limits.Allow(ctx, key, lim)
-		if err != nil {
-			return nil, err
-		}
-		out.Rate = &res
-		if !res.Allowed {
-			return out, a.Gate.Refusal(res)
-		}
+	if out.Rate, err = a.Gate.AdmitVisitor(ctx, id, visitorID, c.ClientIP, lim); err != nil {
+		return out, err
 	}
 	return out, nil
 }

@@ -229,7 +229,7 @@ func (a *App) routes() (http.Handler, error) {
 	}
 	agents := agent.NewHandler(a.Store, tools)
 	accounts := account.New(a.Store, a.Auth, a.Limits)
-	admitter := &chat.Admitter{Store: a.Store, Gate: gate, Limits: a.Limits}
+	admitter := &chat.Admitter{Store: a.Store, Gate: gate}
 	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store}
