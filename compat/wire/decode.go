@@ -59,6 +59,10 @@ func JSONError(err error) error {
 	}
 	if name, ok := strings.CutPrefix(err.Error(), "json: unknown field "); ok {
 		field := strings.Trim(name, `"`)
+		if field == "" {
+			// An error must name a field; a key "" names none.
+			return apperr.InvalidField("body", "unknown field \"\"")
+		}
 		return apperr.InvalidField(field, "unknown field")
 	}
 	return apperr.InvalidField("body", "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
