@@ -12,20 +12,21 @@ import (
 
 // agentJSON is an agent as SPEC §2.1 shows it.
 type agentJSON struct {
-	ID           string                `json:"id"`
-	Name         string                `json:"name"`
-	Description  string                `json:"description"`
-	Instructions string                `json:"instructions"`
-	Model        string                `json:"model"`
-	Temperature  float64               `json:"temperature"`
-	Tools        []string              `json:"tools"`
-	Datastores   []string              `json:"datastores"`
-	Visibility   string                `json:"visibility"`
-	Status       string                `json:"status"`
-	CreatedAt    string                `json:"createdAt"`
-	UpdatedAt    string                `json:"updatedAt"`
-	ToolSettings wire.ToolSettingsJSON `json:"toolSettings"`
-	Stats        *statsJSON            `json:"stats,omitempty"`
+	ID             string                `json:"id"`
+	Name           string                `json:"name"`
+	Description    string                `json:"description"`
+	Instructions   string                `json:"instructions"`
+	Model          string                `json:"model"`
+	Temperature    float64               `json:"temperature"`
+	Tools          []string              `json:"tools"`
+	Datastores     []string              `json:"datastores"`
+	Visibility     string                `json:"visibility"`
+	HandoffMessage string                `json:"handoffMessage"`
+	Status         string                `json:"status"`
+	CreatedAt      string                `json:"createdAt"`
+	UpdatedAt      string                `json:"updatedAt"`
+	ToolSettings   wire.ToolSettingsJSON `json:"toolSettings"`
+	Stats          *statsJSON            `json:"stats,omitempty"`
 	// Warnings come with the detail (as stats do): why a listed tool is not
 	// offered to the model.
 	Warnings *[]string `json:"warnings,omitempty"`
@@ -41,7 +42,7 @@ func toAgentJSON(a *parleyv1.Agent) agentJSON {
 	out := agentJSON{
 		ID: a.GetId(), Name: a.GetName(), Description: a.GetDescription(), Instructions: a.GetInstructions(),
 		Model: a.GetModel(), Temperature: a.GetTemperature(), Tools: nonNil(a.GetTools()),
-		Datastores: nonNil(a.GetDatastores()), Visibility: a.GetVisibility(), Status: a.GetStatus(),
+		Datastores: nonNil(a.GetDatastores()), Visibility: a.GetVisibility(), Status: a.GetStatus(), HandoffMessage: a.GetHandoffMessage(),
 		CreatedAt:    a.GetCreateTime().AsTime().UTC().Format(time.RFC3339Nano),
 		UpdatedAt:    a.GetUpdateTime().AsTime().UTC().Format(time.RFC3339Nano),
 		ToolSettings: wire.ToolSettingsOf(a.GetToolSettings()),

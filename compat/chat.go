@@ -14,7 +14,6 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/conversation"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -161,6 +160,10 @@ func doneFields(resp *parleyv1.ChatResponse) map[string]any {
 			"provider": resp.GetMetadata().GetProvider(),
 		},
 	}
+	if resp.GetMetadata().GetHandoff() {
+		// People have the conversation: the answer is the agent's handoff message.
+		out["metadata"].(map[string]any)["handoff"] = true
+	}
 	if v := resp.GetVisitorId(); v != "" {
 		out["visitorId"] = v
 	}
@@ -276,48 +279,6 @@ func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	return sse.Event("", []byte("[DONE]"))
-}
-
-// listConversations is GET /api/v2/agent/{agentId}/conversations (SPEC §4.2).
-func (h *Handler) listConversations(w http.ResponseWriter, r *http.Request) {
-	req := &parleyv1.ListConversationsRequest{AgentId: r.PathValue("agentId"), VisitorId: r.URL.Query().Get("visitorId")}
-	if raw := r.URL.Query().Get("limit"); raw != "" {
-		n, err := strconv.ParseInt(raw, 10, 32)
-		if err != nil || n < 1 {
-			WriteError(w, r, apperr.InvalidField("limit", "must be a positive integer (at most %d)", conversation.MaxLimit))
-			return
-		}
-		if n > conversation.MaxLimit {
-			WriteError(w, r, apperr.InvalidField("limit", "must be at most %d", conversation.MaxLimit))
-			return
-		}
-		req.Limit = int32(n)
-	}
-	if err := h.validate(req); err != nil {
-		WriteError(w, r, err)
-		return
-	}
-	resp, adm, err := h.convs.List(r.Context(), chat.Caller{Authorization: r.Header.Get("Authorization"), ClientIP: clientIP(r)}, req)
-	if adm != nil {
-		ratelimit.WriteHeaders(w.Header(), adm.Rate, time.Now())
-	}
-	if err != nil {
-		WriteError(w, r, err)
-		return
-	}
-	items := make([]map[string]any, 0, len(resp.GetConversations()))
-	for _, c := range resp.GetConversations() {
-		item := map[string]any{
-			"id": c.GetId(), "createdAt": c.GetCreateTime().AsTime().UTC().Format(time.RFC3339Nano),
-			"messagesCount": c.GetMessagesCount(), "lastMessage": c.GetLastMessage(), "status": c.GetStatus(),
-			"channel": c.GetChannel(),
-		}
-		if v := c.GetVisitorId(); v != "" {
-			item["visitorId"] = v
-		}
-		items = append(items, item)
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"conversations": items})
 }
 
 // encodeURIComponent escapes like JavaScript's function of that name, which

@@ -81,7 +81,12 @@ func (h *Handler) Routes() []Route {
 	}
 	base = append(base,
 		Route{http.MethodPost, "/v2/agent/{agentId}/chat", h.chatV2},
-		Route{http.MethodGet, "/v2/agent/{agentId}/conversations", h.listConversations},
+		Route{http.MethodGet, "/v2/agent/{agentId}/conversations", handle(h.listConversations)},
+		Route{http.MethodGet, "/v2/conversations", handle(h.listConversationsV2)},
+		Route{http.MethodGet, "/v2/conversations/{id}", handle(h.getConversation)},
+		Route{http.MethodPut, "/v2/conversations/{id}", handle(h.updateConversation)},
+		Route{http.MethodPost, "/v2/conversations/{id}/messages", h.rpc(parleyv1connect.ConversationServicePostMessageProcedure, h.postMessage)},
+		Route{http.MethodGet, "/v2/conversations/{id}/events", handle(h.watchConversation)},
 		Route{http.MethodPost, "/agents/{agentId}/query", h.chatV1},
 	)
 	routes := []Route{{http.MethodGet, "/api/openapi.json", serveOpenAPI}}

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -73,6 +74,23 @@ func (s *sseStream) Event(name string, data []byte) error {
 	defer s.mu.Unlock()
 	s.startLocked()
 	return s.writeLocked(wire.Frame(name, data))
+}
+
+// EventWithID sends one event of the default type with an id, which the
+// client sends back as Last-Event-ID when it reconnects.
+func (s *sseStream) EventWithID(id string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLocked()
+	return s.writeLocked(append([]byte("id: "+strings.NewReplacer("\r", "", "\n", "").Replace(id)+"\n"), wire.Frame("", data)...))
+}
+
+// Comment sends a comment line (clients ignore it); it starts the stream.
+func (s *sseStream) Comment(text string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLocked()
+	return s.writeLocked([]byte(": " + strings.NewReplacer("\r", " ", "\n", " ").Replace(text) + "\n\n"))
 }
 
 func (s *sseStream) writeLocked(b []byte) error {

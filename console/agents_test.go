@@ -236,7 +236,7 @@ func testAgentsViewer(t *testing.T, e *env) {
 	require.Equal(t, "Viewed", a.Name)
 	r := e.api(t, "GET", "/api/v2/agent/"+id+"/conversations", e.A.Key, nil)
 	require.Equal(t, http.StatusOK, r.Status)
-	require.JSONEq(t, `{"conversations":[]}`, string(r.Body), "a viewer's chat was run")
+	require.JSONEq(t, `{"conversations":[],"nextCursor":null}`, string(r.Body), "a viewer's chat was run")
 	admin := e.as(t, e.A.ID, member.Admin)
 	require.NotContains(t, admin.get("/console/agents").Body, "Sneaky")
 }
@@ -268,7 +268,7 @@ func testAgentsOtherOrg(t *testing.T, e *env) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, "A's own", a.Name)
 	r := e.api(t, "GET", "/api/v2/agent/"+id+"/conversations", e.A.Key, nil)
-	require.JSONEq(t, `{"conversations":[]}`, string(r.Body), "another organization chatted with the agent")
+	require.JSONEq(t, `{"conversations":[],"nextCursor":null}`, string(r.Body), "another organization chatted with the agent")
 	// An id nobody has.
 	require.Equal(t, http.StatusNotFound, b.get("/console/agents/00000000-0000-0000-0000-000000000002").Status)
 	require.Equal(t, http.StatusNotFound, b.post("/console/agents/00000000-0000-0000-0000-000000000002/chat", url.Values{"query": {"hi"}}).Status)

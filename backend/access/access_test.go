@@ -45,6 +45,9 @@ func TestRules(t *testing.T) {
 		{parleyv1connect.DatastoreServiceQueryProcedure, Rule{Scope: auth.ScopeAdmin}},
 		{parleyv1connect.ChatServiceChatStreamProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
 		{parleyv1connect.ConversationServiceListConversationsProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
+		{parleyv1connect.ConversationServiceUpdateConversationProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
+		{parleyv1connect.ConversationServiceWatchConversationProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
+		{parleyv1connect.ConversationServicePostMessageProcedure, Rule{Scope: auth.ScopeAdmin}},
 	} {
 		got, err := For(tc.procedure)
 		require.NoError(t, err, tc.procedure)

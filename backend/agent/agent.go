@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/handoff"
 	"github.com/parleyhq/parley/backend/tool"
 )
 
@@ -73,6 +74,7 @@ func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequ
 	if req.Visibility != nil {
 		params.Visibility = req.GetVisibility()
 	}
+	params.HandoffMessage = req.GetHandoffMessage()
 	if params.Tools == nil {
 		params.Tools = []string{}
 	}
@@ -178,6 +180,8 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 			params.Tools = append([]string{}, req.GetTools()...)
 		case "visibility":
 			params.Visibility = ptr(req.GetVisibility())
+		case "handoff_message":
+			params.HandoffMessage = ptr(req.GetHandoffMessage())
 		case "datastores", "tool_settings":
 		default:
 			return nil, apperr.InvalidField("update_mask", "unknown path %q", path)
@@ -241,6 +245,8 @@ func requireMasked(req *parleyv1.UpdateAgentRequest) error {
 			set = req.Temperature != nil
 		case "visibility":
 			set = req.Visibility != nil
+		case "handoff_message":
+			set = req.HandoffMessage != nil
 		default: // tools, datastores, tool_settings: empty is a value
 			set = true
 		}
@@ -345,7 +351,7 @@ func toProto(a dbq.Agent, stats *parleyv1.AgentStats) *parleyv1.Agent {
 	return &parleyv1.Agent{
 		Id: a.ID.String(), Name: a.Name, Description: a.Description, Instructions: a.Instructions,
 		Model: a.Model, Temperature: a.Temperature, Tools: tools, Datastores: []string{},
-		Visibility: a.Visibility, Status: a.Status,
+		Visibility: a.Visibility, Status: a.Status, HandoffMessage: handoff.Message(a.HandoffMessage),
 		CreateTime: timestamppb.New(a.CreatedAt), UpdateTime: timestamppb.New(a.UpdatedAt),
 		Stats: stats, ToolSettings: toolSettingsProto(tool.ParseSettings(a.ToolSettings)),
 	}

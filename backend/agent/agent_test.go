@@ -272,12 +272,13 @@ func TestStatsAndDeleteCascade(t *testing.T) {
 		args []any
 	}{
 		{"SELECT set_config('app.org_id', $1, true)", []any{e.A.ID.String()}},
-		{"INSERT INTO conversations (org_id, id, agent_id) VALUES ($1, 'c1', $2), ($1, 'c2', $2)", []any{e.A.ID, id}},
-		{`INSERT INTO messages (org_id, id, conversation_id, role, content, rating) VALUES
-			($1, gen_random_uuid(), 'c1', 'user', 'hi', NULL),
-			($1, gen_random_uuid(), 'c1', 'assistant', 'hello', 5),
-			($1, gen_random_uuid(), 'c2', 'user', 'yo', NULL),
-			($1, gen_random_uuid(), 'c2', 'assistant', 'hey', 2)`, []any{e.A.ID}},
+		// Rated 5 and 2; c3 is not rated.
+		{"INSERT INTO conversations (org_id, id, agent_id, rating) VALUES ($1, 'c1', $2, 5), ($1, 'c2', $2, 2), ($1, 'c3', $2, NULL)", []any{e.A.ID, id}},
+		{`INSERT INTO messages (org_id, id, conversation_id, role, content) VALUES
+			($1, gen_random_uuid(), 'c1', 'user', 'hi'),
+			($1, gen_random_uuid(), 'c1', 'assistant', 'hello'),
+			($1, gen_random_uuid(), 'c2', 'user', 'yo'),
+			($1, gen_random_uuid(), 'c2', 'assistant', 'hey')`, []any{e.A.ID}},
 	} {
 		_, err := tx.Exec(ctx, q.sql, q.args...)
 		require.NoError(t, err)
@@ -287,7 +288,7 @@ func TestStatsAndDeleteCascade(t *testing.T) {
 	got, err := c.GetAgent(ctx, &parleyv1.GetAgentRequest{Id: id})
 	require.NoError(t, err)
 	st := got.GetAgent().GetStats()
-	require.EqualValues(t, 2, st.GetTotalConversations())
+	require.EqualValues(t, 3, st.GetTotalConversations())
 	require.EqualValues(t, 4, st.GetTotalMessages())
 	require.InDelta(t, 3.5, st.GetAverageRating(), 1e-9)
 
@@ -298,10 +299,11 @@ func TestStatsAndDeleteCascade(t *testing.T) {
 	defer tx.Rollback(ctx) //nolint:errcheck
 	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.A.ID.String())
 	require.NoError(t, err)
-	var convs, msgs int
-	require.NoError(t, tx.QueryRow(ctx, "SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM messages)").Scan(&convs, &msgs))
+	var convs, msgs, events int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT (SELECT count(*) FROM conversations), (SELECT count(*) FROM messages), (SELECT count(*) FROM conversation_events)").Scan(&convs, &msgs, &events))
 	require.Zero(t, convs)
 	require.Zero(t, msgs)
+	require.Zero(t, events)
 	var ids int
 	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM resource_ids WHERE id = $1", id).Scan(&ids))
 	require.Zero(t, ids, "a deleted agent's id stays registered: it would answer 403 instead of 404")

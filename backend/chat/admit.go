@@ -116,7 +116,7 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 	out := &Admitted{Agent: dbq.Agent{
 		OrgID: row.OrgID, ID: row.ID, Name: row.Name, Description: row.Description, Instructions: row.Instructions,
 		Model: row.Model, Temperature: row.Temperature, Tools: row.Tools, Visibility: row.Visibility,
-		Status: row.Status, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		Status: row.Status, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, HandoffMessage: row.HandoffMessage,
 		ToolSettings: row.ToolSettings,
 	}}
 	lim := plan.Limits{PerMinute: int64(row.OrgRequestsPerMinute), PerDay: int64(row.OrgRequestsPerDay)}

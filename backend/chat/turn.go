@@ -20,6 +20,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/handoff"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/tool"
@@ -71,6 +72,9 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	}
 	if err := s.load(ctx, t); err != nil {
 		return nil, err
+	}
+	if handoff.Silenced(t.conv.Status) {
+		return s.answerForPeople(ctx, t)
 	}
 	kit, prompt := s.buildPrompt(t)
 	g := s.rounds(ctx, t, kit, prompt)
@@ -151,7 +155,7 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 		if t.history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: t.conv.ID, MaxRows: historyRows}); err != nil {
 			return err
 		}
-		if s.Knowledge != nil {
+		if s.Knowledge != nil && !handoff.Silenced(t.conv.Status) {
 			// SECURITY: only this organization's datastores attached to this agent.
 			if t.stores, err = s.Knowledge.AgentDatastores(ctx, q, org, t.a.Agent.ID); err != nil {
 				return err
@@ -522,7 +526,8 @@ func promptHistory(rows []dbq.ListMessagesRow, budget int) []llm.Message {
 		}
 		used += n
 		role := llm.RoleUser
-		if r.Role == "assistant" {
+		if r.Role == "assistant" || r.Role == "human" {
+			// A person's reply speaks for the organization, as answers do.
 			role = llm.RoleAssistant
 		}
 		out = append(out, llm.Message{Role: role, Content: r.Content})

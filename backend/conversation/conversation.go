@@ -1,5 +1,12 @@
-// Package conversation is ConversationService: an agent's conversations, as
-// their owner or a public agent's visitor may see them.
+// Package conversation is ConversationService: an organization's
+// conversations as its keys, its console members and its public agents'
+// visitors may see them; their ratings; their handoff between the model
+// and people (status, people's replies); and streams of their events, live
+// across instances (Hub).
+//
+// It must never show or change a conversation to a party other than its
+// organization's (or, for a public agent's visitor, other than the
+// visitor's own), and it reports every such id as not found.
 package conversation
 
 import (
@@ -7,11 +14,9 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/db"
-	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/ratelimit"
@@ -23,65 +28,174 @@ const (
 	MaxLimit     = 50
 )
 
-// Service lists conversations.
+// Service reads, changes and streams conversations.
 type Service struct {
+	// Admit admits keys and public agents' visitors, as chat does.
 	Admit *chat.Admitter
 	Store *db.Store
+	// Live wakes streams when their conversation has new events; nil: no
+	// streams (WatchConversation is Unavailable).
+	Live *Hub
+	// Drain ends when the server shuts down: streams end, and their
+	// clients reconnect (to another instance) where they left off.
+	Drain context.Context
+	// Heartbeat is how often a quiet stream says it is alive; 0 means
+	// HeartbeatEvery.
+	Heartbeat time.Duration
 }
 
 var _ parleyv1connect.ConversationServiceHandler = (*Service)(nil)
 
-// List admits the caller like chat does and lists the agent's conversations,
-// newest first: a visitor without a key sees only its own; a key of the
-// organization sees all of them, or one visitor's. The Admitted is returned
-// for its rate-limit state, also with an error.
-func (s *Service) List(ctx context.Context, c chat.Caller, req *parleyv1.ListConversationsRequest) (*parleyv1.ListConversationsResponse, *chat.Admitted, error) {
-	adm, err := s.Admit.Admit(ctx, c, req.GetAgentId(), req.GetVisitorId())
+// List admits the caller and lists conversations, newest first: with a key,
+// the organization's (one agent's with agent_id); without one, a public
+// agent's visitor's own (agent_id and visitor_id required). It returns the
+// rate-limit state to report, also with an error.
+func (s *Service) List(ctx context.Context, c chat.Caller, req *parleyv1.ListConversationsRequest) (*parleyv1.ListConversationsResponse, *ratelimit.Result, error) {
+	p, err := s.AdmitCaller(ctx, c, req.GetAgentId(), req.GetVisitorId())
 	if err != nil {
-		return nil, adm, err
+		return nil, rateOf(p), err
 	}
 	limit := req.GetLimit()
 	if limit == 0 {
 		limit = DefaultLimit
 	}
-	var visitor *string
-	if v := req.GetVisitorId(); v != "" {
-		visitor = &v
+	f := Filter{
+		AgentID: req.GetAgentId(), Status: req.GetStatus(), VisitorID: req.GetVisitorId(), Channel: req.GetChannel(),
+		Cursor: req.GetCursor(), Limit: limit,
 	}
-	out := &parleyv1.ListConversationsResponse{Conversations: []*parleyv1.ConversationSummary{}}
-	err = s.Store.Tenant(ctx, adm.OrgID(), func(q *dbq.Queries) error {
-		rows, err := q.ListConversations(ctx, dbq.ListConversationsParams{
-			OrgID: adm.OrgID(), AgentID: adm.Agent.ID, VisitorID: visitor, MaxRows: limit,
-		})
-		for _, r := range rows {
-			out.Conversations = append(out.Conversations, &parleyv1.ConversationSummary{
-				Id: r.ID, CreateTime: timestamppb.New(r.CreatedAt), MessagesCount: r.MessagesCount,
-				LastMessage: r.LastMessage, Status: r.Status, VisitorId: deref(r.VisitorID), Channel: r.Channel,
-			})
-		}
-		return err
-	})
-	return out, adm, err
+	if req.GetSince() != nil {
+		t := req.GetSince().AsTime()
+		f.Since = &t
+	}
+	page, err := s.Find(ctx, p, f)
+	if err != nil {
+		return nil, p.Rate, err
+	}
+	return &parleyv1.ListConversationsResponse{Conversations: page.Conversations, NextCursor: page.Next}, p.Rate, nil
+}
+
+// Get admits the caller and returns one of its conversations with its
+// messages.
+func (s *Service) Get(ctx context.Context, c chat.Caller, req *parleyv1.GetConversationRequest) (*parleyv1.GetConversationResponse, *ratelimit.Result, error) {
+	p, err := s.AdmitCaller(ctx, c, req.GetAgentId(), req.GetVisitorId())
+	if err != nil {
+		return nil, rateOf(p), err
+	}
+	t, err := s.Transcript(ctx, p, req.GetConversationId())
+	if err != nil {
+		return nil, p.Rate, err
+	}
+	out := &parleyv1.GetConversationResponse{
+		Conversation: t.Conversation, Truncated: t.Truncated, LastEventId: t.LastEventID,
+		Messages: make([]*parleyv1.ConversationMessage, 0, len(t.Messages)),
+	}
+	for _, m := range t.Messages {
+		out.Messages = append(out.Messages, m.Proto())
+	}
+	return out, p.Rate, nil
+}
+
+// UpdateAs admits the caller and changes one of its conversations: a
+// visitor or a chat key may rate it; a status needs the admin scope.
+func (s *Service) UpdateAs(ctx context.Context, c chat.Caller, req *parleyv1.UpdateConversationRequest) (*parleyv1.UpdateConversationResponse, *ratelimit.Result, error) {
+	p, err := s.AdmitCaller(ctx, c, req.GetAgentId(), req.GetVisitorId())
+	if err != nil {
+		return nil, rateOf(p), err
+	}
+	sum, err := s.Update(ctx, p, req.GetConversationId(), Change{Status: req.Status, Rating: req.Rating, Reason: req.GetReason()})
+	if err != nil {
+		return nil, p.Rate, err
+	}
+	return &parleyv1.UpdateConversationResponse{Conversation: sum}, p.Rate, nil
+}
+
+// Watch admits the caller and opens a stream of one of its conversations'
+// events (Follow).
+func (s *Service) Watch(ctx context.Context, c chat.Caller, req *parleyv1.WatchConversationRequest) (*Watch, *ratelimit.Result, error) {
+	p, err := s.AdmitCaller(ctx, c, req.GetAgentId(), req.GetVisitorId())
+	if err != nil {
+		return nil, rateOf(p), err
+	}
+	w, err := s.Follow(ctx, p, req.GetConversationId(), req.AfterEventId)
+	return w, p.Rate, err
+}
+
+func rateOf(p *Party) *ratelimit.Result {
+	if p == nil {
+		return nil
+	}
+	return p.Rate
+}
+
+// callerOf is the caller of a Connect call.
+func callerOf(ctx context.Context) chat.Caller {
+	info, _ := connect.CallInfoForHandlerContext(ctx)
+	return chat.CallerOf(info.RequestHeader(), info.Peer().Addr)
+}
+
+// reply ends a Connect call: the rate-limit headers, or the error carrying
+// them.
+func reply[T any](ctx context.Context, resp T, rate *ratelimit.Result, err error) (T, error) {
+	if err != nil {
+		var zero T
+		return zero, chat.ConnectError(ctx, err, rate)
+	}
+	if info, ok := connect.CallInfoForHandlerContext(ctx); ok {
+		ratelimit.WriteHeaders(info.ResponseHeader(), rate, time.Now())
+	}
+	return resp, nil
 }
 
 // ListConversations implements ConversationService.
 func (s *Service) ListConversations(ctx context.Context, req *parleyv1.ListConversationsRequest) (*parleyv1.ListConversationsResponse, error) {
-	info, _ := connect.CallInfoForHandlerContext(ctx)
-	resp, adm, err := s.List(ctx, chat.CallerOf(info.RequestHeader(), info.Peer().Addr), req)
-	var rate *ratelimit.Result
-	if adm != nil {
-		rate = adm.Rate
-	}
-	if err != nil {
-		return nil, chat.ConnectError(ctx, err, rate)
-	}
-	ratelimit.WriteHeaders(info.ResponseHeader(), rate, time.Now())
-	return resp, nil
+	resp, rate, err := s.List(ctx, callerOf(ctx), req)
+	return reply(ctx, resp, rate, err)
 }
 
-func deref(s *string) string {
-	if s == nil {
-		return ""
+// GetConversation implements ConversationService.
+func (s *Service) GetConversation(ctx context.Context, req *parleyv1.GetConversationRequest) (*parleyv1.GetConversationResponse, error) {
+	resp, rate, err := s.Get(ctx, callerOf(ctx), req)
+	return reply(ctx, resp, rate, err)
+}
+
+// UpdateConversation implements ConversationService.
+func (s *Service) UpdateConversation(ctx context.Context, req *parleyv1.UpdateConversationRequest) (*parleyv1.UpdateConversationResponse, error) {
+	resp, rate, err := s.UpdateAs(ctx, callerOf(ctx), req)
+	return reply(ctx, resp, rate, err)
+}
+
+// PostMessage implements ConversationService; the gate admitted the key
+// (the admin scope) and put it in ctx, as for the REST path.
+func (s *Service) PostMessage(ctx context.Context, req *parleyv1.PostMessageRequest) (*parleyv1.PostMessageResponse, error) {
+	p, err := keyParty(ctx)
+	if err != nil {
+		return nil, err
 	}
-	return *s
+	m, sum, err := s.Reply(ctx, p, req.GetConversationId(), req.GetText(), "api")
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.PostMessageResponse{Message: m.Proto(), Conversation: sum}, nil
+}
+
+// WatchConversation implements ConversationService.
+func (s *Service) WatchConversation(ctx context.Context, req *parleyv1.WatchConversationRequest, stream *connect.ServerStream[parleyv1.WatchConversationResponse]) error {
+	conn := stream.Conn()
+	w, rate, err := s.Watch(ctx, chat.CallerOf(conn.RequestHeader(), conn.Peer().Addr), req)
+	if err != nil {
+		return chat.ConnectError(ctx, err, rate)
+	}
+	ratelimit.WriteHeaders(stream.ResponseHeader(), rate, time.Now())
+	if err := w.Run(ctx, stream.Send); err != nil {
+		return chat.ConnectError(ctx, err, nil)
+	}
+	return nil
+}
+
+func deref[T any](p *T) T {
+	var zero T
+	if p == nil {
+		return zero
+	}
+	return *p
 }

@@ -14,33 +14,41 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/backend/apperr"
-	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/handoff"
 )
 
-// Reads for a principal of the organization (a console member): unlike
-// List, they do not admit by key or visitor. The caller has decided the
-// principal may read its organization's conversations; every query is
-// scoped to the principal's organization.
+// Reads for a party: a principal of the organization (an API key, a console
+// member) or a public agent's visitor. Every query is scoped to the party's
+// organization, and a visitor's to its agent and visitor id.
 
 // MaxTranscript bounds the messages a transcript shows.
 const MaxTranscript = 1000
 
 // Statuses a conversation can have.
-var Statuses = []string{"unresolved", "resolved", "human_requested"}
+var Statuses = handoff.Statuses
 
-// Filter narrows ListForPrincipal.
+// Filter narrows a listing.
 type Filter struct {
+	// AgentID is one agent's conversations, or empty for all the
+	// organization's.
 	AgentID string
 	// Status is one of Statuses, or empty for all.
 	Status string
 	// VisitorID is one visitor's conversations, or empty for all.
 	VisitorID string
+	// Channel is one channel's conversations, or empty for all.
+	Channel string
+	// Since keeps the conversations active (a message, a status change) at
+	// or after it, when set.
+	Since *time.Time
 	// Cursor is the Next of the previous page, or empty for the first.
 	Cursor string
 	// Limit is the page size; 0 means MaxLimit, at most MaxLimit.
@@ -81,21 +89,27 @@ func agentOf(ctx context.Context, q *dbq.Queries, org uuid.UUID, raw string) (db
 	return a, err
 }
 
-// ListForPrincipal lists one of the principal's organization's agents'
-// conversations, newest first.
+// ListForPrincipal lists the conversations of the principal's organization
+// (a console member's), newest first.
 func (s *Service) ListForPrincipal(ctx context.Context, f Filter) (*Page, error) {
-	p, err := auth.FromContext(ctx)
+	p, err := MemberParty(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	params := dbq.ConsoleListConversationsParams{OrgID: p.OrgID, MaxRows: f.Limit}
+	return s.Find(ctx, p, f)
+}
+
+// Find lists the party's conversations, newest first. A visitor's listing
+// is always its own conversations with its agent.
+func (s *Service) Find(ctx context.Context, p *Party, f Filter) (*Page, error) {
+	params := dbq.SearchConversationsParams{OrgID: p.Org, MaxRows: f.Limit}
 	if f.Limit <= 0 || f.Limit > MaxLimit {
 		params.MaxRows = MaxLimit
 	}
 	limit := params.MaxRows
 	params.MaxRows++ // one more tells whether a next page exists
 	if f.Status != "" {
-		if !isStatus(f.Status) {
+		if !handoff.IsStatus(f.Status) {
 			return nil, apperr.InvalidField("status", "must be one of %s", strings.Join(Statuses, ", "))
 		}
 		params.Status = &f.Status
@@ -106,6 +120,10 @@ func (s *Service) ListForPrincipal(ctx context.Context, f Filter) (*Page, error)
 		}
 		params.VisitorID = &f.VisitorID
 	}
+	if f.Channel != "" {
+		params.Channel = &f.Channel
+	}
+	params.Since = f.Since
 	if f.Cursor != "" {
 		t, id, err := parseCursor(f.Cursor)
 		if err != nil {
@@ -113,16 +131,25 @@ func (s *Service) ListForPrincipal(ctx context.Context, f Filter) (*Page, error)
 		}
 		params.BeforeTime, params.BeforeID = &t, &id
 	}
-	out := &Page{Conversations: []*parleyv1.ConversationSummary{}}
-	// SECURITY: the principal's organization scopes the agent and the
-	// listing (tenant transaction and explicit org_id filters).
-	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
-		a, err := agentOf(ctx, q, p.OrgID, f.AgentID)
-		if err != nil {
-			return err
+	if p.IsVisitor() {
+		// SECURITY: a visitor lists its own conversations with its agent.
+		if f.AgentID != "" && f.AgentID != p.Agent.String() {
+			return nil, apperr.New(apperr.NotFound, "agent %q not found", f.AgentID)
 		}
-		params.AgentID = a.ID
-		rows, err := q.ConsoleListConversations(ctx, params)
+		params.AgentID, params.VisitorID = &p.Agent, &p.Visitor
+	}
+	out := &Page{Conversations: []*parleyv1.ConversationSummary{}}
+	// SECURITY: the party's organization scopes the agent and the listing
+	// (tenant transaction and explicit org_id filters).
+	err := s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+		if f.AgentID != "" && params.AgentID == nil {
+			a, err := agentOf(ctx, q, p.Org, f.AgentID)
+			if err != nil {
+				return err
+			}
+			params.AgentID = &a.ID
+		}
+		rows, err := q.SearchConversations(ctx, params)
 		if err != nil {
 			return err
 		}
@@ -132,10 +159,7 @@ func (s *Service) ListForPrincipal(ctx context.Context, f Filter) (*Page, error)
 				out.Next = cursorOf(last.CreatedAt, last.ID)
 				break
 			}
-			out.Conversations = append(out.Conversations, &parleyv1.ConversationSummary{
-				Id: r.ID, CreateTime: timestamppb.New(r.CreatedAt), MessagesCount: r.MessagesCount,
-				LastMessage: r.LastMessage, Status: r.Status, VisitorId: deref(r.VisitorID), Channel: r.Channel,
-			})
+			out.Conversations = append(out.Conversations, summaryOf(ctx, r, !p.IsVisitor()))
 		}
 		return nil
 	})
@@ -145,13 +169,52 @@ func (s *Service) ListForPrincipal(ctx context.Context, f Filter) (*Page, error)
 	return out, nil
 }
 
-func isStatus(s string) bool {
-	for _, x := range Statuses {
-		if s == x {
-			return true
+// summaryOf is a conversation's summary; withContact adds its contact (not
+// for visitors: an organization's notes on them are its own).
+func summaryOf(ctx context.Context, r dbq.SearchConversationsRow, withContact bool) *parleyv1.ConversationSummary {
+	out := &parleyv1.ConversationSummary{
+		Id: r.ID, CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
+		MessagesCount: r.MessagesCount, LastMessage: r.LastMessage, Status: r.Status, VisitorId: deref(r.VisitorID),
+		Channel: r.Channel, AgentId: r.AgentID.String(), StatusReason: r.StatusReason, StatusChangedBy: r.StatusBy,
+	}
+	if r.Rating != nil {
+		out.Rating = int32(*r.Rating)
+	}
+	if withContact && r.ContactID != nil {
+		out.ContactId = r.ContactID.String()
+		out.Contact = &parleyv1.Contact{
+			Email: deref(r.ContactEmail), PhoneNumber: deref(r.ContactPhoneNumber),
+			FirstName: deref(r.ContactFirstName), LastName: deref(r.ContactLastName),
+		}
+		if len(r.ContactCustomFields) > 0 && string(r.ContactCustomFields) != "{}" {
+			cf := &structpb.Struct{}
+			if err := protojson.Unmarshal(r.ContactCustomFields, cf); err != nil {
+				slog.WarnContext(ctx, "unreadable contact custom fields", "conversation", r.ID, "err", err)
+			} else {
+				out.Contact.CustomFields = cf
+			}
 		}
 	}
-	return false
+	return out
+}
+
+// summary reads one conversation's summary in q's transaction, and its
+// latest event number.
+func summary(ctx context.Context, q *dbq.Queries, p *Party, id string) (*parleyv1.ConversationSummary, int64, error) {
+	r, err := q.ConversationSummary(ctx, dbq.ConversationSummaryParams{OrgID: p.Org, ID: id})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, 0, notFound(id)
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	return summaryOf(ctx, dbq.SearchConversationsRow{
+		ID: r.ID, AgentID: r.AgentID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Status: r.Status,
+		VisitorID: r.VisitorID, Channel: r.Channel, Rating: r.Rating, StatusReason: r.StatusReason,
+		StatusBy: r.StatusBy, ContactID: r.ContactID, MessagesCount: r.MessagesCount, LastMessage: r.LastMessage,
+		ContactEmail: r.ContactEmail, ContactPhoneNumber: r.ContactPhoneNumber, ContactFirstName: r.ContactFirstName,
+		ContactLastName: r.ContactLastName, ContactCustomFields: r.ContactCustomFields,
+	}, !p.IsVisitor()), r.EventSeq, nil
 }
 
 // Message is one message of a transcript.
@@ -160,8 +223,12 @@ type Message struct {
 	Role       string
 	Content    string
 	CreateTime time.Time
+	// Author is who wrote a person's reply (role human).
+	Author string
 	// Sources are the passages an answer was made from.
 	Sources []*parleyv1.Source
+	// ToolCalls are the tools the model called for an answer.
+	ToolCalls []*parleyv1.ToolCall
 	// Model, Provider and Latency are set on answers.
 	Model, Provider string
 	Latency         *time.Duration
@@ -169,6 +236,14 @@ type Message struct {
 	PromptTokens, CompletionTokens *int32
 	// Incomplete marks an answer cut short.
 	Incomplete bool
+}
+
+// Proto is the message as the API returns it.
+func (m Message) Proto() *parleyv1.ConversationMessage {
+	return &parleyv1.ConversationMessage{
+		Id: m.ID, Role: m.Role, Text: m.Content, Author: m.Author, Sources: m.Sources, ToolCalls: m.ToolCalls,
+		CreateTime: timestamppb.New(m.CreateTime), Model: m.Model, Incomplete: m.Incomplete,
+	}
 }
 
 // Transcript is a conversation and its messages, oldest first.
@@ -179,44 +254,48 @@ type Transcript struct {
 	// Truncated is set when the conversation has more than MaxTranscript
 	// messages (the first ones are shown).
 	Truncated bool
+	// LastEventID is the number of the conversation's latest event.
+	LastEventID int64
 }
 
 // TranscriptForPrincipal returns one of the principal's organization's
-// conversations. Another organization's conversation is not found: ids are
-// the clients' own and only unique within an organization.
+// conversations (a console member's). Another organization's conversation
+// is not found: ids are the clients' own and only unique within an
+// organization.
 func (s *Service) TranscriptForPrincipal(ctx context.Context, id string) (*Transcript, error) {
-	p, err := auth.FromContext(ctx)
+	p, err := MemberParty(ctx, "")
 	if err != nil {
 		return nil, err
 	}
+	return s.Transcript(ctx, p, id)
+}
+
+// Transcript returns one of the party's conversations and its messages.
+func (s *Service) Transcript(ctx context.Context, p *Party, id string) (*Transcript, error) {
 	var out *Transcript
-	// SECURITY: the conversation and its messages are read by the
-	// principal's organization (tenant transaction and explicit org_id).
-	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
-		c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: p.OrgID, ID: id})
-		if errors.Is(err, pgx.ErrNoRows) {
-			return apperr.New(apperr.NotFound, "conversation %q not found", id)
-		}
+	// SECURITY: the conversation and its messages are read by the party's
+	// organization (tenant transaction and explicit org_id), and must be
+	// the party's own (Party.own).
+	err := s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+		c, err := p.own(ctx, q, id)
 		if err != nil {
 			return err
 		}
-		rows, err := q.ConsoleTranscript(ctx, dbq.ConsoleTranscriptParams{OrgID: p.OrgID, ConversationID: c.ID, MaxRows: MaxTranscript + 1})
+		sum, seq, err := summary(ctx, q, p, c.ID)
 		if err != nil {
 			return err
 		}
-		out = &Transcript{
-			Conversation: &parleyv1.ConversationSummary{
-				Id: c.ID, CreateTime: timestamppb.New(c.CreatedAt), MessagesCount: int64(len(rows)),
-				Status: c.Status, VisitorId: deref(c.VisitorID), Channel: c.Channel,
-			},
-			AgentID: c.AgentID.String(),
+		rows, err := q.ConsoleTranscript(ctx, dbq.ConsoleTranscriptParams{OrgID: p.Org, ConversationID: c.ID, MaxRows: MaxTranscript + 1})
+		if err != nil {
+			return err
 		}
+		out = &Transcript{Conversation: sum, AgentID: c.AgentID.String(), LastEventID: seq}
 		if len(rows) > MaxTranscript {
 			rows, out.Truncated = rows[:MaxTranscript], true
 		}
 		for _, r := range rows {
 			m := Message{
-				ID: r.ID.String(), Role: r.Role, Content: r.Content, CreateTime: r.CreatedAt,
+				ID: r.ID.String(), Role: r.Role, Content: r.Content, CreateTime: r.CreatedAt, Author: r.Author,
 				Model: deref(r.Model), Provider: deref(r.Provider), PromptTokens: r.PromptTokens,
 				CompletionTokens: r.CompletionTokens, Incomplete: r.Incomplete,
 			}
@@ -224,10 +303,7 @@ func (s *Service) TranscriptForPrincipal(ctx context.Context, id string) (*Trans
 				d := time.Duration(*r.LatencyMs) * time.Millisecond
 				m.Latency = &d
 			}
-			if m.Sources, err = sourcesOf(r.Sources); err != nil {
-				// A message stays readable without its sources.
-				slog.WarnContext(ctx, "unreadable message sources", "message", r.ID, "err", err)
-			}
+			m.Sources, m.ToolCalls = readJSON(ctx, r.ID, r.Sources, r.ToolCalls)
 			out.Messages = append(out.Messages, m)
 		}
 		return nil
@@ -238,9 +314,23 @@ func (s *Service) TranscriptForPrincipal(ctx context.Context, id string) (*Trans
 	return out, nil
 }
 
-// sourcesOf reads a message's sources column (a JSON array of Source, as
-// chat writes it).
-func sourcesOf(raw []byte) ([]*parleyv1.Source, error) {
+// readJSON reads a message's sources and tool calls columns; a message
+// stays readable without them.
+func readJSON(ctx context.Context, id uuid.UUID, sources, calls []byte) ([]*parleyv1.Source, []*parleyv1.ToolCall) {
+	srcs, err := jsonArray(sources, func() *parleyv1.Source { return &parleyv1.Source{} })
+	if err != nil {
+		slog.WarnContext(ctx, "unreadable message sources", "message", id, "err", err)
+	}
+	tcs, err := jsonArray(calls, func() *parleyv1.ToolCall { return &parleyv1.ToolCall{} })
+	if err != nil {
+		slog.WarnContext(ctx, "unreadable message tool calls", "message", id, "err", err)
+	}
+	return srcs, tcs
+}
+
+// jsonArray reads a JSON array of protobuf messages (as chat writes
+// sources: protojson each).
+func jsonArray[T proto.Message](raw []byte, newT func() T) ([]T, error) {
 	if len(raw) == 0 {
 		return nil, nil
 	}
@@ -248,13 +338,13 @@ func sourcesOf(raw []byte) ([]*parleyv1.Source, error) {
 	if err := json.Unmarshal(raw, &items); err != nil {
 		return nil, err
 	}
-	out := make([]*parleyv1.Source, 0, len(items))
+	out := make([]T, 0, len(items))
 	for i, it := range items {
-		s := &parleyv1.Source{}
-		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(it, s); err != nil {
-			return out, fmt.Errorf("source %d: %w", i, err)
+		x := newT()
+		if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(it, x); err != nil {
+			return out, fmt.Errorf("item %d: %w", i, err)
 		}
-		out = append(out, s)
+		out = append(out, x)
 	}
 	return out, nil
 }

@@ -9,12 +9,14 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/agent"
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 )
 
 func TestReadsForAPrincipal(t *testing.T) {
@@ -30,15 +32,14 @@ func TestReadsForAPrincipal(t *testing.T) {
 	require.NoError(t, err)
 	orgB, _, err := account.Bootstrap(ctx, store, "B", "pro")
 	require.NoError(t, err)
-	agent := func(org uuid.UUID) uuid.UUID {
-		id := uuid.New()
-		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
-			_, err := q.CreateAgent(ctx, dbq.CreateAgentParams{OrgID: org, ID: id, Name: "a", Model: "gpt-4o-mini", Tools: []string{}, Visibility: "private"})
-			return err
-		}))
-		return id
+	agents := agent.NewHandler(store, nil)
+	newAgent := func(org uuid.UUID) uuid.UUID {
+		resp, err := agents.CreateAgent(auth.WithPrincipal(ctx, &auth.Principal{OrgID: org, Scopes: []string{"admin"}}),
+			&parleyv1.CreateAgentRequest{Name: "a", Instructions: "i"})
+		require.NoError(t, err)
+		return uuid.MustParse(resp.GetAgent().GetId())
 	}
-	a, b := agent(orgA), agent(orgB)
+	a, b := newAgent(orgA), newAgent(orgB)
 	// 7 conversations of A's agent: the last 3 in one transaction (the same
 	// created_at: the id orders them), visitor v1 on the even ones.
 	conv := func(q *dbq.Queries, i int) error {

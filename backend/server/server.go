@@ -232,7 +232,7 @@ func (a *App) routes() (http.Handler, error) {
 	admitter := &chat.Admitter{Store: a.Store, Gate: gate}
 	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
-	conversations := &conversation.Service{Admit: admitter, Store: a.Store}
+	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain}
 
 	mux := http.NewServeMux()
 	mux.Handle(parleyv1connect.NewAgentServiceHandler(agents, opts...))

@@ -14,15 +14,16 @@ import (
 // back what it read, and are never used: ids, organizations and timestamps
 // are the server's. Any other field is refused.
 type agentBody struct {
-	Name         *string           `json:"name"`
-	Description  *string           `json:"description"`
-	Instructions *string           `json:"instructions"`
-	Model        *string           `json:"model"`
-	Temperature  *float64          `json:"temperature"`
-	Tools        *[]string         `json:"tools"`
-	Visibility   *string           `json:"visibility"`
-	Datastores   *[]string         `json:"datastores"`
-	ToolSettings *ToolSettingsJSON `json:"toolSettings"`
+	Name           *string           `json:"name"`
+	Description    *string           `json:"description"`
+	Instructions   *string           `json:"instructions"`
+	Model          *string           `json:"model"`
+	Temperature    *float64          `json:"temperature"`
+	Tools          *[]string         `json:"tools"`
+	Visibility     *string           `json:"visibility"`
+	Datastores     *[]string         `json:"datastores"`
+	HandoffMessage *string           `json:"handoffMessage"`
+	ToolSettings   *ToolSettingsJSON `json:"toolSettings"`
 
 	ID        json.RawMessage `json:"id"`
 	Status    json.RawMessage `json:"status"`
@@ -103,6 +104,7 @@ func DecodeCreateAgent(body []byte) (*parleyv1.CreateAgentRequest, error) {
 		Name: deref(b.Name), Description: deref(b.Description), Instructions: deref(b.Instructions),
 		Model: b.Model, Temperature: b.Temperature, Visibility: b.Visibility, ToolSettings: b.ToolSettings.Proto(),
 	}
+	req.HandoffMessage = b.HandoffMessage
 	if b.Tools != nil {
 		req.Tools = *b.Tools
 	}
@@ -137,7 +139,9 @@ func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, er
 	add(b.Tools != nil, "tools")
 	add(b.Visibility != nil, "visibility")
 	add(b.Datastores != nil, "datastores")
+	add(b.HandoffMessage != nil, "handoff_message")
 	add(b.ToolSettings != nil, "tool_settings")
+	req.HandoffMessage = b.HandoffMessage
 	if b.Tools != nil {
 		req.Tools = *b.Tools
 	}
@@ -145,7 +149,7 @@ func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, er
 		req.Datastores = *b.Datastores
 	}
 	if len(req.UpdateMask.Paths) == 0 {
-		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, instructions, model, temperature, tools, visibility, datastores, toolSettings)")
+		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, instructions, model, temperature, tools, visibility, datastores, handoffMessage, toolSettings)")
 	}
 	return req, nil
 }

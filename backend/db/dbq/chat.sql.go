@@ -16,7 +16,7 @@ const createConversation = `-- name: CreateConversation :one
 INSERT INTO conversations (org_id, id, agent_id, visitor_id, channel, contact_id)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (org_id, id) DO NOTHING
-RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id
+RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq
 `
 
 type CreateConversationParams struct {
@@ -50,6 +50,11 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ContactID,
+		&i.Rating,
+		&i.StatusReason,
+		&i.StatusBy,
+		&i.StatusChangedAt,
+		&i.EventSeq,
 	)
 	return i, err
 }
@@ -111,7 +116,7 @@ func (q *Queries) CreateMessage(ctx context.Context, arg CreateMessageParams) (C
 }
 
 const getConversation = `-- name: GetConversation :one
-SELECT org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id FROM conversations WHERE org_id = $1 AND id = $2
+SELECT org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq FROM conversations WHERE org_id = $1 AND id = $2
 `
 
 type GetConversationParams struct {
@@ -132,12 +137,17 @@ func (q *Queries) GetConversation(ctx context.Context, arg GetConversationParams
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ContactID,
+		&i.Rating,
+		&i.StatusReason,
+		&i.StatusBy,
+		&i.StatusChangedAt,
+		&i.EventSeq,
 	)
 	return i, err
 }
 
 const getPublicAgent = `-- name: GetPublicAgent :one
-SELECT a.org_id, a.id, a.name, a.description, a.instructions, a.model, a.temperature, a.tools, a.visibility, a.status, a.created_at, a.updated_at, a.tool_settings, o.plan AS org_plan,
+SELECT a.org_id, a.id, a.name, a.description, a.instructions, a.model, a.temperature, a.tools, a.visibility, a.status, a.created_at, a.updated_at, a.tool_settings, a.handoff_message, o.plan AS org_plan,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS org_requests_per_minute,
        coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS org_requests_per_day
 FROM agents a
@@ -160,6 +170,7 @@ type GetPublicAgentRow struct {
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
 	ToolSettings         []byte
+	HandoffMessage       string
 	OrgPlan              string
 	OrgRequestsPerMinute int32
 	OrgRequestsPerDay    int32
@@ -184,6 +195,7 @@ func (q *Queries) GetPublicAgent(ctx context.Context, id uuid.UUID) (GetPublicAg
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ToolSettings,
+		&i.HandoffMessage,
 		&i.OrgPlan,
 		&i.OrgRequestsPerMinute,
 		&i.OrgRequestsPerDay,

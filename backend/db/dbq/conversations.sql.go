@@ -12,84 +12,25 @@ import (
 	"github.com/google/uuid"
 )
 
-const consoleListConversations = `-- name: ConsoleListConversations :many
-SELECT c.id, c.created_at, c.status, c.visitor_id, c.channel,
-       (SELECT count(*) FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id)::bigint AS messages_count,
-       coalesce((SELECT m.content FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id
-                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '')::text AS last_message
-FROM conversations c
-WHERE c.org_id = $1 AND c.agent_id = $2
-  AND ($3::text IS NULL OR c.visitor_id = $3)
-  AND ($4::text IS NULL OR c.status = $4)
-  AND ($5::timestamptz IS NULL
-       OR (c.created_at, c.id) < ($5::timestamptz, $6::text))
-ORDER BY c.created_at DESC, c.id DESC
-LIMIT $7
+const aPIKeyName = `-- name: APIKeyName :one
+SELECT name FROM api_keys WHERE org_id = $1 AND id = $2
 `
 
-type ConsoleListConversationsParams struct {
-	OrgID      uuid.UUID
-	AgentID    uuid.UUID
-	VisitorID  *string
-	Status     *string
-	BeforeTime *time.Time
-	BeforeID   *string
-	MaxRows    int32
+type APIKeyNameParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
 }
 
-type ConsoleListConversationsRow struct {
-	ID            string
-	CreatedAt     time.Time
-	Status        string
-	VisitorID     *string
-	Channel       string
-	MessagesCount int64
-	LastMessage   string
-}
-
-// A page of an agent's conversations, newest first, each with its message
-// count and latest message; optionally one status, one visitor, and only
-// those after the cursor (the last row of the previous page). The console's
-// members read by organization: org_id is filtered explicitly, beside RLS.
-func (q *Queries) ConsoleListConversations(ctx context.Context, arg ConsoleListConversationsParams) ([]ConsoleListConversationsRow, error) {
-	rows, err := q.db.Query(ctx, consoleListConversations,
-		arg.OrgID,
-		arg.AgentID,
-		arg.VisitorID,
-		arg.Status,
-		arg.BeforeTime,
-		arg.BeforeID,
-		arg.MaxRows,
-	)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []ConsoleListConversationsRow
-	for rows.Next() {
-		var i ConsoleListConversationsRow
-		if err := rows.Scan(
-			&i.ID,
-			&i.CreatedAt,
-			&i.Status,
-			&i.VisitorID,
-			&i.Channel,
-			&i.MessagesCount,
-			&i.LastMessage,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
+func (q *Queries) APIKeyName(ctx context.Context, arg APIKeyNameParams) (string, error) {
+	row := q.db.QueryRow(ctx, aPIKeyName, arg.OrgID, arg.ID)
+	var name string
+	err := row.Scan(&name)
+	return name, err
 }
 
 const consoleTranscript = `-- name: ConsoleTranscript :many
 SELECT id, role, content, created_at, sources, model, provider, latency_ms, prompt_tokens,
-       completion_tokens, incomplete
+       completion_tokens, incomplete, author, tool_calls
 FROM messages
 WHERE org_id = $1 AND conversation_id = $2
 ORDER BY created_at, id
@@ -114,10 +55,12 @@ type ConsoleTranscriptRow struct {
 	PromptTokens     *int32
 	CompletionTokens *int32
 	Incomplete       bool
+	Author           string
+	ToolCalls        []byte
 }
 
 // A conversation's messages, oldest first, with what the answers were made
-// from.
+// from and who wrote people's replies.
 func (q *Queries) ConsoleTranscript(ctx context.Context, arg ConsoleTranscriptParams) ([]ConsoleTranscriptRow, error) {
 	rows, err := q.db.Query(ctx, consoleTranscript, arg.OrgID, arg.ConversationID, arg.MaxRows)
 	if err != nil {
@@ -139,6 +82,8 @@ func (q *Queries) ConsoleTranscript(ctx context.Context, arg ConsoleTranscriptPa
 			&i.PromptTokens,
 			&i.CompletionTokens,
 			&i.Incomplete,
+			&i.Author,
+			&i.ToolCalls,
 		); err != nil {
 			return nil, err
 		}
@@ -148,4 +93,372 @@ func (q *Queries) ConsoleTranscript(ctx context.Context, arg ConsoleTranscriptPa
 		return nil, err
 	}
 	return items, nil
+}
+
+const conversationEvents = `-- name: ConversationEvents :many
+SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
+       m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
+       m.incomplete, m.author, m.tool_calls
+FROM conversation_events e
+LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+WHERE e.org_id = $1 AND e.conversation_id = $2
+  AND e.seq > $3
+ORDER BY e.seq
+LIMIT $4
+`
+
+type ConversationEventsParams struct {
+	OrgID          uuid.UUID
+	ConversationID string
+	AfterSeq       int64
+	MaxRows        int32
+}
+
+type ConversationEventsRow struct {
+	Seq              int64
+	Kind             string
+	Status           *string
+	Reason           string
+	ChangedBy        string
+	CreatedAt        time.Time
+	MessageID        *uuid.UUID
+	Role             *string
+	Content          *string
+	MessageCreatedAt *time.Time
+	Sources          []byte
+	Model            *string
+	Incomplete       *bool
+	Author           *string
+	ToolCalls        []byte
+}
+
+// A conversation's events after one, in order, with their messages.
+func (q *Queries) ConversationEvents(ctx context.Context, arg ConversationEventsParams) ([]ConversationEventsRow, error) {
+	rows, err := q.db.Query(ctx, conversationEvents,
+		arg.OrgID,
+		arg.ConversationID,
+		arg.AfterSeq,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ConversationEventsRow
+	for rows.Next() {
+		var i ConversationEventsRow
+		if err := rows.Scan(
+			&i.Seq,
+			&i.Kind,
+			&i.Status,
+			&i.Reason,
+			&i.ChangedBy,
+			&i.CreatedAt,
+			&i.MessageID,
+			&i.Role,
+			&i.Content,
+			&i.MessageCreatedAt,
+			&i.Sources,
+			&i.Model,
+			&i.Incomplete,
+			&i.Author,
+			&i.ToolCalls,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const conversationSummary = `-- name: ConversationSummary :one
+SELECT c.id, c.agent_id, c.created_at, c.updated_at, c.status, c.visitor_id, c.channel, c.rating,
+       c.status_reason, c.status_by, c.contact_id, c.event_seq,
+       (SELECT count(*) FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id)::bigint AS messages_count,
+       coalesce((SELECT m.content FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '')::text AS last_message,
+       ct.email AS contact_email, ct.phone_number AS contact_phone_number, ct.first_name AS contact_first_name,
+       ct.last_name AS contact_last_name, ct.custom_fields AS contact_custom_fields
+FROM conversations c
+LEFT JOIN contacts ct ON ct.org_id = c.org_id AND ct.id = c.contact_id
+WHERE c.org_id = $1 AND c.id = $2
+`
+
+type ConversationSummaryParams struct {
+	OrgID uuid.UUID
+	ID    string
+}
+
+type ConversationSummaryRow struct {
+	ID                  string
+	AgentID             uuid.UUID
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	Status              string
+	VisitorID           *string
+	Channel             string
+	Rating              *int16
+	StatusReason        string
+	StatusBy            string
+	ContactID           *uuid.UUID
+	EventSeq            int64
+	MessagesCount       int64
+	LastMessage         string
+	ContactEmail        *string
+	ContactPhoneNumber  *string
+	ContactFirstName    *string
+	ContactLastName     *string
+	ContactCustomFields []byte
+}
+
+// One conversation as its summary shows it.
+func (q *Queries) ConversationSummary(ctx context.Context, arg ConversationSummaryParams) (ConversationSummaryRow, error) {
+	row := q.db.QueryRow(ctx, conversationSummary, arg.OrgID, arg.ID)
+	var i ConversationSummaryRow
+	err := row.Scan(
+		&i.ID,
+		&i.AgentID,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.Status,
+		&i.VisitorID,
+		&i.Channel,
+		&i.Rating,
+		&i.StatusReason,
+		&i.StatusBy,
+		&i.ContactID,
+		&i.EventSeq,
+		&i.MessagesCount,
+		&i.LastMessage,
+		&i.ContactEmail,
+		&i.ContactPhoneNumber,
+		&i.ContactFirstName,
+		&i.ContactLastName,
+		&i.ContactCustomFields,
+	)
+	return i, err
+}
+
+const createHumanMessage = `-- name: CreateHumanMessage :one
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, author)
+VALUES ($1, $2, $3, 'human', $4,
+        $5, $6)
+RETURNING id, created_at
+`
+
+type CreateHumanMessageParams struct {
+	OrgID          uuid.UUID
+	ID             uuid.UUID
+	ConversationID string
+	Content        string
+	Channel        string
+	Author         string
+}
+
+type CreateHumanMessageRow struct {
+	ID        uuid.UUID
+	CreatedAt time.Time
+}
+
+// A person's reply. The trigger messages_event records it and notifies.
+func (q *Queries) CreateHumanMessage(ctx context.Context, arg CreateHumanMessageParams) (CreateHumanMessageRow, error) {
+	row := q.db.QueryRow(ctx, createHumanMessage,
+		arg.OrgID,
+		arg.ID,
+		arg.ConversationID,
+		arg.Content,
+		arg.Channel,
+		arg.Author,
+	)
+	var i CreateHumanMessageRow
+	err := row.Scan(&i.ID, &i.CreatedAt)
+	return i, err
+}
+
+const listenConversations = `-- name: ListenConversations :exec
+LISTEN parley_conversation
+`
+
+// The channel the conversation_events triggers notify on.
+func (q *Queries) ListenConversations(ctx context.Context) error {
+	_, err := q.db.Exec(ctx, listenConversations)
+	return err
+}
+
+const searchConversations = `-- name: SearchConversations :many
+SELECT c.id, c.agent_id, c.created_at, c.updated_at, c.status, c.visitor_id, c.channel, c.rating,
+       c.status_reason, c.status_by, c.contact_id,
+       (SELECT count(*) FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id)::bigint AS messages_count,
+       coalesce((SELECT m.content FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '')::text AS last_message,
+       ct.email AS contact_email, ct.phone_number AS contact_phone_number, ct.first_name AS contact_first_name,
+       ct.last_name AS contact_last_name, ct.custom_fields AS contact_custom_fields
+FROM conversations c
+LEFT JOIN contacts ct ON ct.org_id = c.org_id AND ct.id = c.contact_id
+WHERE c.org_id = $1
+  AND ($2::uuid IS NULL OR c.agent_id = $2)
+  AND ($3::text IS NULL OR c.visitor_id = $3)
+  AND ($4::text IS NULL OR c.status = $4)
+  AND ($5::text IS NULL OR c.channel = $5)
+  AND ($6::timestamptz IS NULL OR c.updated_at >= $6)
+  AND ($7::timestamptz IS NULL
+       OR (c.created_at, c.id) < ($7::timestamptz, $8::text))
+ORDER BY c.created_at DESC, c.id DESC
+LIMIT $9
+`
+
+type SearchConversationsParams struct {
+	OrgID      uuid.UUID
+	AgentID    *uuid.UUID
+	VisitorID  *string
+	Status     *string
+	Channel    *string
+	Since      *time.Time
+	BeforeTime *time.Time
+	BeforeID   *string
+	MaxRows    int32
+}
+
+type SearchConversationsRow struct {
+	ID                  string
+	AgentID             uuid.UUID
+	CreatedAt           time.Time
+	UpdatedAt           time.Time
+	Status              string
+	VisitorID           *string
+	Channel             string
+	Rating              *int16
+	StatusReason        string
+	StatusBy            string
+	ContactID           *uuid.UUID
+	MessagesCount       int64
+	LastMessage         string
+	ContactEmail        *string
+	ContactPhoneNumber  *string
+	ContactFirstName    *string
+	ContactLastName     *string
+	ContactCustomFields []byte
+}
+
+// A page of an organization's conversations, newest first, each with its
+// message count, latest message and contact; optionally one agent's, one
+// status, one visitor's, one channel's, those active since a time, and only
+// those after the cursor (the last row of the previous page). Callers read
+// by organization: org_id is filtered explicitly, beside RLS.
+func (q *Queries) SearchConversations(ctx context.Context, arg SearchConversationsParams) ([]SearchConversationsRow, error) {
+	rows, err := q.db.Query(ctx, searchConversations,
+		arg.OrgID,
+		arg.AgentID,
+		arg.VisitorID,
+		arg.Status,
+		arg.Channel,
+		arg.Since,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []SearchConversationsRow
+	for rows.Next() {
+		var i SearchConversationsRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.AgentID,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.Status,
+			&i.VisitorID,
+			&i.Channel,
+			&i.Rating,
+			&i.StatusReason,
+			&i.StatusBy,
+			&i.ContactID,
+			&i.MessagesCount,
+			&i.LastMessage,
+			&i.ContactEmail,
+			&i.ContactPhoneNumber,
+			&i.ContactFirstName,
+			&i.ContactLastName,
+			&i.ContactCustomFields,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const setConversationRating = `-- name: SetConversationRating :execrows
+UPDATE conversations SET rating = $1
+WHERE org_id = $2 AND id = $3
+`
+
+type SetConversationRatingParams struct {
+	Rating *int16
+	OrgID  uuid.UUID
+	ID     string
+}
+
+func (q *Queries) SetConversationRating(ctx context.Context, arg SetConversationRatingParams) (int64, error) {
+	result, err := q.db.Exec(ctx, setConversationRating, arg.Rating, arg.OrgID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const setConversationStatus = `-- name: SetConversationStatus :one
+UPDATE conversations
+SET status = $1, status_reason = $2, status_by = $3,
+    status_changed_at = now(), updated_at = now()
+WHERE org_id = $4 AND id = $5 AND status <> $1
+RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq
+`
+
+type SetConversationStatusParams struct {
+	Status    string
+	Reason    string
+	ChangedBy string
+	OrgID     uuid.UUID
+	ID        string
+}
+
+// Changes a conversation's status, saying why and who; no row when it
+// already has that status (or does not exist). The trigger
+// conversations_status_event records the change and notifies.
+func (q *Queries) SetConversationStatus(ctx context.Context, arg SetConversationStatusParams) (Conversation, error) {
+	row := q.db.QueryRow(ctx, setConversationStatus,
+		arg.Status,
+		arg.Reason,
+		arg.ChangedBy,
+		arg.OrgID,
+		arg.ID,
+	)
+	var i Conversation
+	err := row.Scan(
+		&i.OrgID,
+		&i.ID,
+		&i.AgentID,
+		&i.VisitorID,
+		&i.Status,
+		&i.Channel,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ContactID,
+		&i.Rating,
+		&i.StatusReason,
+		&i.StatusBy,
+		&i.StatusChangedAt,
+		&i.EventSeq,
+	)
+	return i, err
 }

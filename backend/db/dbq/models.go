@@ -77,7 +77,6 @@ type Contact struct {
 	CustomFields []byte
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
-	Notes        string
 }
 
 type Conversation struct {

@@ -1,27 +1,88 @@
--- name: ConsoleListConversations :many
--- A page of an agent's conversations, newest first, each with its message
--- count and latest message; optionally one status, one visitor, and only
--- those after the cursor (the last row of the previous page). The console's
--- members read by organization: org_id is filtered explicitly, beside RLS.
-SELECT c.id, c.created_at, c.status, c.visitor_id, c.channel,
+-- name: SearchConversations :many
+-- A page of an organization's conversations, newest first, each with its
+-- message count, latest message and contact; optionally one agent's, one
+-- status, one visitor's, one channel's, those active since a time, and only
+-- those after the cursor (the last row of the previous page). Callers read
+-- by organization: org_id is filtered explicitly, beside RLS.
+SELECT c.id, c.agent_id, c.created_at, c.updated_at, c.status, c.visitor_id, c.channel, c.rating,
+       c.status_reason, c.status_by, c.contact_id,
        (SELECT count(*) FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id)::bigint AS messages_count,
        coalesce((SELECT m.content FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id
-                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '')::text AS last_message
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '')::text AS last_message,
+       ct.email AS contact_email, ct.phone_number AS contact_phone_number, ct.first_name AS contact_first_name,
+       ct.last_name AS contact_last_name, ct.custom_fields AS contact_custom_fields
 FROM conversations c
-WHERE c.org_id = sqlc.arg(org_id) AND c.agent_id = sqlc.arg(agent_id)
+LEFT JOIN contacts ct ON ct.org_id = c.org_id AND ct.id = c.contact_id
+WHERE c.org_id = sqlc.arg(org_id)
+  AND (sqlc.narg(agent_id)::uuid IS NULL OR c.agent_id = sqlc.narg(agent_id))
   AND (sqlc.narg(visitor_id)::text IS NULL OR c.visitor_id = sqlc.narg(visitor_id))
   AND (sqlc.narg(status)::text IS NULL OR c.status = sqlc.narg(status))
+  AND (sqlc.narg(channel)::text IS NULL OR c.channel = sqlc.narg(channel))
+  AND (sqlc.narg(since)::timestamptz IS NULL OR c.updated_at >= sqlc.narg(since))
   AND (sqlc.narg(before_time)::timestamptz IS NULL
        OR (c.created_at, c.id) < (sqlc.narg(before_time)::timestamptz, sqlc.narg(before_id)::text))
 ORDER BY c.created_at DESC, c.id DESC
 LIMIT sqlc.arg(max_rows);
 
+-- name: ConversationSummary :one
+-- One conversation as its summary shows it.
+SELECT c.id, c.agent_id, c.created_at, c.updated_at, c.status, c.visitor_id, c.channel, c.rating,
+       c.status_reason, c.status_by, c.contact_id, c.event_seq,
+       (SELECT count(*) FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id)::bigint AS messages_count,
+       coalesce((SELECT m.content FROM messages m WHERE m.org_id = c.org_id AND m.conversation_id = c.id
+                 ORDER BY m.created_at DESC, m.id DESC LIMIT 1), '')::text AS last_message,
+       ct.email AS contact_email, ct.phone_number AS contact_phone_number, ct.first_name AS contact_first_name,
+       ct.last_name AS contact_last_name, ct.custom_fields AS contact_custom_fields
+FROM conversations c
+LEFT JOIN contacts ct ON ct.org_id = c.org_id AND ct.id = c.contact_id
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(id);
+
 -- name: ConsoleTranscript :many
 -- A conversation's messages, oldest first, with what the answers were made
--- from.
+-- from and who wrote people's replies.
 SELECT id, role, content, created_at, sources, model, provider, latency_ms, prompt_tokens,
-       completion_tokens, incomplete
+       completion_tokens, incomplete, author, tool_calls
 FROM messages
 WHERE org_id = sqlc.arg(org_id) AND conversation_id = sqlc.arg(conversation_id)
 ORDER BY created_at, id
 LIMIT sqlc.arg(max_rows);
+
+-- name: SetConversationStatus :one
+-- Changes a conversation's status, saying why and who; no row when it
+-- already has that status (or does not exist). The trigger
+-- conversations_status_event records the change and notifies.
+UPDATE conversations
+SET status = sqlc.arg(status), status_reason = sqlc.arg(reason), status_by = sqlc.arg(changed_by),
+    status_changed_at = now(), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id) AND status <> sqlc.arg(status)
+RETURNING *;
+
+-- name: SetConversationRating :execrows
+UPDATE conversations SET rating = sqlc.arg(rating)
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: CreateHumanMessage :one
+-- A person's reply. The trigger messages_event records it and notifies.
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, author)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), 'human', sqlc.arg(content),
+        sqlc.arg(channel), sqlc.arg(author))
+RETURNING id, created_at;
+
+-- name: ConversationEvents :many
+-- A conversation's events after one, in order, with their messages.
+SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
+       m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
+       m.incomplete, m.author, m.tool_calls
+FROM conversation_events e
+LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+WHERE e.org_id = sqlc.arg(org_id) AND e.conversation_id = sqlc.arg(conversation_id)
+  AND e.seq > sqlc.arg(after_seq)
+ORDER BY e.seq
+LIMIT sqlc.arg(max_rows);
+
+-- name: APIKeyName :one
+SELECT name FROM api_keys WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: ListenConversations :exec
+-- The channel the conversation_events triggers notify on.
+LISTEN parley_conversation;

@@ -56,9 +56,14 @@ type Agent struct {
 	Warnings []string `protobuf:"bytes,14,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	// Settings of the tools the agent lists. Header values are write-only:
 	// replies give each header's name with an empty value.
-	ToolSettings  *ToolSettings `protobuf:"bytes,15,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToolSettings *ToolSettings `protobuf:"bytes,15,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
+	// What a visitor reads while people have one of the agent's
+	// conversations (status human_requested); the model is not called then.
+	// Empty means the default, "A person will answer here shortly."
+	// (returned filled in).
+	HandoffMessage string `protobuf:"bytes,16,opt,name=handoff_message,json=handoffMessage,proto3" json:"handoff_message,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Agent) Reset() {
@@ -194,6 +199,13 @@ func (x *Agent) GetToolSettings() *ToolSettings {
 		return x.ToolSettings
 	}
 	return nil
+}
+
+func (x *Agent) GetHandoffMessage() string {
+	if x != nil {
+		return x.HandoffMessage
+	}
+	return ""
 }
 
 // ToolSettings configure an agent's tools.
@@ -378,7 +390,7 @@ type AgentStats struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	TotalConversations int64                  `protobuf:"varint,1,opt,name=total_conversations,json=totalConversations,proto3" json:"total_conversations,omitempty"`
 	TotalMessages      int64                  `protobuf:"varint,2,opt,name=total_messages,json=totalMessages,proto3" json:"total_messages,omitempty"`
-	// Mean rating (1 to 5) of the rated messages; 0 when none is rated.
+	// Mean rating (1 to 5) of the rated conversations; 0 when none is rated.
 	AverageRating float64 `protobuf:"fixed64,3,opt,name=average_rating,json=averageRating,proto3" json:"average_rating,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -450,9 +462,12 @@ type CreateAgentRequest struct {
 	// Ids of datastores of the organization to answer from.
 	Datastores []string `protobuf:"bytes,8,rep,name=datastores,proto3" json:"datastores,omitempty"`
 	// Settings of the agent's tools (http_request's endpoints).
-	ToolSettings  *ToolSettings `protobuf:"bytes,9,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToolSettings *ToolSettings `protobuf:"bytes,9,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
+	// What a visitor reads while people have a conversation; empty means
+	// the default, "A person will answer here shortly.".
+	HandoffMessage *string `protobuf:"bytes,10,opt,name=handoff_message,json=handoffMessage,proto3,oneof" json:"handoff_message,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *CreateAgentRequest) Reset() {
@@ -546,6 +561,13 @@ func (x *CreateAgentRequest) GetToolSettings() *ToolSettings {
 		return x.ToolSettings
 	}
 	return nil
+}
+
+func (x *CreateAgentRequest) GetHandoffMessage() string {
+	if x != nil && x.HandoffMessage != nil {
+		return *x.HandoffMessage
+	}
+	return ""
 }
 
 type CreateAgentResponse struct {
@@ -818,9 +840,12 @@ type UpdateAgentRequest struct {
 	Visibility   *string                `protobuf:"bytes,9,opt,name=visibility,proto3,oneof" json:"visibility,omitempty"`
 	Datastores   []string               `protobuf:"bytes,10,rep,name=datastores,proto3" json:"datastores,omitempty"`
 	// Replaces the tool settings when update_mask names tool_settings.
-	ToolSettings  *ToolSettings `protobuf:"bytes,11,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ToolSettings *ToolSettings `protobuf:"bytes,11,opt,name=tool_settings,json=toolSettings,proto3" json:"tool_settings,omitempty"`
+	// What a visitor reads while people have a conversation; empty means
+	// the default, "A person will answer here shortly.".
+	HandoffMessage *string `protobuf:"bytes,12,opt,name=handoff_message,json=handoffMessage,proto3,oneof" json:"handoff_message,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *UpdateAgentRequest) Reset() {
@@ -928,6 +953,13 @@ func (x *UpdateAgentRequest) GetToolSettings() *ToolSettings {
 		return x.ToolSettings
 	}
 	return nil
+}
+
+func (x *UpdateAgentRequest) GetHandoffMessage() string {
+	if x != nil && x.HandoffMessage != nil {
+		return *x.HandoffMessage
+	}
+	return ""
 }
 
 type UpdateAgentResponse struct {
@@ -1058,7 +1090,7 @@ var File_parley_v1_agent_proto protoreflect.FileDescriptor
 
 const file_parley_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\x98\x04\n" +
+	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xc1\x04\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1081,7 +1113,8 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"updateTime\x12+\n" +
 	"\x05stats\x18\r \x01(\v2\x15.parley.v1.AgentStatsR\x05stats\x12\x1a\n" +
 	"\bwarnings\x18\x0e \x03(\tR\bwarnings\x12<\n" +
-	"\rtool_settings\x18\x0f \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\"Q\n" +
+	"\rtool_settings\x18\x0f \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\x12'\n" +
+	"\x0fhandoff_message\x18\x10 \x01(\tR\x0ehandoffMessage\"Q\n" +
 	"\fToolSettings\x12A\n" +
 	"\fhttp_request\x18\x01 \x01(\v2\x1e.parley.v1.HttpRequestSettingsR\vhttpRequest\"\xaf\x01\n" +
 	"\x13HttpRequestSettings\x12\x97\x01\n" +
@@ -1102,7 +1135,7 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"AgentStats\x12/\n" +
 	"\x13total_conversations\x18\x01 \x01(\x03R\x12totalConversations\x12%\n" +
 	"\x0etotal_messages\x18\x02 \x01(\x03R\rtotalMessages\x12%\n" +
-	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\xbe\a\n" +
+	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\xd6\b\n" +
 	"\x12CreateAgentRequest\x12\xa6\x01\n" +
 	"\x04name\x18\x01 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -1122,10 +1155,14 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\n" +
 	"datastores\x18\b \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10\x14\x18\x01\"\x06r\x04\x10\x01\x18@R\n" +
 	"datastores\x12<\n" +
-	"\rtool_settings\x18\t \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettingsB\b\n" +
+	"\rtool_settings\x18\t \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\x12\x81\x01\n" +
+	"\x0fhandoff_message\x18\n" +
+	" \x01(\tBS\xbaHP\xba\x01H\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x03R\x0ehandoffMessage\x88\x01\x01B\b\n" +
 	"\x06_modelB\x0e\n" +
 	"\f_temperatureB\r\n" +
-	"\v_visibility\"=\n" +
+	"\v_visibilityB\x12\n" +
+	"\x10_handoff_message\"=\n" +
 	"\x13CreateAgentResponse\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.parley.v1.AgentR\x05agent\",\n" +
 	"\x0fGetAgentRequest\x12\x19\n" +
@@ -1139,11 +1176,11 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\x06agents\x18\x01 \x03(\v2\x10.parley.v1.AgentR\x06agents\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x12\n" +
 	"\x04page\x18\x03 \x01(\x05R\x04page\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xad\v\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xe9\f\n" +
 	"\x12UpdateAgentRequest\x12\x19\n" +
-	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\x98\x03\n" +
-	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xda\x02\xbaH\xd6\x02\xba\x01\xcf\x02\n" +
-	"\x11update_mask.paths\x12\x91\x01update_mask paths must be a non-empty subset of name, description, instructions, model, temperature, tools, visibility, datastores, tool_settings\x1a\xa5\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'instructions', 'model', 'temperature', 'tools', 'visibility', 'datastores', 'tool_settings'])\xc8\x01\x01R\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xbc\x03\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xfe\x02\xbaH\xfa\x02\xba\x01\xf3\x02\n" +
+	"\x11update_mask.paths\x12\xa2\x01update_mask paths must be a non-empty subset of name, description, instructions, model, temperature, tools, visibility, datastores, handoff_message, tool_settings\x1a\xb8\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'instructions', 'model', 'temperature', 'tools', 'visibility', 'datastores', 'handoff_message', 'tool_settings'])\xc8\x01\x01R\n" +
 	"updateMask\x12\xab\x01\n" +
 	"\x04name\x18\x03 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -1164,13 +1201,16 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"datastores\x18\n" +
 	" \x03(\tB\x12\xbaH\x0f\x92\x01\f\x10\x14\x18\x01\"\x06r\x04\x10\x01\x18@R\n" +
 	"datastores\x12<\n" +
-	"\rtool_settings\x18\v \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettingsB\a\n" +
+	"\rtool_settings\x18\v \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\x12\x81\x01\n" +
+	"\x0fhandoff_message\x18\f \x01(\tBS\xbaHP\xba\x01H\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x06R\x0ehandoffMessage\x88\x01\x01B\a\n" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\x0f\n" +
 	"\r_instructionsB\b\n" +
 	"\x06_modelB\x0e\n" +
 	"\f_temperatureB\r\n" +
-	"\v_visibility\"=\n" +
+	"\v_visibilityB\x12\n" +
+	"\x10_handoff_message\"=\n" +
 	"\x13UpdateAgentResponse\x12&\n" +
 	"\x05agent\x18\x01 \x01(\v2\x10.parley.v1.AgentR\x05agent\"/\n" +
 	"\x12DeleteAgentRequest\x12\x19\n" +

@@ -510,7 +510,10 @@ type ChatMetadata struct {
 	Model     string `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
 	LatencyMs int64  `protobuf:"varint,2,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
 	// Who served it: openai, anthropic, gemini, local.
-	Provider      string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	Provider string `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
+	// People have the conversation (status human_requested): the model was
+	// not called and the answer is the agent's handoff message.
+	Handoff       bool `protobuf:"varint,4,opt,name=handoff,proto3" json:"handoff,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -564,6 +567,13 @@ func (x *ChatMetadata) GetProvider() string {
 		return x.Provider
 	}
 	return ""
+}
+
+func (x *ChatMetadata) GetHandoff() bool {
+	if x != nil {
+		return x.Handoff
+	}
+	return false
 }
 
 type ChatResponse struct {
@@ -975,12 +985,13 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
 	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12\x12\n" +
-	"\x04cost\x18\x04 \x01(\x01R\x04cost\"_\n" +
+	"\x04cost\x18\x04 \x01(\x01R\x04cost\"y\n" +
 	"\fChatMetadata\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\x02 \x01(\x03R\tlatencyMs\x12\x1a\n" +
-	"\bprovider\x18\x03 \x01(\tR\bprovider\"\x97\x02\n" +
+	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x18\n" +
+	"\ahandoff\x18\x04 \x01(\bR\ahandoff\"\x97\x02\n" +
 	"\fChatResponse\x12\x16\n" +
 	"\x06answer\x18\x01 \x01(\tR\x06answer\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x1d\n" +

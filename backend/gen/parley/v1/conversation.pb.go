@@ -24,12 +24,22 @@ const (
 )
 
 type ListConversationsRequest struct {
-	state   protoimpl.MessageState `protogen:"open.v1"`
-	AgentId string                 `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only this agent's conversations. Required without a key.
+	AgentId string `protobuf:"bytes,1,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
 	// Only this visitor's conversations; required without a key.
 	VisitorId string `protobuf:"bytes,2,opt,name=visitor_id,json=visitorId,proto3" json:"visitor_id,omitempty"`
 	// 0 means 10; at most 50.
-	Limit         int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only conversations with this status.
+	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
+	// Only conversations started on this channel (api, website, ...).
+	Channel string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
+	// Only conversations with activity (a message, a status change) at or
+	// after this time.
+	Since *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=since,proto3" json:"since,omitempty"`
+	// The next_cursor of the previous page; empty for the first.
+	Cursor        string `protobuf:"bytes,7,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -85,6 +95,34 @@ func (x *ListConversationsRequest) GetLimit() int32 {
 	return 0
 }
 
+func (x *ListConversationsRequest) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *ListConversationsRequest) GetChannel() string {
+	if x != nil {
+		return x.Channel
+	}
+	return ""
+}
+
+func (x *ListConversationsRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListConversationsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type ConversationSummary struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -92,12 +130,25 @@ type ConversationSummary struct {
 	MessagesCount int64                  `protobuf:"varint,3,opt,name=messages_count,json=messagesCount,proto3" json:"messages_count,omitempty"`
 	// The text of the latest message.
 	LastMessage string `protobuf:"bytes,4,opt,name=last_message,json=lastMessage,proto3" json:"last_message,omitempty"`
-	// unresolved, resolved or human_requested.
-	Status        string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
-	VisitorId     string `protobuf:"bytes,6,opt,name=visitor_id,json=visitorId,proto3" json:"visitor_id,omitempty"`
-	Channel       string `protobuf:"bytes,7,opt,name=channel,proto3" json:"channel,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// unresolved, human_requested or resolved.
+	Status    string `protobuf:"bytes,5,opt,name=status,proto3" json:"status,omitempty"`
+	VisitorId string `protobuf:"bytes,6,opt,name=visitor_id,json=visitorId,proto3" json:"visitor_id,omitempty"`
+	Channel   string `protobuf:"bytes,7,opt,name=channel,proto3" json:"channel,omitempty"`
+	AgentId   string `protobuf:"bytes,8,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The last activity: a message or a status change.
+	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
+	// 1 to 5; 0 when not rated.
+	Rating int32 `protobuf:"varint,10,opt,name=rating,proto3" json:"rating,omitempty"`
+	// Who the visitor said they are, and the contact's id (keys only: a
+	// visitor's own reads leave them out).
+	Contact   *Contact `protobuf:"bytes,11,opt,name=contact,proto3" json:"contact,omitempty"`
+	ContactId string   `protobuf:"bytes,12,opt,name=contact_id,json=contactId,proto3" json:"contact_id,omitempty"`
+	// Why the status last changed (request_human's reason, say), and who
+	// changed it: a key's name, a console member's email, or "agent".
+	StatusReason    string `protobuf:"bytes,13,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
+	StatusChangedBy string `protobuf:"bytes,14,opt,name=status_changed_by,json=statusChangedBy,proto3" json:"status_changed_by,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConversationSummary) Reset() {
@@ -179,10 +230,61 @@ func (x *ConversationSummary) GetChannel() string {
 	return ""
 }
 
+func (x *ConversationSummary) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *ConversationSummary) GetUpdateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.UpdateTime
+	}
+	return nil
+}
+
+func (x *ConversationSummary) GetRating() int32 {
+	if x != nil {
+		return x.Rating
+	}
+	return 0
+}
+
+func (x *ConversationSummary) GetContact() *Contact {
+	if x != nil {
+		return x.Contact
+	}
+	return nil
+}
+
+func (x *ConversationSummary) GetContactId() string {
+	if x != nil {
+		return x.ContactId
+	}
+	return ""
+}
+
+func (x *ConversationSummary) GetStatusReason() string {
+	if x != nil {
+		return x.StatusReason
+	}
+	return ""
+}
+
+func (x *ConversationSummary) GetStatusChangedBy() string {
+	if x != nil {
+		return x.StatusChangedBy
+	}
+	return ""
+}
+
 type ListConversationsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Newest first.
 	Conversations []*ConversationSummary `protobuf:"bytes,1,rep,name=conversations,proto3" json:"conversations,omitempty"`
+	// The cursor of the following page; empty on the last one.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -224,16 +326,811 @@ func (x *ListConversationsResponse) GetConversations() []*ConversationSummary {
 	return nil
 }
 
+func (x *ListConversationsResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
+}
+
+// ConversationMessage is one message of a conversation.
+type ConversationMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	// user (the visitor), assistant (the model), human (a person of the
+	// organization) or tool.
+	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
+	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	// Who wrote a human message: a key's name or a console member's email.
+	Author string `protobuf:"bytes,4,opt,name=author,proto3" json:"author,omitempty"`
+	// The passages and pages an answer was made from.
+	Sources []*Source `protobuf:"bytes,5,rep,name=sources,proto3" json:"sources,omitempty"`
+	// The tools the model called for this answer.
+	ToolCalls  []*ToolCall            `protobuf:"bytes,6,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// The model of an answer.
+	Model string `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
+	// An answer cut short.
+	Incomplete    bool `protobuf:"varint,9,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ConversationMessage) Reset() {
+	*x = ConversationMessage{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ConversationMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ConversationMessage) ProtoMessage() {}
+
+func (x *ConversationMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ConversationMessage.ProtoReflect.Descriptor instead.
+func (*ConversationMessage) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ConversationMessage) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ConversationMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ConversationMessage) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ConversationMessage) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+func (x *ConversationMessage) GetSources() []*Source {
+	if x != nil {
+		return x.Sources
+	}
+	return nil
+}
+
+func (x *ConversationMessage) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *ConversationMessage) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *ConversationMessage) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *ConversationMessage) GetIncomplete() bool {
+	if x != nil {
+		return x.Incomplete
+	}
+	return false
+}
+
+type GetConversationRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// The conversation's agent; required without a key.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The conversation's visitor; required without a key.
+	VisitorId     string `protobuf:"bytes,3,opt,name=visitor_id,json=visitorId,proto3" json:"visitor_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConversationRequest) Reset() {
+	*x = GetConversationRequest{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConversationRequest) ProtoMessage() {}
+
+func (x *GetConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConversationRequest.ProtoReflect.Descriptor instead.
+func (*GetConversationRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GetConversationRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *GetConversationRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *GetConversationRequest) GetVisitorId() string {
+	if x != nil {
+		return x.VisitorId
+	}
+	return ""
+}
+
+type GetConversationResponse struct {
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Conversation *ConversationSummary   `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	// Oldest first (at most the first 1000).
+	Messages []*ConversationMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
+	// More messages exist than were returned.
+	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
+	// The number of the conversation's latest event: watch from here.
+	LastEventId   int64 `protobuf:"varint,4,opt,name=last_event_id,json=lastEventId,proto3" json:"last_event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetConversationResponse) Reset() {
+	*x = GetConversationResponse{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetConversationResponse) ProtoMessage() {}
+
+func (x *GetConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetConversationResponse.ProtoReflect.Descriptor instead.
+func (*GetConversationResponse) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *GetConversationResponse) GetConversation() *ConversationSummary {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+func (x *GetConversationResponse) GetMessages() []*ConversationMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *GetConversationResponse) GetTruncated() bool {
+	if x != nil {
+		return x.Truncated
+	}
+	return false
+}
+
+func (x *GetConversationResponse) GetLastEventId() int64 {
+	if x != nil {
+		return x.LastEventId
+	}
+	return 0
+}
+
+type UpdateConversationRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// The conversation's agent; required without a key.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The conversation's visitor; required without a key.
+	VisitorId string `protobuf:"bytes,3,opt,name=visitor_id,json=visitorId,proto3" json:"visitor_id,omitempty"`
+	// human_requested takes the conversation from the model; resolved and
+	// unresolved give it back. Needs the admin scope.
+	Status *string `protobuf:"bytes,4,opt,name=status,proto3,oneof" json:"status,omitempty"`
+	// 1 to 5.
+	Rating *int32 `protobuf:"varint,5,opt,name=rating,proto3,oneof" json:"rating,omitempty"`
+	// Why the status changes (shown in the console's inbox).
+	Reason        string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateConversationRequest) Reset() {
+	*x = UpdateConversationRequest{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateConversationRequest) ProtoMessage() {}
+
+func (x *UpdateConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateConversationRequest.ProtoReflect.Descriptor instead.
+func (*UpdateConversationRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UpdateConversationRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *UpdateConversationRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *UpdateConversationRequest) GetVisitorId() string {
+	if x != nil {
+		return x.VisitorId
+	}
+	return ""
+}
+
+func (x *UpdateConversationRequest) GetStatus() string {
+	if x != nil && x.Status != nil {
+		return *x.Status
+	}
+	return ""
+}
+
+func (x *UpdateConversationRequest) GetRating() int32 {
+	if x != nil && x.Rating != nil {
+		return *x.Rating
+	}
+	return 0
+}
+
+func (x *UpdateConversationRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type UpdateConversationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Conversation  *ConversationSummary   `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateConversationResponse) Reset() {
+	*x = UpdateConversationResponse{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateConversationResponse) ProtoMessage() {}
+
+func (x *UpdateConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateConversationResponse.ProtoReflect.Descriptor instead.
+func (*UpdateConversationResponse) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *UpdateConversationResponse) GetConversation() *ConversationSummary {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+type PostMessageRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	Text           string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PostMessageRequest) Reset() {
+	*x = PostMessageRequest{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PostMessageRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PostMessageRequest) ProtoMessage() {}
+
+func (x *PostMessageRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PostMessageRequest.ProtoReflect.Descriptor instead.
+func (*PostMessageRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *PostMessageRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *PostMessageRequest) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+type PostMessageResponse struct {
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Message *ConversationMessage   `protobuf:"bytes,1,opt,name=message,proto3" json:"message,omitempty"`
+	// The conversation after the reply (status human_requested).
+	Conversation  *ConversationSummary `protobuf:"bytes,2,opt,name=conversation,proto3" json:"conversation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PostMessageResponse) Reset() {
+	*x = PostMessageResponse{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PostMessageResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PostMessageResponse) ProtoMessage() {}
+
+func (x *PostMessageResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PostMessageResponse.ProtoReflect.Descriptor instead.
+func (*PostMessageResponse) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *PostMessageResponse) GetMessage() *ConversationMessage {
+	if x != nil {
+		return x.Message
+	}
+	return nil
+}
+
+func (x *PostMessageResponse) GetConversation() *ConversationSummary {
+	if x != nil {
+		return x.Conversation
+	}
+	return nil
+}
+
+type WatchConversationRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	// The conversation's agent; required without a key.
+	AgentId string `protobuf:"bytes,2,opt,name=agent_id,json=agentId,proto3" json:"agent_id,omitempty"`
+	// The conversation's visitor; required without a key.
+	VisitorId string `protobuf:"bytes,3,opt,name=visitor_id,json=visitorId,proto3" json:"visitor_id,omitempty"`
+	// Send the events after this one (the last event_id received); unset,
+	// only events from now on.
+	AfterEventId  *int64 `protobuf:"varint,4,opt,name=after_event_id,json=afterEventId,proto3,oneof" json:"after_event_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchConversationRequest) Reset() {
+	*x = WatchConversationRequest{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchConversationRequest) ProtoMessage() {}
+
+func (x *WatchConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchConversationRequest.ProtoReflect.Descriptor instead.
+func (*WatchConversationRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *WatchConversationRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+func (x *WatchConversationRequest) GetAgentId() string {
+	if x != nil {
+		return x.AgentId
+	}
+	return ""
+}
+
+func (x *WatchConversationRequest) GetVisitorId() string {
+	if x != nil {
+		return x.VisitorId
+	}
+	return ""
+}
+
+func (x *WatchConversationRequest) GetAfterEventId() int64 {
+	if x != nil && x.AfterEventId != nil {
+		return *x.AfterEventId
+	}
+	return 0
+}
+
+// WatchConversationResponse is one event of a conversation.
+type WatchConversationResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event's number in its conversation (1, 2, ...). A heartbeat
+	// carries the number of the last event sent (or the stream's starting
+	// point).
+	EventId    int64                  `protobuf:"varint,1,opt,name=event_id,json=eventId,proto3" json:"event_id,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// Types that are valid to be assigned to Event:
+	//
+	//	*WatchConversationResponse_Message
+	//	*WatchConversationResponse_Status
+	//	*WatchConversationResponse_Heartbeat
+	Event         isWatchConversationResponse_Event `protobuf_oneof:"event"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchConversationResponse) Reset() {
+	*x = WatchConversationResponse{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchConversationResponse) ProtoMessage() {}
+
+func (x *WatchConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchConversationResponse.ProtoReflect.Descriptor instead.
+func (*WatchConversationResponse) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *WatchConversationResponse) GetEventId() int64 {
+	if x != nil {
+		return x.EventId
+	}
+	return 0
+}
+
+func (x *WatchConversationResponse) GetCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreateTime
+	}
+	return nil
+}
+
+func (x *WatchConversationResponse) GetEvent() isWatchConversationResponse_Event {
+	if x != nil {
+		return x.Event
+	}
+	return nil
+}
+
+func (x *WatchConversationResponse) GetMessage() *ConversationMessage {
+	if x != nil {
+		if x, ok := x.Event.(*WatchConversationResponse_Message); ok {
+			return x.Message
+		}
+	}
+	return nil
+}
+
+func (x *WatchConversationResponse) GetStatus() *StatusChange {
+	if x != nil {
+		if x, ok := x.Event.(*WatchConversationResponse_Status); ok {
+			return x.Status
+		}
+	}
+	return nil
+}
+
+func (x *WatchConversationResponse) GetHeartbeat() *Heartbeat {
+	if x != nil {
+		if x, ok := x.Event.(*WatchConversationResponse_Heartbeat); ok {
+			return x.Heartbeat
+		}
+	}
+	return nil
+}
+
+type isWatchConversationResponse_Event interface {
+	isWatchConversationResponse_Event()
+}
+
+type WatchConversationResponse_Message struct {
+	// A new message.
+	Message *ConversationMessage `protobuf:"bytes,3,opt,name=message,proto3,oneof"`
+}
+
+type WatchConversationResponse_Status struct {
+	// A status change.
+	Status *StatusChange `protobuf:"bytes,4,opt,name=status,proto3,oneof"`
+}
+
+type WatchConversationResponse_Heartbeat struct {
+	// Nothing new: the stream is alive (sent when the stream starts, then
+	// every 15 seconds).
+	Heartbeat *Heartbeat `protobuf:"bytes,5,opt,name=heartbeat,proto3,oneof"`
+}
+
+func (*WatchConversationResponse_Message) isWatchConversationResponse_Event() {}
+
+func (*WatchConversationResponse_Status) isWatchConversationResponse_Event() {}
+
+func (*WatchConversationResponse_Heartbeat) isWatchConversationResponse_Event() {}
+
+// StatusChange is a conversation's new status.
+type StatusChange struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Status string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	// A key's name, a console member's email, or "agent".
+	ChangedBy     string `protobuf:"bytes,3,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StatusChange) Reset() {
+	*x = StatusChange{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StatusChange) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StatusChange) ProtoMessage() {}
+
+func (x *StatusChange) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
+func (*StatusChange) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *StatusChange) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *StatusChange) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StatusChange) GetChangedBy() string {
+	if x != nil {
+		return x.ChangedBy
+	}
+	return ""
+}
+
+// Heartbeat is an event that carries nothing.
+type Heartbeat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Heartbeat) Reset() {
+	*x = Heartbeat{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[13]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Heartbeat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Heartbeat) ProtoMessage() {}
+
+func (x *Heartbeat) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[13]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
+func (*Heartbeat) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{13}
+}
+
 var File_parley_v1_conversation_proto protoreflect.FileDescriptor
 
 const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\n" +
-	"\x1cparley/v1/conversation.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\x8d\x01\n" +
-	"\x18ListConversationsRequest\x12$\n" +
-	"\bagent_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\aagentId\x12*\n" +
+	"\x1cparley/v1/conversation.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\x1a\x14parley/v1/chat.proto\"\xd4\x02\n" +
+	"\x18ListConversationsRequest\x12%\n" +
+	"\bagent_id\x18\x01 \x01(\tB\n" +
+	"\xbaH\a\xd8\x01\x01r\x02\x18@R\aagentId\x12*\n" +
 	"\n" +
 	"visitor_id\x18\x02 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\x18\xc8\x01R\tvisitorId\x12\x1f\n" +
-	"\x05limit\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\x05limit\"\xfd\x01\n" +
+	"\x05limit\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\x05limit\x12G\n" +
+	"\x06status\x18\x04 \x01(\tB/\xbaH,\xd8\x01\x01r'R\n" +
+	"unresolvedR\x0fhuman_requestedR\bresolvedR\x06status\x12$\n" +
+	"\achannel\x18\x05 \x01(\tB\n" +
+	"\xbaH\a\xd8\x01\x01r\x02\x182R\achannel\x120\n" +
+	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12#\n" +
+	"\x06cursor\x18\a \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\x18\xac\x02R\x06cursor\"\x8b\x04\n" +
 	"\x13ConversationSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12;\n" +
 	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -243,11 +1140,102 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\x06status\x18\x05 \x01(\tR\x06status\x12\x1d\n" +
 	"\n" +
 	"visitor_id\x18\x06 \x01(\tR\tvisitorId\x12\x18\n" +
-	"\achannel\x18\a \x01(\tR\achannel\"a\n" +
+	"\achannel\x18\a \x01(\tR\achannel\x12\x19\n" +
+	"\bagent_id\x18\b \x01(\tR\aagentId\x12;\n" +
+	"\vupdate_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"updateTime\x12\x16\n" +
+	"\x06rating\x18\n" +
+	" \x01(\x05R\x06rating\x12,\n" +
+	"\acontact\x18\v \x01(\v2\x12.parley.v1.ContactR\acontact\x12\x1d\n" +
+	"\n" +
+	"contact_id\x18\f \x01(\tR\tcontactId\x12#\n" +
+	"\rstatus_reason\x18\r \x01(\tR\fstatusReason\x12*\n" +
+	"\x11status_changed_by\x18\x0e \x01(\tR\x0fstatusChangedBy\"\x82\x01\n" +
 	"\x19ListConversationsResponse\x12D\n" +
-	"\rconversations\x18\x01 \x03(\v2\x1e.parley.v1.ConversationSummaryR\rconversations2\x84\x01\n" +
+	"\rconversations\x18\x01 \x03(\v2\x1e.parley.v1.ConversationSummaryR\rconversations\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"\xb9\x02\n" +
+	"\x13ConversationMessage\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x12\x16\n" +
+	"\x06author\x18\x04 \x01(\tR\x06author\x12+\n" +
+	"\asources\x18\x05 \x03(\v2\x11.parley.v1.SourceR\asources\x122\n" +
+	"\n" +
+	"tool_calls\x18\x06 \x03(\v2\x13.parley.v1.ToolCallR\ttoolCalls\x12;\n" +
+	"\vcreate_time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12\x14\n" +
+	"\x05model\x18\b \x01(\tR\x05model\x12\x1e\n" +
+	"\n" +
+	"incomplete\x18\t \x01(\bR\n" +
+	"incomplete\"\xa0\x01\n" +
+	"\x16GetConversationRequest\x123\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12%\n" +
+	"\bagent_id\x18\x02 \x01(\tB\n" +
+	"\xbaH\a\xd8\x01\x01r\x02\x18@R\aagentId\x12*\n" +
+	"\n" +
+	"visitor_id\x18\x03 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\x18\xc8\x01R\tvisitorId\"\xdb\x01\n" +
+	"\x17GetConversationResponse\x12B\n" +
+	"\fconversation\x18\x01 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\x12:\n" +
+	"\bmessages\x18\x02 \x03(\v2\x1e.parley.v1.ConversationMessageR\bmessages\x12\x1c\n" +
+	"\ttruncated\x18\x03 \x01(\bR\ttruncated\x12\"\n" +
+	"\rlast_event_id\x18\x04 \x01(\x03R\vlastEventId\"\xf0\x03\n" +
+	"\x19UpdateConversationRequest\x123\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12%\n" +
+	"\bagent_id\x18\x02 \x01(\tB\n" +
+	"\xbaH\a\xd8\x01\x01r\x02\x18@R\aagentId\x12*\n" +
+	"\n" +
+	"visitor_id\x18\x03 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\x18\xc8\x01R\tvisitorId\x12I\n" +
+	"\x06status\x18\x04 \x01(\tB,\xbaH)r'R\n" +
+	"unresolvedR\x0fhuman_requestedR\bresolvedH\x00R\x06status\x88\x01\x01\x12&\n" +
+	"\x06rating\x18\x05 \x01(\x05B\t\xbaH\x06\x1a\x04\x18\x05(\x01H\x01R\x06rating\x88\x01\x01\x12k\n" +
+	"\x06reason\x18\x06 \x01(\tBS\xbaHP\xba\x01H\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xf4\x03R\x06reason:U\xbaHR\x1aP\n" +
+	"\x11update.some_field\x12\x15name status or rating\x1a$has(this.status) || has(this.rating)B\t\n" +
+	"\a_statusB\t\n" +
+	"\a_rating\"`\n" +
+	"\x1aUpdateConversationResponse\x12B\n" +
+	"\fconversation\x18\x01 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xf3\x01\n" +
+	"\x12PostMessageRequest\x123\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12\xa7\x01\n" +
+	"\x04text\x18\x02 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x04text\"\x93\x01\n" +
+	"\x13PostMessageResponse\x128\n" +
+	"\amessage\x18\x01 \x01(\v2\x1e.parley.v1.ConversationMessageR\amessage\x12B\n" +
+	"\fconversation\x18\x02 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xe9\x01\n" +
+	"\x18WatchConversationRequest\x123\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12%\n" +
+	"\bagent_id\x18\x02 \x01(\tB\n" +
+	"\xbaH\a\xd8\x01\x01r\x02\x18@R\aagentId\x12*\n" +
+	"\n" +
+	"visitor_id\x18\x03 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\x18\xc8\x01R\tvisitorId\x122\n" +
+	"\x0eafter_event_id\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00H\x00R\fafterEventId\x88\x01\x01B\x11\n" +
+	"\x0f_after_event_id\"\xa1\x02\n" +
+	"\x19WatchConversationResponse\x12\x19\n" +
+	"\bevent_id\x18\x01 \x01(\x03R\aeventId\x12;\n" +
+	"\vcreate_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"createTime\x12:\n" +
+	"\amessage\x18\x03 \x01(\v2\x1e.parley.v1.ConversationMessageH\x00R\amessage\x121\n" +
+	"\x06status\x18\x04 \x01(\v2\x17.parley.v1.StatusChangeH\x00R\x06status\x124\n" +
+	"\theartbeat\x18\x05 \x01(\v2\x14.parley.v1.HeartbeatH\x00R\theartbeatB\a\n" +
+	"\x05event\"]\n" +
+	"\fStatusChange\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\tR\x06status\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"changed_by\x18\x03 \x01(\tR\tchangedBy\"\v\n" +
+	"\tHeartbeat2\x82\x04\n" +
 	"\x13ConversationService\x12c\n" +
-	"\x11ListConversations\x12#.parley.v1.ListConversationsRequest\x1a$.parley.v1.ListConversationsResponse\"\x03\x90\x02\x01\x1a\b\xa2\xbb\x18\x04\b\x02\x10\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"\x11ListConversations\x12#.parley.v1.ListConversationsRequest\x1a$.parley.v1.ListConversationsResponse\"\x03\x90\x02\x01\x12]\n" +
+	"\x0fGetConversation\x12!.parley.v1.GetConversationRequest\x1a\".parley.v1.GetConversationResponse\"\x03\x90\x02\x01\x12c\n" +
+	"\x12UpdateConversation\x12$.parley.v1.UpdateConversationRequest\x1a%.parley.v1.UpdateConversationResponse\"\x00\x12T\n" +
+	"\vPostMessage\x12\x1d.parley.v1.PostMessageRequest\x1a\x1e.parley.v1.PostMessageResponse\"\x06\xa2\xbb\x18\x02\b\x01\x12b\n" +
+	"\x11WatchConversation\x12#.parley.v1.WatchConversationRequest\x1a$.parley.v1.WatchConversationResponse\"\x000\x01\x1a\b\xa2\xbb\x18\x04\b\x02\x10\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_conversation_proto_rawDescOnce sync.Once
@@ -261,23 +1249,60 @@ func file_parley_v1_conversation_proto_rawDescGZIP() []byte {
 	return file_parley_v1_conversation_proto_rawDescData
 }
 
-var file_parley_v1_conversation_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_parley_v1_conversation_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_parley_v1_conversation_proto_goTypes = []any{
-	(*ListConversationsRequest)(nil),  // 0: parley.v1.ListConversationsRequest
-	(*ConversationSummary)(nil),       // 1: parley.v1.ConversationSummary
-	(*ListConversationsResponse)(nil), // 2: parley.v1.ListConversationsResponse
-	(*timestamppb.Timestamp)(nil),     // 3: google.protobuf.Timestamp
+	(*ListConversationsRequest)(nil),   // 0: parley.v1.ListConversationsRequest
+	(*ConversationSummary)(nil),        // 1: parley.v1.ConversationSummary
+	(*ListConversationsResponse)(nil),  // 2: parley.v1.ListConversationsResponse
+	(*ConversationMessage)(nil),        // 3: parley.v1.ConversationMessage
+	(*GetConversationRequest)(nil),     // 4: parley.v1.GetConversationRequest
+	(*GetConversationResponse)(nil),    // 5: parley.v1.GetConversationResponse
+	(*UpdateConversationRequest)(nil),  // 6: parley.v1.UpdateConversationRequest
+	(*UpdateConversationResponse)(nil), // 7: parley.v1.UpdateConversationResponse
+	(*PostMessageRequest)(nil),         // 8: parley.v1.PostMessageRequest
+	(*PostMessageResponse)(nil),        // 9: parley.v1.PostMessageResponse
+	(*WatchConversationRequest)(nil),   // 10: parley.v1.WatchConversationRequest
+	(*WatchConversationResponse)(nil),  // 11: parley.v1.WatchConversationResponse
+	(*StatusChange)(nil),               // 12: parley.v1.StatusChange
+	(*Heartbeat)(nil),                  // 13: parley.v1.Heartbeat
+	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
+	(*Contact)(nil),                    // 15: parley.v1.Contact
+	(*Source)(nil),                     // 16: parley.v1.Source
+	(*ToolCall)(nil),                   // 17: parley.v1.ToolCall
 }
 var file_parley_v1_conversation_proto_depIdxs = []int32{
-	3, // 0: parley.v1.ConversationSummary.create_time:type_name -> google.protobuf.Timestamp
-	1, // 1: parley.v1.ListConversationsResponse.conversations:type_name -> parley.v1.ConversationSummary
-	0, // 2: parley.v1.ConversationService.ListConversations:input_type -> parley.v1.ListConversationsRequest
-	2, // 3: parley.v1.ConversationService.ListConversations:output_type -> parley.v1.ListConversationsResponse
-	3, // [3:4] is the sub-list for method output_type
-	2, // [2:3] is the sub-list for method input_type
-	2, // [2:2] is the sub-list for extension type_name
-	2, // [2:2] is the sub-list for extension extendee
-	0, // [0:2] is the sub-list for field type_name
+	14, // 0: parley.v1.ListConversationsRequest.since:type_name -> google.protobuf.Timestamp
+	14, // 1: parley.v1.ConversationSummary.create_time:type_name -> google.protobuf.Timestamp
+	14, // 2: parley.v1.ConversationSummary.update_time:type_name -> google.protobuf.Timestamp
+	15, // 3: parley.v1.ConversationSummary.contact:type_name -> parley.v1.Contact
+	1,  // 4: parley.v1.ListConversationsResponse.conversations:type_name -> parley.v1.ConversationSummary
+	16, // 5: parley.v1.ConversationMessage.sources:type_name -> parley.v1.Source
+	17, // 6: parley.v1.ConversationMessage.tool_calls:type_name -> parley.v1.ToolCall
+	14, // 7: parley.v1.ConversationMessage.create_time:type_name -> google.protobuf.Timestamp
+	1,  // 8: parley.v1.GetConversationResponse.conversation:type_name -> parley.v1.ConversationSummary
+	3,  // 9: parley.v1.GetConversationResponse.messages:type_name -> parley.v1.ConversationMessage
+	1,  // 10: parley.v1.UpdateConversationResponse.conversation:type_name -> parley.v1.ConversationSummary
+	3,  // 11: parley.v1.PostMessageResponse.message:type_name -> parley.v1.ConversationMessage
+	1,  // 12: parley.v1.PostMessageResponse.conversation:type_name -> parley.v1.ConversationSummary
+	14, // 13: parley.v1.WatchConversationResponse.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 14: parley.v1.WatchConversationResponse.message:type_name -> parley.v1.ConversationMessage
+	12, // 15: parley.v1.WatchConversationResponse.status:type_name -> parley.v1.StatusChange
+	13, // 16: parley.v1.WatchConversationResponse.heartbeat:type_name -> parley.v1.Heartbeat
+	0,  // 17: parley.v1.ConversationService.ListConversations:input_type -> parley.v1.ListConversationsRequest
+	4,  // 18: parley.v1.ConversationService.GetConversation:input_type -> parley.v1.GetConversationRequest
+	6,  // 19: parley.v1.ConversationService.UpdateConversation:input_type -> parley.v1.UpdateConversationRequest
+	8,  // 20: parley.v1.ConversationService.PostMessage:input_type -> parley.v1.PostMessageRequest
+	10, // 21: parley.v1.ConversationService.WatchConversation:input_type -> parley.v1.WatchConversationRequest
+	2,  // 22: parley.v1.ConversationService.ListConversations:output_type -> parley.v1.ListConversationsResponse
+	5,  // 23: parley.v1.ConversationService.GetConversation:output_type -> parley.v1.GetConversationResponse
+	7,  // 24: parley.v1.ConversationService.UpdateConversation:output_type -> parley.v1.UpdateConversationResponse
+	9,  // 25: parley.v1.ConversationService.PostMessage:output_type -> parley.v1.PostMessageResponse
+	11, // 26: parley.v1.ConversationService.WatchConversation:output_type -> parley.v1.WatchConversationResponse
+	22, // [22:27] is the sub-list for method output_type
+	17, // [17:22] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_conversation_proto_init() }
@@ -286,13 +1311,21 @@ func file_parley_v1_conversation_proto_init() {
 		return
 	}
 	file_parley_v1_access_proto_init()
+	file_parley_v1_chat_proto_init()
+	file_parley_v1_conversation_proto_msgTypes[6].OneofWrappers = []any{}
+	file_parley_v1_conversation_proto_msgTypes[10].OneofWrappers = []any{}
+	file_parley_v1_conversation_proto_msgTypes[11].OneofWrappers = []any{
+		(*WatchConversationResponse_Message)(nil),
+		(*WatchConversationResponse_Status)(nil),
+		(*WatchConversationResponse_Heartbeat)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_conversation_proto_rawDesc), len(file_parley_v1_conversation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

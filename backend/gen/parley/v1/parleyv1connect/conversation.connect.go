@@ -36,11 +36,42 @@ const (
 	// ConversationServiceListConversationsProcedure is the fully-qualified name of the
 	// ConversationService's ListConversations RPC.
 	ConversationServiceListConversationsProcedure = "/parley.v1.ConversationService/ListConversations"
+	// ConversationServiceGetConversationProcedure is the fully-qualified name of the
+	// ConversationService's GetConversation RPC.
+	ConversationServiceGetConversationProcedure = "/parley.v1.ConversationService/GetConversation"
+	// ConversationServiceUpdateConversationProcedure is the fully-qualified name of the
+	// ConversationService's UpdateConversation RPC.
+	ConversationServiceUpdateConversationProcedure = "/parley.v1.ConversationService/UpdateConversation"
+	// ConversationServicePostMessageProcedure is the fully-qualified name of the ConversationService's
+	// PostMessage RPC.
+	ConversationServicePostMessageProcedure = "/parley.v1.ConversationService/PostMessage"
+	// ConversationServiceWatchConversationProcedure is the fully-qualified name of the
+	// ConversationService's WatchConversation RPC.
+	ConversationServiceWatchConversationProcedure = "/parley.v1.ConversationService/WatchConversation"
 )
 
 // ConversationServiceClient is a client for the parley.v1.ConversationService service.
 type ConversationServiceClient interface {
+	// ListConversations lists conversations, newest first: one agent's
+	// (agent_id), or with a key every agent's of the organization.
 	ListConversations(context.Context, *v1.ListConversationsRequest) (*v1.ListConversationsResponse, error)
+	// GetConversation returns a conversation and its messages, oldest first.
+	GetConversation(context.Context, *v1.GetConversationRequest) (*v1.GetConversationResponse, error)
+	// UpdateConversation changes a conversation's status (admin scope) or
+	// rating (chat scope, or the conversation's visitor). Status
+	// human_requested silences the model: the visitor's messages are stored
+	// and answered with the agent's handoff message until the status becomes
+	// resolved or unresolved again.
+	UpdateConversation(context.Context, *v1.UpdateConversationRequest) (*v1.UpdateConversationResponse, error)
+	// PostMessage adds a person's reply (role human, signed with the key's
+	// name) and takes the conversation over from the model (status
+	// human_requested) if it was not already.
+	PostMessage(context.Context, *v1.PostMessageRequest) (*v1.PostMessageResponse, error)
+	// WatchConversation streams a conversation's new messages and status
+	// changes as they are stored, whichever instance stores them, with a
+	// heartbeat every 15 seconds. Each event carries its number: resume after
+	// a broken stream by sending the last one seen as after_event_id.
+	WatchConversation(context.Context, *v1.WatchConversationRequest) (*connect.ServerStreamForClient[v1.WatchConversationResponse], error)
 }
 
 // NewConversationServiceClient constructs a client for the parley.v1.ConversationService service.
@@ -61,12 +92,41 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		getConversation: connect.NewClient[v1.GetConversationRequest, v1.GetConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceGetConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("GetConversation")),
+			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+			connect.WithClientOptions(opts...),
+		),
+		updateConversation: connect.NewClient[v1.UpdateConversationRequest, v1.UpdateConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceUpdateConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("UpdateConversation")),
+			connect.WithClientOptions(opts...),
+		),
+		postMessage: connect.NewClient[v1.PostMessageRequest, v1.PostMessageResponse](
+			httpClient,
+			baseURL+ConversationServicePostMessageProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("PostMessage")),
+			connect.WithClientOptions(opts...),
+		),
+		watchConversation: connect.NewClient[v1.WatchConversationRequest, v1.WatchConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceWatchConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("WatchConversation")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // conversationServiceClient implements ConversationServiceClient.
 type conversationServiceClient struct {
-	listConversations *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
+	listConversations  *connect.Client[v1.ListConversationsRequest, v1.ListConversationsResponse]
+	getConversation    *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
+	updateConversation *connect.Client[v1.UpdateConversationRequest, v1.UpdateConversationResponse]
+	postMessage        *connect.Client[v1.PostMessageRequest, v1.PostMessageResponse]
+	watchConversation  *connect.Client[v1.WatchConversationRequest, v1.WatchConversationResponse]
 }
 
 // ListConversations calls parley.v1.ConversationService.ListConversations.
@@ -78,9 +138,60 @@ func (c *conversationServiceClient) ListConversations(ctx context.Context, req *
 	return nil, err
 }
 
+// GetConversation calls parley.v1.ConversationService.GetConversation.
+func (c *conversationServiceClient) GetConversation(ctx context.Context, req *v1.GetConversationRequest) (*v1.GetConversationResponse, error) {
+	response, err := c.getConversation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// UpdateConversation calls parley.v1.ConversationService.UpdateConversation.
+func (c *conversationServiceClient) UpdateConversation(ctx context.Context, req *v1.UpdateConversationRequest) (*v1.UpdateConversationResponse, error) {
+	response, err := c.updateConversation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// PostMessage calls parley.v1.ConversationService.PostMessage.
+func (c *conversationServiceClient) PostMessage(ctx context.Context, req *v1.PostMessageRequest) (*v1.PostMessageResponse, error) {
+	response, err := c.postMessage.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
+// WatchConversation calls parley.v1.ConversationService.WatchConversation.
+func (c *conversationServiceClient) WatchConversation(ctx context.Context, req *v1.WatchConversationRequest) (*connect.ServerStreamForClient[v1.WatchConversationResponse], error) {
+	return c.watchConversation.CallServerStream(ctx, connect.NewRequest(req))
+}
+
 // ConversationServiceHandler is an implementation of the parley.v1.ConversationService service.
 type ConversationServiceHandler interface {
+	// ListConversations lists conversations, newest first: one agent's
+	// (agent_id), or with a key every agent's of the organization.
 	ListConversations(context.Context, *v1.ListConversationsRequest) (*v1.ListConversationsResponse, error)
+	// GetConversation returns a conversation and its messages, oldest first.
+	GetConversation(context.Context, *v1.GetConversationRequest) (*v1.GetConversationResponse, error)
+	// UpdateConversation changes a conversation's status (admin scope) or
+	// rating (chat scope, or the conversation's visitor). Status
+	// human_requested silences the model: the visitor's messages are stored
+	// and answered with the agent's handoff message until the status becomes
+	// resolved or unresolved again.
+	UpdateConversation(context.Context, *v1.UpdateConversationRequest) (*v1.UpdateConversationResponse, error)
+	// PostMessage adds a person's reply (role human, signed with the key's
+	// name) and takes the conversation over from the model (status
+	// human_requested) if it was not already.
+	PostMessage(context.Context, *v1.PostMessageRequest) (*v1.PostMessageResponse, error)
+	// WatchConversation streams a conversation's new messages and status
+	// changes as they are stored, whichever instance stores them, with a
+	// heartbeat every 15 seconds. Each event carries its number: resume after
+	// a broken stream by sending the last one seen as after_event_id.
+	WatchConversation(context.Context, *v1.WatchConversationRequest, *connect.ServerStream[v1.WatchConversationResponse]) error
 }
 
 // NewConversationServiceHandler builds an HTTP handler from the service implementation. It returns
@@ -97,10 +208,43 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceGetConversationHandler := connect.NewUnaryHandlerSimple(
+		ConversationServiceGetConversationProcedure,
+		svc.GetConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("GetConversation")),
+		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceUpdateConversationHandler := connect.NewUnaryHandlerSimple(
+		ConversationServiceUpdateConversationProcedure,
+		svc.UpdateConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("UpdateConversation")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServicePostMessageHandler := connect.NewUnaryHandlerSimple(
+		ConversationServicePostMessageProcedure,
+		svc.PostMessage,
+		connect.WithSchema(conversationServiceMethods.ByName("PostMessage")),
+		connect.WithHandlerOptions(opts...),
+	)
+	conversationServiceWatchConversationHandler := connect.NewServerStreamHandlerSimple(
+		ConversationServiceWatchConversationProcedure,
+		svc.WatchConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("WatchConversation")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/parley.v1.ConversationService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ConversationServiceListConversationsProcedure:
 			conversationServiceListConversationsHandler.ServeHTTP(w, r)
+		case ConversationServiceGetConversationProcedure:
+			conversationServiceGetConversationHandler.ServeHTTP(w, r)
+		case ConversationServiceUpdateConversationProcedure:
+			conversationServiceUpdateConversationHandler.ServeHTTP(w, r)
+		case ConversationServicePostMessageProcedure:
+			conversationServicePostMessageHandler.ServeHTTP(w, r)
+		case ConversationServiceWatchConversationProcedure:
+			conversationServiceWatchConversationHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -112,4 +256,20 @@ type UnimplementedConversationServiceHandler struct{}
 
 func (UnimplementedConversationServiceHandler) ListConversations(context.Context, *v1.ListConversationsRequest) (*v1.ListConversationsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ConversationService.ListConversations is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) GetConversation(context.Context, *v1.GetConversationRequest) (*v1.GetConversationResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ConversationService.GetConversation is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) UpdateConversation(context.Context, *v1.UpdateConversationRequest) (*v1.UpdateConversationResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ConversationService.UpdateConversation is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) PostMessage(context.Context, *v1.PostMessageRequest) (*v1.PostMessageResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ConversationService.PostMessage is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) WatchConversation(context.Context, *v1.WatchConversationRequest, *connect.ServerStream[v1.WatchConversationResponse]) error {
+	return connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ConversationService.WatchConversation is not implemented"))
 }

@@ -1,0 +1,257 @@
+package conversation
+
+import (
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db/dbq"
+)
+
+// Hub wakes the streams that follow conversations when the database says
+// one of them has new events. While at least one stream follows a
+// conversation, one connection taken out of the pool LISTENs on channel
+// parley_conversation, where every instance's commits notify (the triggers
+// of migration 00010), and the hub fans each notification out in process
+// to the streams of that conversation. A wake-up carries nothing: streams
+// read the events from the database, after the last one they sent, so a
+// notification lost with a broken connection costs only latency (the hub
+// wakes every stream once it listens again, and streams read again at each
+// heartbeat).
+type Hub struct {
+	pool *pgxpool.Pool
+	// Linger keeps the connection listening this long after the last
+	// stream ends, so that a client reconnecting does not reopen it.
+	Linger time.Duration
+
+	mu     sync.Mutex
+	subs   map[topic]map[*Sub]struct{}
+	n      int
+	l      *listener
+	linger *time.Timer
+}
+
+type topic struct {
+	org  uuid.UUID
+	conv string
+}
+
+// listener is one run of the listening connection.
+type listener struct {
+	cancel context.CancelFunc
+	// ready is closed once LISTEN first succeeded, or failed (err).
+	ready chan struct{}
+	err   error
+}
+
+// NewHub returns a hub over pool's database.
+func NewHub(pool *pgxpool.Pool) *Hub {
+	return &Hub{pool: pool, Linger: 30 * time.Second, subs: map[topic]map[*Sub]struct{}{}}
+}
+
+// Sub is one stream's subscription to a conversation.
+type Sub struct {
+	// C receives a value when the conversation may have new events;
+	// wake-ups coalesce.
+	C <-chan struct{}
+	c chan struct{}
+
+	h    *Hub
+	t    topic
+	once sync.Once
+}
+
+// Subscribe follows a conversation of org. It returns once the hub
+// listens: any event committed after Subscribe returns wakes the Sub.
+// Unavailable when the database cannot be listened to.
+func (h *Hub) Subscribe(ctx context.Context, org uuid.UUID, conv string) (*Sub, error) {
+	c := make(chan struct{}, 1)
+	s := &Sub{C: c, c: c, h: h, t: topic{org, conv}}
+	h.mu.Lock()
+	if h.subs[s.t] == nil {
+		h.subs[s.t] = map[*Sub]struct{}{}
+	}
+	h.subs[s.t][s] = struct{}{}
+	h.n++
+	if h.linger != nil {
+		h.linger.Stop()
+		h.linger = nil
+	}
+	if h.l == nil {
+		h.l = h.start()
+	}
+	l := h.l
+	h.mu.Unlock()
+	select {
+	case <-l.ready:
+		if l.err != nil {
+			s.Close()
+			return nil, l.err
+		}
+		return s, nil
+	case <-ctx.Done():
+		s.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// Close ends the subscription.
+func (s *Sub) Close() {
+	s.once.Do(func() {
+		h := s.h
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		delete(h.subs[s.t], s)
+		if len(h.subs[s.t]) == 0 {
+			delete(h.subs, s.t)
+		}
+		h.n--
+		if h.n > 0 || h.l == nil {
+			return
+		}
+		l := h.l
+		stop := func() {
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			if h.n == 0 && h.l == l {
+				h.l, h.linger = nil, nil
+				l.cancel()
+			}
+		}
+		if h.Linger <= 0 {
+			h.l = nil
+			l.cancel()
+			return
+		}
+		h.linger = time.AfterFunc(h.Linger, stop)
+	})
+}
+
+// start runs a new listener; h.mu is held.
+func (h *Hub) start() *listener {
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &listener{cancel: cancel, ready: make(chan struct{})}
+	go h.run(ctx, l)
+	return l
+}
+
+// run listens until ctx ends, reconnecting with backoff when the
+// connection breaks.
+func (h *Hub) run(ctx context.Context, l *listener) {
+	first := true
+	backoff := 250 * time.Millisecond
+	for {
+		conn, err := h.connect(ctx)
+		if err != nil {
+			if first {
+				h.mu.Lock()
+				if h.l == l {
+					h.l = nil
+				}
+				h.mu.Unlock()
+				l.cancel()
+				slog.Warn("conversation events: cannot listen", "err", err)
+				l.err = apperr.New(apperr.Unavailable, "following conversations is unavailable right now; retry")
+				close(l.ready)
+				return
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 30*time.Second)
+			continue
+		}
+		if first {
+			first = false
+			close(l.ready)
+		} else {
+			h.wakeAll() // notifications may have been missed meanwhile
+		}
+		backoff = 250 * time.Millisecond
+		err = h.receive(ctx, conn)
+		closeCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = conn.Close(closeCtx)
+		cancel()
+		if ctx.Err() != nil {
+			return
+		}
+		slog.Warn("conversation events: the listening connection broke; reconnecting", "err", err)
+		h.wakeAll()
+	}
+}
+
+// connect takes a connection out of the pool (it is not returned: the
+// pool opens another when it needs one) and listens on it.
+func (h *Hub) connect(ctx context.Context) (*pgx.Conn, error) {
+	pc, err := h.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	conn := pc.Hijack()
+	if err := dbq.New(conn).ListenConversations(ctx); err != nil {
+		_ = conn.Close(context.WithoutCancel(ctx))
+		return nil, err
+	}
+	return conn, nil
+}
+
+// receive fans notifications out until the connection fails or ctx ends.
+func (h *Hub) receive(ctx context.Context, conn *pgx.Conn) error {
+	for {
+		n, err := conn.WaitForNotification(ctx)
+		if err != nil {
+			return err
+		}
+		if t, ok := parsePayload(n.Payload); ok {
+			h.wake(t)
+		}
+	}
+}
+
+// parsePayload reads a notification: "<org id> <event number> <conversation id>".
+func parsePayload(s string) (topic, bool) {
+	org, rest, ok := strings.Cut(s, " ")
+	if !ok {
+		return topic{}, false
+	}
+	_, conv, ok := strings.Cut(rest, " ")
+	id, err := uuid.Parse(org)
+	if !ok || err != nil || conv == "" {
+		return topic{}, false
+	}
+	return topic{id, conv}, true
+}
+
+func (h *Hub) wake(t topic) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for s := range h.subs[t] {
+		s.wake()
+	}
+}
+
+func (h *Hub) wakeAll() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, subs := range h.subs {
+		for s := range subs {
+			s.wake()
+		}
+	}
+}
+
+func (s *Sub) wake() {
+	select {
+	case s.c <- struct{}{}:
+	default:
+	}
+}

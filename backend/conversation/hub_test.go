@@ -1,0 +1,244 @@
+package conversation_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/agent"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/conversation"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/handoff"
+)
+
+// store is a database with organization A, an agent of A's and
+// conversations c1 and c2 of that agent.
+type store struct {
+	url    string
+	db     *db.Store
+	org    uuid.UUID
+	member context.Context
+}
+
+func newStore(t *testing.T) *store {
+	t.Helper()
+	ctx := context.Background()
+	u := dbtest.New(t)
+	pool, err := db.Open(ctx, u, 4)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := &store{url: u, db: &db.Store{Pool: pool}}
+	s.org, _, err = account.Bootstrap(ctx, s.db, "A", "pro")
+	require.NoError(t, err)
+	s.member = auth.WithPrincipal(ctx, &auth.Principal{OrgID: s.org, Scopes: []string{"admin", "chat"}})
+	resp, err := agent.NewHandler(s.db, nil).CreateAgent(s.member, &parleyv1.CreateAgentRequest{Name: "a", Instructions: "i"})
+	require.NoError(t, err)
+	a := uuid.MustParse(resp.GetAgent().GetId())
+	require.NoError(t, s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
+		for _, id := range []string{"c1", "c2"} {
+			if _, err := q.CreateConversation(ctx, dbq.CreateConversationParams{OrgID: s.org, ID: id, AgentID: a, Channel: "api"}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	return s
+}
+
+// say stores a visitor's message in conversation id.
+func (s *store) say(t *testing.T, id, text string) {
+	t.Helper()
+	ctx := context.Background()
+	require.NoError(t, s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
+		_, err := q.CreateMessage(ctx, dbq.CreateMessageParams{OrgID: s.org, ID: uuid.Must(uuid.NewV7()), ConversationID: id,
+			Role: "user", Content: text, Channel: "api", Attachments: []byte("[]"), Sources: []byte("[]")})
+		return err
+	}))
+}
+
+func woken(t *testing.T, s *conversation.Sub, want bool) {
+	t.Helper()
+	wait := 5 * time.Second
+	if !want {
+		wait = 300 * time.Millisecond
+	}
+	select {
+	case <-s.C:
+		require.True(t, want, "woken for another conversation")
+	case <-time.After(wait):
+		require.False(t, want, "not woken")
+	}
+}
+
+// A hub on one pool is woken by what another pool (another instance)
+// commits, for the conversation it follows only; it stops listening when
+// nobody follows, and listens again for the next one.
+func TestHubAcrossPools(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	pool, err := db.Open(ctx, s.url, 2)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	hub := conversation.NewHub(pool)
+	hub.Linger = 0
+
+	sub, err := hub.Subscribe(ctx, s.org, "c1")
+	require.NoError(t, err)
+	s.say(t, "c1", "hello")
+	woken(t, sub, true)
+	s.say(t, "c2", "elsewhere")
+	woken(t, sub, false)
+	_, err = s.db.Pool.Exec(ctx, "SELECT pg_notify('parley_conversation', 'garbage')")
+	require.NoError(t, err)
+	woken(t, sub, false)
+
+	// A second organization's c1 is another conversation.
+	other, _, err := account.Bootstrap(ctx, s.db, "B", "pro")
+	require.NoError(t, err)
+	subB, err := hub.Subscribe(ctx, other, "c1")
+	require.NoError(t, err)
+	s.say(t, "c1", "again")
+	woken(t, sub, true)
+	woken(t, subB, false)
+	subB.Close()
+	sub.Close()
+	sub.Close() // twice is harmless
+
+	// Listening again after everyone left.
+	sub, err = hub.Subscribe(ctx, s.org, "c2")
+	require.NoError(t, err)
+	defer sub.Close()
+	s.say(t, "c2", "back")
+	woken(t, sub, true)
+
+	// Subscribing with a context already done fails.
+	done, cancel := context.WithCancel(ctx)
+	cancel()
+	hub2 := conversation.NewHub(pool)
+	_, err = hub2.Subscribe(done, s.org, "c1")
+	require.ErrorIs(t, err, context.Canceled)
+}
+
+// A stream opens with a heartbeat carrying its starting point, sends the
+// events after it in order (a message, a status change by the agent's
+// request_human), and says it is alive when quiet.
+func TestWatchRunAndRequestHuman(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	svc := &conversation.Service{Store: s.db, Live: conversation.NewHub(s.db.Pool), Heartbeat: 50 * time.Millisecond}
+	s.say(t, "c1", "first")
+	p, err := conversation.MemberParty(s.member, "ada@example.com")
+	require.NoError(t, err)
+
+	w, err := svc.Follow(ctx, p, "c1", nil)
+	require.NoError(t, err)
+	got := make(chan *parleyv1.WatchConversationResponse, 32)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- w.Run(runCtx, func(ev *parleyv1.WatchConversationResponse) error { got <- ev; return nil })
+	}()
+	next := func(skipHeartbeats bool) *parleyv1.WatchConversationResponse {
+		t.Helper()
+		for {
+			select {
+			case ev := <-got:
+				if skipHeartbeats && ev.GetHeartbeat() != nil {
+					continue
+				}
+				return ev
+			case <-time.After(5 * time.Second):
+				t.Fatal("no event")
+			}
+		}
+	}
+	hb := next(false)
+	require.NotNil(t, hb.GetHeartbeat())
+	require.Equal(t, int64(1), hb.GetEventId(), "from now: after the one message so far")
+
+	var changed bool
+	require.NoError(t, s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
+		changed, err = handoff.RequestHuman(ctx, q, s.org, "c1", "the visitor asked for a person")
+		return err
+	}))
+	require.True(t, changed)
+	ev := next(true)
+	require.Equal(t, int64(2), ev.GetEventId())
+	require.Equal(t, "human_requested", ev.GetStatus().GetStatus())
+	require.Equal(t, "agent", ev.GetStatus().GetChangedBy())
+	require.Equal(t, "the visitor asked for a person", ev.GetStatus().GetReason())
+
+	// Asked again: nothing changes, nothing is sent.
+	require.NoError(t, s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
+		changed, err = handoff.RequestHuman(ctx, q, s.org, "c1", "again")
+		return err
+	}))
+	require.False(t, changed)
+	err = s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
+		_, err := handoff.RequestHuman(ctx, q, s.org, "nope", "")
+		return err
+	})
+	require.ErrorIs(t, err, handoff.ErrNotFound)
+
+	// A member's reply, signed with its email.
+	m, sum, err := svc.Reply(ctx, p, "c1", "Hello, I am Ada from support.", "dashboard")
+	require.NoError(t, err)
+	require.Equal(t, "ada@example.com", m.Author)
+	require.Equal(t, "human_requested", sum.GetStatus())
+	ev = next(true)
+	require.Equal(t, int64(3), ev.GetEventId())
+	require.Equal(t, "human", ev.GetMessage().GetRole())
+	require.Equal(t, "ada@example.com", ev.GetMessage().GetAuthor())
+
+	// Quiet: heartbeats carry the last event sent.
+	hb = next(false)
+	require.NotNil(t, hb.GetHeartbeat())
+	require.Equal(t, int64(3), hb.GetEventId())
+
+	stop()
+	require.NoError(t, <-ran)
+
+	// A viewer (no admin scope) neither replies nor changes a status.
+	viewer, err := conversation.MemberParty(auth.WithPrincipal(ctx, &auth.Principal{OrgID: s.org}), "v@example.com")
+	require.NoError(t, err)
+	_, _, err = svc.Reply(ctx, viewer, "c1", "hi", "dashboard")
+	require.Error(t, err)
+	resolved := "resolved"
+	_, err = svc.Update(ctx, viewer, "c1", conversation.Change{Status: &resolved})
+	require.Error(t, err)
+
+	// Resuming after an event, and a starting point beyond the last event
+	// (a client's stale id from elsewhere), which starts from now.
+	one, big := int64(1), int64(1000)
+	w, err = svc.Follow(ctx, p, "c1", &one)
+	require.NoError(t, err)
+	var evs []*parleyv1.WatchConversationResponse
+	runCtx, stop = context.WithCancel(ctx)
+	go func() {
+		_ = w.Run(runCtx, func(ev *parleyv1.WatchConversationResponse) error {
+			evs = append(evs, ev)
+			if len(evs) == 3 {
+				stop()
+			}
+			return nil
+		})
+		close(ran)
+	}()
+	<-ran
+	require.Len(t, evs, 3)
+	require.Equal(t, int64(2), evs[1].GetEventId())
+	require.Equal(t, int64(3), evs[2].GetEventId())
+	w, err = svc.Follow(ctx, p, "c1", &big)
+	require.NoError(t, err)
+	w.Close()
+}

@@ -1,0 +1,135 @@
+package conversation
+
+import (
+	"context"
+	"strings"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/handoff"
+)
+
+// Changes to a conversation: its status (who has it: the model or people),
+// its rating, and people's replies. The database records each new message
+// and status change as an event and notifies the streams following the
+// conversation (migration 00010's triggers), on whichever instance they are.
+
+// Change is what Update changes; nil fields stay as they are.
+type Change struct {
+	// Status is one of Statuses. human_requested takes the conversation
+	// from the model; resolved and unresolved give it back.
+	Status *string
+	// Reason says why the status changes (shown in the inbox).
+	Reason string
+	// Rating is 1 to 5.
+	Rating *int32
+}
+
+// MaxReply bounds a person's reply, as a chat message is bounded.
+const MaxReply = 32000
+
+// Update changes one of the party's conversations and returns its summary.
+// A status needs a party that may manage conversations (Forbidden
+// otherwise); a rating, any party that may read it (its visitor too).
+func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*parleyv1.ConversationSummary, error) {
+	if ch.Status == nil && ch.Rating == nil {
+		return nil, apperr.InvalidField("body", "names no field to update (writable: status, rating)")
+	}
+	if ch.Status != nil {
+		if !handoff.IsStatus(*ch.Status) {
+			return nil, apperr.InvalidField("status", "must be one of %s", strings.Join(Statuses, ", "))
+		}
+		if err := p.mayManage(); err != nil {
+			return nil, err
+		}
+	}
+	if r := ch.Rating; r != nil && (*r < 1 || *r > 5) {
+		return nil, apperr.InvalidField("rating", "must be an integer from 1 to 5")
+	}
+	var out *parleyv1.ConversationSummary
+	err := s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+		c, err := p.own(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		if ch.Status != nil {
+			by, err := p.author(ctx, q)
+			if err != nil {
+				return err
+			}
+			if _, err := handoff.SetStatus(ctx, q, p.Org, c.ID, *ch.Status, ch.Reason, by); err != nil {
+				return err
+			}
+		}
+		if ch.Rating != nil {
+			if _, err := q.SetConversationRating(ctx, dbq.SetConversationRatingParams{OrgID: p.Org, ID: c.ID, Rating: ptr(int16(*ch.Rating))}); err != nil {
+				return err
+			}
+		}
+		out, _, err = summary(ctx, q, p, c.ID)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// Reply adds a person's reply (role human, signed with the party's
+// author) to one of the party's conversations, received on channel. People
+// take the conversation over: its status becomes human_requested if it was
+// not, so that the model does not answer over them.
+func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string) (*Message, *parleyv1.ConversationSummary, error) {
+	if err := p.mayManage(); err != nil {
+		return nil, nil, err
+	}
+	if strings.TrimSpace(text) == "" {
+		return nil, nil, apperr.InvalidField("text", "must not be blank")
+	}
+	if utf8.RuneCountInString(text) > MaxReply || strings.ContainsRune(text, 0) {
+		return nil, nil, apperr.InvalidField("text", "at most %d characters, without NUL", MaxReply)
+	}
+	var msg *Message
+	var sum *parleyv1.ConversationSummary
+	err := s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+		c, err := p.own(ctx, q, id)
+		if err != nil {
+			return err
+		}
+		by, err := p.author(ctx, q)
+		if err != nil {
+			return err
+		}
+		// The status change comes first, so that a stream shows people
+		// taking over before their first words.
+		if _, err := handoff.SetStatus(ctx, q, p.Org, c.ID, handoff.HumanRequested, "a person replied", by); err != nil {
+			return err
+		}
+		mid, err := uuid.NewV7()
+		if err != nil {
+			return err
+		}
+		row, err := q.CreateHumanMessage(ctx, dbq.CreateHumanMessageParams{
+			OrgID: p.Org, ID: mid, ConversationID: c.ID, Content: text, Channel: channel, Author: by,
+		})
+		if err != nil {
+			return err
+		}
+		if err := q.TouchConversation(ctx, dbq.TouchConversationParams{OrgID: p.Org, ID: c.ID}); err != nil {
+			return err
+		}
+		msg = &Message{ID: row.ID.String(), Role: "human", Content: text, CreateTime: row.CreatedAt, Author: by}
+		sum, _, err = summary(ctx, q, p, c.ID)
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return msg, sum, nil
+}
+
+func ptr[T any](v T) *T { return &v }

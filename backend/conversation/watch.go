@@ -1,0 +1,185 @@
+package conversation
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+)
+
+// HeartbeatEvery is how often a quiet stream says it is alive.
+const HeartbeatEvery = 15 * time.Second
+
+// eventsPerRead bounds the events one read sends.
+const eventsPerRead = 100
+
+// Watch is an open stream of one conversation's events: its new messages
+// and status changes, numbered 1, 2, ... within the conversation.
+type Watch struct {
+	s     *Service
+	sub   *Sub
+	party *Party
+	conv  string
+	// after is the number of the last event sent (or the starting point).
+	after int64
+}
+
+// Follow opens a stream of one of the party's conversations' events after
+// the one numbered after, or, with after nil, of those to come. Run sends
+// them; Close (or the end of Run) releases the stream.
+func (s *Service) Follow(ctx context.Context, p *Party, id string, after *int64) (*Watch, error) {
+	if s.Live == nil {
+		return nil, apperr.New(apperr.Unavailable, "this server does not stream conversations")
+	}
+	// The party's own conversation, before anything is listened to.
+	if err := s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+		_, err := p.own(ctx, q, id)
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	sub, err := s.Live.Subscribe(ctx, p.Org, id)
+	if err != nil {
+		return nil, err
+	}
+	// The starting point is read once the hub listens: every later event
+	// is then either read by Run or wakes it.
+	var last int64
+	err = s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+		c, err := p.own(ctx, q, id)
+		last = c.EventSeq
+		return err
+	})
+	if err != nil {
+		sub.Close()
+		return nil, err
+	}
+	w := &Watch{s: s, sub: sub, party: p, conv: id, after: last}
+	if after != nil && *after < last {
+		w.after = max(*after, 0)
+	}
+	return w, nil
+}
+
+// Close releases the stream.
+func (w *Watch) Close() { w.sub.Close() }
+
+// Run sends the stream's events until ctx ends, the server drains, the
+// conversation is deleted (NotFound) or send fails (its error). It starts
+// with a heartbeat carrying the starting point, sends one every
+// HeartbeatEvery when nothing else went out, and closes the stream when it
+// returns.
+func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationResponse) error) error {
+	defer w.Close()
+	if err := send(w.heartbeat()); err != nil {
+		return err
+	}
+	every := w.s.Heartbeat
+	if every <= 0 {
+		every = HeartbeatEvery
+	}
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	var drain <-chan struct{}
+	if w.s.Drain != nil {
+		drain = w.s.Drain.Done()
+	}
+	for {
+		n, err := w.flush(ctx, send)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		if n == eventsPerRead {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-drain:
+			return nil
+		case <-w.sub.C:
+		case <-tick.C:
+			// Quiet or not, read again below: a lost notification costs
+			// one heartbeat of latency at most.
+			if err := w.alive(ctx); err != nil {
+				return err
+			}
+			if err := send(w.heartbeat()); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+func (w *Watch) heartbeat() *parleyv1.WatchConversationResponse {
+	return &parleyv1.WatchConversationResponse{
+		EventId: w.after, CreateTime: timestamppb.Now(),
+		Event: &parleyv1.WatchConversationResponse_Heartbeat{Heartbeat: &parleyv1.Heartbeat{}},
+	}
+}
+
+// alive ends a stream whose conversation is gone (its agent deleted).
+func (w *Watch) alive(ctx context.Context) error {
+	return w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error {
+		_, err := w.party.own(ctx, q, w.conv)
+		return err
+	})
+}
+
+// flush sends the events after w.after, at most eventsPerRead.
+func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversationResponse) error) (int, error) {
+	var rows []dbq.ConversationEventsRow
+	// SECURITY: the events of the party's conversation, read by its
+	// organization (Follow checked that the conversation is the party's).
+	err := w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error {
+		var err error
+		rows, err = q.ConversationEvents(ctx, dbq.ConversationEventsParams{
+			OrgID: w.party.Org, ConversationID: w.conv, AfterSeq: w.after, MaxRows: eventsPerRead,
+		})
+		return err
+	})
+	if err != nil {
+		return 0, err
+	}
+	for _, r := range rows {
+		if err := send(eventOf(ctx, r)); err != nil {
+			return 0, err
+		}
+		w.after = r.Seq
+	}
+	return len(rows), nil
+}
+
+// eventOf is a stored event as the API sends it.
+func eventOf(ctx context.Context, r dbq.ConversationEventsRow) *parleyv1.WatchConversationResponse {
+	out := &parleyv1.WatchConversationResponse{EventId: r.Seq, CreateTime: timestamppb.New(r.CreatedAt)}
+	if r.Kind == "status" {
+		out.Event = &parleyv1.WatchConversationResponse_Status{Status: &parleyv1.StatusChange{
+			Status: deref(r.Status), Reason: r.Reason, ChangedBy: r.ChangedBy,
+		}}
+		return out
+	}
+	m := Message{Role: deref(r.Role), Content: deref(r.Content), Author: deref(r.Author), Model: deref(r.Model)}
+	if r.MessageID != nil {
+		m.ID = r.MessageID.String()
+		m.Sources, m.ToolCalls = readJSON(ctx, *r.MessageID, r.Sources, r.ToolCalls)
+	} else {
+		m.Sources, m.ToolCalls = readJSON(ctx, uuid.Nil, r.Sources, r.ToolCalls)
+	}
+	if r.MessageCreatedAt != nil {
+		m.CreateTime = *r.MessageCreatedAt
+	}
+	if r.Incomplete != nil {
+		m.Incomplete = *r.Incomplete
+	}
+	out.Event = &parleyv1.WatchConversationResponse_Message{Message: m.Proto()}
+	return out
+}
