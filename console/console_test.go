@@ -57,6 +57,7 @@ func TestConsole(t *testing.T) {
 		"other organizations' ids": testOtherOrganizationsIDs,
 		"datastores":               testDatastores,
 		"conversations":            testConversations,
+		"inbox and handoff":        testInbox,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -50,6 +50,15 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/datasources/{id}/delete", c.signedIn(member.Admin, c.dsDelete))
 	m.HandleFunc("GET /console/conversations", c.signedIn(member.Viewer, c.convList))
 	m.HandleFunc("GET /console/conversations/{id}", c.signedIn(member.Viewer, c.convShow))
+	m.HandleFunc("GET /console/conversations/{id}/messages", c.signedIn(member.Viewer, c.convMessages))
+
+	// Handoff: everyone reads the inbox; admins reply as themselves, resolve,
+	// hand back and take over.
+	m.HandleFunc("GET /console/inbox", c.signedIn(member.Viewer, c.inbox))
+	m.HandleFunc("GET /console/inbox/list", c.signedIn(member.Viewer, c.inboxList))
+	// SECURITY: admins only (conversation.Service checks the admin scope again).
+	m.HandleFunc("POST /console/conversations/{id}/reply", c.signedIn(member.Admin, c.convReply))
+	m.HandleFunc("POST /console/conversations/{id}/status", c.signedIn(member.Admin, c.convSetStatus))
 
 	// Members: everyone reads the list and sets their own password; owners
 	// invite, change roles and remove. Operators: platform operators only;

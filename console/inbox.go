@@ -1,0 +1,149 @@
+package console
+
+import (
+	"net/http"
+	"net/url"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/conversation"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/handoff"
+)
+
+// Handoff in the console: the inbox of conversations people have (status
+// human_requested), every agent's, refreshed every few seconds; and on a
+// transcript, the reply box and the buttons that resolve a conversation,
+// give it back to the agent or take it over. Replies are signed with the
+// member's email.
+
+// inboxPollSeconds is how often the inbox (and a transcript people have)
+// asks for news.
+const inboxPollSeconds = 3
+
+// inboxView is what the inbox shows.
+type inboxView struct {
+	Page   *conversation.Page
+	Agents map[string]string // id → name
+	Cursor string
+}
+
+func (c *Console) inboxData(r *http.Request) (inboxView, error) {
+	ctx := r.Context()
+	d := inboxView{Cursor: r.URL.Query().Get("cursor"), Agents: map[string]string{}}
+	var err error
+	d.Page, err = c.conversations().ListForPrincipal(ctx, conversation.Filter{
+		Status: handoff.HumanRequested, Cursor: d.Cursor, Limit: convPageSize,
+	})
+	if err != nil {
+		return d, err
+	}
+	agents, err := c.Agents.ListAgents(ctx, &parleyv1.ListAgentsRequest{Limit: convAgentsShown})
+	if err != nil {
+		return d, err
+	}
+	for _, a := range agents.GetAgents() {
+		d.Agents[a.GetId()] = a.GetName()
+	}
+	return d, nil
+}
+
+func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
+	d, err := c.inboxData(r)
+	if err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
+	render(w, r, http.StatusOK, inboxPage(viewOf(r.Context()), d))
+}
+
+// inboxList is the inbox's table alone, for its polling.
+func (c *Console) inboxList(w http.ResponseWriter, r *http.Request) {
+	d, err := c.inboxData(r)
+	if err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
+	render(w, r, http.StatusOK, inboxTable(d))
+}
+
+// convMessages is a transcript's messages alone, for its polling while
+// people have the conversation.
+func (c *Console) convMessages(w http.ResponseWriter, r *http.Request) {
+	t, err := c.conversations().TranscriptForPrincipal(r.Context(), r.PathValue("id"))
+	if err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
+	render(w, r, http.StatusOK, convMessageList(t))
+}
+
+// convReply sends a person's reply, signed with the member's email.
+func (c *Console) convReply(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id := r.PathValue("id")
+	p, err := conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	if err == nil {
+		_, _, err = c.conversations().Reply(ctx, p, id, r.FormValue("text"), "dashboard")
+	}
+	switch {
+	case apperr.CodeOf(err) == apperr.Invalid:
+		c.flash(ctx, "Your reply was not sent: "+apperr.Public(err).Message)
+	case err != nil:
+		c.errorPage(w, r, err)
+		return
+	default:
+		c.flash(ctx, "Reply sent. The agent stays silent in this conversation until it is resolved or handed back.")
+	}
+	http.Redirect(w, r, convPath(id), http.StatusSeeOther)
+}
+
+// convSetStatus resolves a conversation, gives it back to the agent, or
+// takes it over.
+func (c *Console) convSetStatus(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	id, status := r.PathValue("id"), r.FormValue("status")
+	p, err := conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	if err == nil {
+		_, err = c.conversations().Update(ctx, p, id, conversation.Change{Status: &status, Reason: r.FormValue("reason")})
+	}
+	if err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
+	msg := map[string]string{
+		handoff.Resolved:       "Resolved. The agent answers if the visitor writes again.",
+		handoff.Unresolved:     "Handed back: the agent answers again.",
+		handoff.HumanRequested: "You have the conversation: the agent is silent until it is resolved or handed back.",
+	}[status]
+	c.flash(ctx, msg)
+	http.Redirect(w, r, convPath(id), http.StatusSeeOther)
+}
+
+// statusSetBy says who last changed a conversation's status, and why.
+func statusSetBy(s *parleyv1.ConversationSummary) string {
+	if s.GetStatusChangedBy() == "" {
+		return ""
+	}
+	by := s.GetStatusChangedBy()
+	if by == handoff.ByAgent {
+		by = "the agent"
+	}
+	out := "by " + by
+	if s.GetStatusReason() != "" {
+		out += ": " + s.GetStatusReason()
+	}
+	return out
+}
+
+func isHandedOff(s *parleyv1.ConversationSummary) bool { return handoff.Silenced(s.GetStatus()) }
+
+// inboxListURL is the inbox table's address, for its polling.
+func inboxListURL(cursor string) string {
+	if cursor == "" {
+		return "/console/inbox/list"
+	}
+	return "/console/inbox/list?cursor=" + url.QueryEscape(cursor)
+}
+
+// convPath is a conversation's page, and the root of its actions.
+func convPath(id string) string { return "/console/conversations/" + url.PathEscape(id) }

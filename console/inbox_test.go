@@ -1,0 +1,114 @@
+package console_test
+
+import (
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/member"
+)
+
+// The inbox lists the conversations people have; an admin replies (signed
+// with their email, delivered to the visitor's reads), hands back,
+// resolves and takes over; viewers read; other organizations see nothing.
+func testInbox(t *testing.T, e *env) {
+	org := e.Bootstrap("Helpdesk Co", "pro")
+	admin := e.as(t, org.ID, member.Admin)
+	viewer := e.as(t, org.ID, member.Viewer)
+	agent := apiID(t, e, "/api/agents", org.Key, map[string]any{"name": "Desk", "instructions": "Help.", "visibility": "public"})
+	chat(t, e, "", agent, "desk-1", "ada", "I need a person "+xssScript)
+	chat(t, e, "", agent, "desk-2", "bob", "Just browsing")
+
+	p := admin.get("/console/inbox")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	require.Equal(t, 1, p.Doc.Find("[data-testid=inbox-empty]").Length())
+	require.Equal(t, "/console/inbox/list", p.Doc.Find("[data-testid=inbox]").AttrOr("hx-get", ""))
+	require.Equal(t, "every 3s", p.Doc.Find("[data-testid=inbox]").AttrOr("hx-trigger", ""))
+
+	// People take desk-1 over (the API, as the request_human tool would).
+	r := e.api(t, "PUT", "/api/v2/conversations/desk-1", org.Key, map[string]any{"status": "human_requested", "reason": "asked for a person " + xssImg})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	for _, c := range []*client{admin, viewer} {
+		p = c.get("/console/inbox/list")
+		require.Equal(t, http.StatusOK, p.Status, p.Body)
+		noMarkup(t, p)
+		row := p.Doc.Find(`[data-testid=inbox-row][data-id="desk-1"]`)
+		require.Equal(t, 1, row.Length(), p.Body)
+		require.Contains(t, row.Find("[data-testid=handed-over]").Text(), "asked for a person")
+		require.Contains(t, row.Text(), "Desk")
+		require.Zero(t, p.Doc.Find(`[data-testid=inbox-row][data-id="desk-2"]`).Length())
+	}
+
+	// The transcript: admins get the reply box; it polls while people have
+	// the conversation; viewers read only.
+	p = admin.get("/console/conversations/desk-1")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	require.Equal(t, 1, p.Doc.Find("[data-testid=reply-form]").Length())
+	require.Equal(t, 1, p.Doc.Find("[data-testid=hand-back]").Length())
+	require.Equal(t, "/console/conversations/desk-1/messages", p.Doc.Find("[data-testid=messages]").AttrOr("hx-get", ""))
+	p = viewer.get("/console/conversations/desk-1")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	require.Zero(t, p.Doc.Find("[data-testid=reply-form]").Length())
+	p = viewer.post("/console/conversations/desk-1/reply", url.Values{"text": {"hi"}})
+	require.Equal(t, http.StatusForbidden, p.Status)
+	p = viewer.post("/console/conversations/desk-1/status", url.Values{"status": {"resolved"}})
+	require.Equal(t, http.StatusForbidden, p.Status)
+
+	// An admin replies; the visitor reads it, signed with the admin's email.
+	p = admin.post("/console/conversations/desk-1/reply", url.Values{"text": {"Hello Ada, I'm here. " + xssScript}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, "/console/conversations/desk-1", p.Header.Get("Location"))
+	p = admin.get("/console/conversations/desk-1/messages")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	noMarkup(t, p)
+	human := p.Doc.Find(`[data-testid=message][data-role=human]`)
+	require.Equal(t, 1, human.Length(), p.Body)
+	require.Equal(t, admin.Member.Email, human.Find("[data-testid=author]").Text())
+	r = e.api(t, "GET", "/api/v2/conversations/desk-1?agentId="+agent+"&visitorId=ada", "", nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var d struct {
+		Messages []struct{ Role, Text, Author string }
+	}
+	r.JSON(t, &d)
+	last := d.Messages[len(d.Messages)-1]
+	require.Equal(t, "human", last.Role)
+	require.Equal(t, admin.Member.Email, last.Author)
+	// A blank reply is refused and said so.
+	p = admin.post("/console/conversations/desk-1/reply", url.Values{"text": {"  "}})
+	require.Equal(t, http.StatusSeeOther, p.Status)
+	p = admin.get("/console/conversations/desk-1")
+	require.Contains(t, p.Text("[data-testid=flash]"), "not sent")
+
+	// Handing back gives it to the agent again; taking over and resolving.
+	p = admin.post("/console/conversations/desk-1/status", url.Values{"status": {"unresolved"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = admin.get("/console/conversations/desk-1")
+	require.Equal(t, "unresolved", p.Text("[data-testid=status]"))
+	require.Equal(t, 1, p.Doc.Find("[data-testid=take-over]").Length())
+	require.Equal(t, "false", p.Doc.Find("[data-testid=messages]").AttrOr("data-polling", ""))
+	require.Equal(t, 1, admin.get("/console/inbox/list").Doc.Find("[data-testid=inbox-empty]").Length())
+	p = admin.post("/console/conversations/desk-2/status", url.Values{"status": {"human_requested"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, 1, admin.get("/console/inbox/list").Doc.Find(`[data-testid=inbox-row][data-id="desk-2"]`).Length())
+	p = admin.post("/console/conversations/desk-2/status", url.Values{"status": {"resolved"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = admin.get("/console/conversations/desk-2")
+	require.Equal(t, "resolved", p.Text("[data-testid=status]"))
+	require.Contains(t, p.Text("[data-testid=status-by]"), admin.Member.Email)
+	p = admin.post("/console/conversations/desk-2/status", url.Values{"status": {"open"}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+
+	// Another organization's admin: the ids do not exist.
+	other := e.Bootstrap("Other Co", "pro")
+	stranger := e.as(t, other.ID, member.Admin)
+	require.Equal(t, 1, stranger.get("/console/inbox").Doc.Find("[data-testid=inbox-empty]").Length())
+	for _, path := range []string{"/console/conversations/desk-1", "/console/conversations/desk-1/messages"} {
+		require.Equal(t, http.StatusNotFound, stranger.get(path).Status, path)
+	}
+	p = stranger.post("/console/conversations/desk-1/reply", url.Values{"text": {"hi"}})
+	require.Equal(t, http.StatusNotFound, p.Status)
+	p = stranger.post("/console/conversations/desk-1/status", url.Values{"status": {"resolved"}})
+	require.Equal(t, http.StatusNotFound, p.Status)
+}
