@@ -14,7 +14,8 @@ import (
 const agentStats = `-- name: AgentStats :one
 SELECT count(DISTINCT c.id)::bigint AS total_conversations,
        count(m.id)::bigint AS total_messages,
-       coalesce(avg(m.rating), 0)::double precision AS average_rating
+       coalesce((SELECT avg(r.rating) FROM conversations r
+                 WHERE r.org_id = $1 AND r.agent_id = $2), 0)::double precision AS average_rating
 FROM conversations c
 LEFT JOIN messages m ON m.org_id = c.org_id AND m.conversation_id = c.id
 WHERE c.org_id = $1 AND c.agent_id = $2
@@ -31,6 +32,7 @@ type AgentStatsRow struct {
 	AverageRating      float64
 }
 
+// average_rating is the mean rating of the agent's rated conversations.
 func (q *Queries) AgentStats(ctx context.Context, arg AgentStatsParams) (AgentStatsRow, error) {
 	row := q.db.QueryRow(ctx, agentStats, arg.OrgID, arg.AgentID)
 	var i AgentStatsRow
@@ -39,23 +41,24 @@ func (q *Queries) AgentStats(ctx context.Context, arg AgentStatsParams) (AgentSt
 }
 
 const createAgent = `-- name: CreateAgent :one
-INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings)
+INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9, coalesce($10::jsonb, '{}'::jsonb))
-RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings
+        $6, $7, $8, $9, coalesce($10::jsonb, '{}'::jsonb), $11)
+RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message
 `
 
 type CreateAgentParams struct {
-	OrgID        uuid.UUID
-	ID           uuid.UUID
-	Name         string
-	Description  string
-	Instructions string
-	Model        string
-	Temperature  float64
-	Tools        []string
-	Visibility   string
-	ToolSettings []byte
+	OrgID          uuid.UUID
+	ID             uuid.UUID
+	Name           string
+	Description    string
+	Instructions   string
+	Model          string
+	Temperature    float64
+	Tools          []string
+	Visibility     string
+	ToolSettings   []byte
+	HandoffMessage string
 }
 
 // A NULL tool_settings (a caller that has none) is stored as no settings.
@@ -71,6 +74,7 @@ func (q *Queries) CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent
 		arg.Tools,
 		arg.Visibility,
 		arg.ToolSettings,
+		arg.HandoffMessage,
 	)
 	var i Agent
 	err := row.Scan(
@@ -87,6 +91,7 @@ func (q *Queries) CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ToolSettings,
+		&i.HandoffMessage,
 	)
 	return i, err
 }
@@ -109,7 +114,7 @@ func (q *Queries) DeleteAgent(ctx context.Context, arg DeleteAgentParams) (int64
 }
 
 const getAgent = `-- name: GetAgent :one
-SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings FROM agents WHERE org_id = $1 AND id = $2
+SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message FROM agents WHERE org_id = $1 AND id = $2
 `
 
 type GetAgentParams struct {
@@ -134,12 +139,13 @@ func (q *Queries) GetAgent(ctx context.Context, arg GetAgentParams) (Agent, erro
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ToolSettings,
+		&i.HandoffMessage,
 	)
 	return i, err
 }
 
 const listAgents = `-- name: ListAgents :many
-SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings FROM agents
+SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message FROM agents
 WHERE org_id = $1
 ORDER BY created_at DESC, id DESC
 LIMIT $3 OFFSET $2
@@ -174,6 +180,7 @@ func (q *Queries) ListAgents(ctx context.Context, arg ListAgentsParams) ([]Agent
 			&i.CreatedAt,
 			&i.UpdatedAt,
 			&i.ToolSettings,
+			&i.HandoffMessage,
 		); err != nil {
 			return nil, err
 		}
@@ -194,23 +201,25 @@ UPDATE agents SET
   temperature = coalesce($5, temperature),
   tools = coalesce($6, tools),
   visibility = coalesce($7, visibility),
-  tool_settings = coalesce($8, tool_settings),
+  handoff_message = coalesce($8, handoff_message),
+  tool_settings = coalesce($9, tool_settings),
   updated_at = now()
-WHERE org_id = $9 AND id = $10
-RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings
+WHERE org_id = $10 AND id = $11
+RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message
 `
 
 type UpdateAgentParams struct {
-	Name         *string
-	Description  *string
-	Instructions *string
-	Model        *string
-	Temperature  *float64
-	Tools        []string
-	Visibility   *string
-	ToolSettings []byte
-	OrgID        uuid.UUID
-	ID           uuid.UUID
+	Name           *string
+	Description    *string
+	Instructions   *string
+	Model          *string
+	Temperature    *float64
+	Tools          []string
+	Visibility     *string
+	HandoffMessage *string
+	ToolSettings   []byte
+	OrgID          uuid.UUID
+	ID             uuid.UUID
 }
 
 // A NULL argument leaves its column as it is.
@@ -223,6 +232,7 @@ func (q *Queries) UpdateAgent(ctx context.Context, arg UpdateAgentParams) (Agent
 		arg.Temperature,
 		arg.Tools,
 		arg.Visibility,
+		arg.HandoffMessage,
 		arg.ToolSettings,
 		arg.OrgID,
 		arg.ID,
@@ -242,6 +252,7 @@ func (q *Queries) UpdateAgent(ctx context.Context, arg UpdateAgentParams) (Agent
 		&i.CreatedAt,
 		&i.UpdatedAt,
 		&i.ToolSettings,
+		&i.HandoffMessage,
 	)
 	return i, err
 }

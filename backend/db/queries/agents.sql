@@ -1,8 +1,8 @@
 -- name: CreateAgent :one
 -- A NULL tool_settings (a caller that has none) is stored as no settings.
-INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings)
+INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(instructions),
-        sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility), coalesce(sqlc.narg(tool_settings)::jsonb, '{}'::jsonb))
+        sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility), coalesce(sqlc.narg(tool_settings)::jsonb, '{}'::jsonb), sqlc.arg(handoff_message))
 RETURNING *;
 
 -- name: GetAgent :one
@@ -24,6 +24,7 @@ UPDATE agents SET
   temperature = coalesce(sqlc.narg(temperature), temperature),
   tools = coalesce(sqlc.narg(tools), tools),
   visibility = coalesce(sqlc.narg(visibility), visibility),
+  handoff_message = coalesce(sqlc.narg(handoff_message), handoff_message),
   tool_settings = coalesce(sqlc.narg(tool_settings), tool_settings),
   updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
@@ -33,9 +34,11 @@ RETURNING *;
 DELETE FROM agents WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
 -- name: AgentStats :one
+-- average_rating is the mean rating of the agent's rated conversations.
 SELECT count(DISTINCT c.id)::bigint AS total_conversations,
        count(m.id)::bigint AS total_messages,
-       coalesce(avg(m.rating), 0)::double precision AS average_rating
+       coalesce((SELECT avg(r.rating) FROM conversations r
+                 WHERE r.org_id = sqlc.arg(org_id) AND r.agent_id = sqlc.arg(agent_id)), 0)::double precision AS average_rating
 FROM conversations c
 LEFT JOIN messages m ON m.org_id = c.org_id AND m.conversation_id = c.id
 WHERE c.org_id = sqlc.arg(org_id) AND c.agent_id = sqlc.arg(agent_id);
