@@ -22,6 +22,7 @@ import (
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/conversation"
+	"github.com/parleyhq/parley/backend/form"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/compat/wire"
 )
@@ -43,6 +44,7 @@ type Handler struct {
 	convs *conversation.Service
 
 	datastores parleyv1connect.DatastoreServiceHandler
+	forms      *form.Service
 }
 
 // New returns the REST handler over the given services.
@@ -78,6 +80,14 @@ func (h *Handler) Routes() []Route {
 		{http.MethodGet, "/datasources/{id}", h.rpc(parleyv1connect.DatastoreServiceGetDatasourceProcedure, h.getDatasource)},
 		{http.MethodDelete, "/datasources/{id}", h.rpc(parleyv1connect.DatastoreServiceDeleteDatasourceProcedure, h.deleteDatasource)},
 		{http.MethodPost, "/datasources/{id}/resync", h.rpc(parleyv1connect.DatastoreServiceResyncDatasourceProcedure, h.resyncDatasource)},
+		{http.MethodGet, "/forms", h.rpc(parleyv1connect.FormServiceListFormsProcedure, h.listForms)},
+		{http.MethodPost, "/forms", h.rpc(parleyv1connect.FormServiceCreateFormProcedure, h.createForm)},
+		// Without a key: a published form (FormService admits the caller).
+		{http.MethodGet, "/forms/{formId}", h.rpc(parleyv1connect.FormServiceGetFormProcedure, h.getForm)},
+		{http.MethodPost, "/forms/{formId}", h.rpc(parleyv1connect.FormServiceSubmitFormProcedure, h.submitForm)},
+		{http.MethodPut, "/forms/{formId}", h.rpc(parleyv1connect.FormServiceUpdateFormProcedure, h.updateForm)},
+		{http.MethodDelete, "/forms/{formId}", h.rpc(parleyv1connect.FormServiceDeleteFormProcedure, h.deleteForm)},
+		{http.MethodGet, "/forms/{formId}/submissions", h.rpc(parleyv1connect.FormServiceListSubmissionsProcedure, h.listSubmissions)},
 	}
 	base = append(base,
 		Route{http.MethodPost, "/v2/agent/{agentId}/chat", h.chatV2},

@@ -4,7 +4,10 @@
 // Interceptor applies it to Connect, gRPC and gRPC-Web calls and Middleware
 // to the REST paths, both through auth.Gate (key, rate limits, scope).
 // Methods open to public agents' visitors are admitted per agent by
-// chat.Admitter, since only the agent tells who may reach it. The console's
+// chat.Admitter, since only the agent tells who may reach it. Methods open
+// to public forms let callers without a key through to the form service,
+// which admits them per form; a call with a key is admitted here as any
+// other. The console's
 // members are admitted by the console's role check (console.signedIn).
 //
 // It must never let a method without a declared rule through.
@@ -29,6 +32,16 @@ type Rule struct {
 	// PublicAgents: callers without a key may reach a public agent; the
 	// service admits each call for its agent.
 	PublicAgents bool
+	// PublicForms: callers without a key are let through to the service,
+	// which admits each call for its (published) form; callers with a key
+	// are admitted by the gate with Scope.
+	PublicForms bool
+}
+
+// SelfAdmitted reports whether the service admits a call sent with
+// authorization (the Authorization header, empty when none) itself.
+func (r Rule) SelfAdmitted(authorization string) bool {
+	return r.PublicAgents || (r.PublicForms && authorization == "")
 }
 
 var scopes = map[parleyv1.Scope]auth.Scope{
@@ -58,7 +71,7 @@ func For(procedure string) (Rule, error) {
 	if !ok {
 		return Rule{}, fmt.Errorf("access: %s declares no access rule", procedure)
 	}
-	return Rule{Scope: s, PublicAgents: a.GetPublicAgents()}, nil
+	return Rule{Scope: s, PublicAgents: a.GetPublicAgents(), PublicForms: a.GetPublicForms()}, nil
 }
 
 // MustFor is For for rules the program is built on (REST routes naming

@@ -45,6 +45,10 @@ func TestRules(t *testing.T) {
 		{parleyv1connect.DatastoreServiceQueryProcedure, Rule{Scope: auth.ScopeAdmin}},
 		{parleyv1connect.ChatServiceChatStreamProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
 		{parleyv1connect.ConversationServiceListConversationsProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
+		{parleyv1connect.FormServiceCreateFormProcedure, Rule{Scope: auth.ScopeAdmin}},
+		{parleyv1connect.FormServiceListSubmissionsProcedure, Rule{Scope: auth.ScopeAdmin}},
+		{parleyv1connect.FormServiceGetFormProcedure, Rule{Scope: auth.ScopeAdmin, PublicForms: true}},
+		{parleyv1connect.FormServiceSubmitFormProcedure, Rule{Scope: auth.ScopeChat, PublicForms: true}},
 		{parleyv1connect.ConversationServiceUpdateConversationProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
 		{parleyv1connect.ConversationServiceWatchConversationProcedure, Rule{Scope: auth.ScopeChat, PublicAgents: true}},
 		{parleyv1connect.ConversationServicePostMessageProcedure, Rule{Scope: auth.ScopeAdmin}},
@@ -58,4 +62,27 @@ func TestRules(t *testing.T) {
 		require.Error(t, err, bad)
 	}
 	require.Panics(t, func() { MustFor("/parley.v1.AgentService/Nope") })
+}
+
+// Who the service admits itself: public agents' callers always, public
+// forms' only when they send no key (a key is the gate's to check).
+func TestSelfAdmitted(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		rule          Rule
+		authorization string
+		want          bool
+	}{
+		{Rule{Scope: auth.ScopeAdmin}, "", false},
+		{Rule{Scope: auth.ScopeAdmin}, "Bearer x", false},
+		{Rule{Scope: auth.ScopeChat, PublicAgents: true}, "", true},
+		{Rule{Scope: auth.ScopeChat, PublicAgents: true}, "Bearer x", true},
+		{Rule{Scope: auth.ScopeChat, PublicForms: true}, "", true},
+		{Rule{Scope: auth.ScopeChat, PublicForms: true}, "Bearer x", false},
+		{Rule{Scope: auth.ScopeChat, PublicForms: true}, "Basic x", false},
+	} {
+		if got := tc.rule.SelfAdmitted(tc.authorization); got != tc.want {
+			t.Errorf("%+v.SelfAdmitted(%q) = %v, want %v", tc.rule, tc.authorization, got, tc.want)
+		}
+	}
 }

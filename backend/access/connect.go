@@ -17,15 +17,18 @@ import (
 // response's headers or error metadata.
 type Interceptor struct{ Gate *auth.Gate }
 
-// admit applies procedure's rule. For methods open to public agents it
-// admits nothing itself: the service does, per agent.
+// admit applies procedure's rule. For methods open to public agents (and
+// keyless calls of methods open to public forms) it admits nothing itself:
+// the service does, per agent or form.
 func (i Interceptor) admit(ctx context.Context, procedure, authorization string) (context.Context, auth.Admission, error) {
 	rule, err := For(procedure)
 	if err != nil {
 		// SECURITY: deny by default: a method without a rule is not served.
 		return ctx, auth.Admission{}, apperr.New(apperr.Forbidden, "this method is not open to callers")
 	}
-	if rule.PublicAgents {
+	if rule.SelfAdmitted(authorization) {
+		// SECURITY: the service admits these calls itself (chat.Admitter,
+		// form.Service).
 		return ctx, auth.Admission{}, nil
 	}
 	adm, err := i.Gate.Admit(ctx, authorization, rule.Scope)

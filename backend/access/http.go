@@ -15,8 +15,9 @@ import (
 func Middleware(gate *auth.Gate, procedure string, writeError func(http.ResponseWriter, *http.Request, error), fn http.HandlerFunc) http.HandlerFunc {
 	rule := MustFor(procedure)
 	return func(w http.ResponseWriter, r *http.Request) {
-		if rule.PublicAgents {
-			fn(w, r) // admitted per agent by the handler
+		if rule.SelfAdmitted(r.Header.Get("Authorization")) {
+			// SECURITY: admitted per agent or form by the handler.
+			fn(w, r)
 			return
 		}
 		adm, err := gate.Admit(r.Context(), r.Header.Get("Authorization"), rule.Scope)

@@ -108,6 +108,19 @@ func (s *Store) PublicAgent(ctx context.Context, agentID uuid.UUID, fn func(q *d
 	})
 }
 
+// PublicForm runs fn in a transaction that may read the form with this id,
+// and its organization, if the form is published: the way a visitor without
+// a key reaches a form.
+func (s *Store) PublicForm(ctx context.Context, formID uuid.UUID, fn func(q *dbq.Queries) error) error {
+	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+		q := dbq.New(tx)
+		if err := q.SetPublicForm(ctx, formID.String()); err != nil {
+			return err
+		}
+		return fn(q)
+	})
+}
+
 func migrator(url string) (*goose.Provider, *sql.DB, error) {
 	cfg, err := pgx.ParseConfig(url)
 	if err != nil {

@@ -32,6 +32,7 @@ import (
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/form"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/jobs"
 	"github.com/parleyhq/parley/backend/knowledge"
@@ -232,6 +233,7 @@ func (a *App) routes() (http.Handler, error) {
 	admitter := &chat.Admitter{Store: a.Store, Gate: gate}
 	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
+	forms := &form.Service{Store: a.Store, Gate: gate}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain}
 
 	mux := http.NewServeMux()
@@ -241,16 +243,18 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(parleyv1connect.NewDatastoreServiceHandler(datastores, opts...))
 	mux.Handle(parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), opts...))
 	mux.Handle(parleyv1connect.NewConversationServiceHandler(conversations, opts...))
+	mux.Handle(parleyv1connect.NewFormServiceHandler(form.NewHandler(forms), opts...))
 	services := []string{
 		parleyv1connect.AgentServiceName, parleyv1connect.ApiKeyServiceName, parleyv1connect.OrganizationServiceName,
 		parleyv1connect.ChatServiceName, parleyv1connect.ConversationServiceName, parleyv1connect.DatastoreServiceName,
+		parleyv1connect.FormServiceName,
 	}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
-	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).Register(mux)
+	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).WithForms(forms).Register(mux)
 
 	cons := console.New(console.Deps{
 		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,

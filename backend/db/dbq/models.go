@@ -139,6 +139,28 @@ type Datastore struct {
 	UpdatedAt      time.Time
 }
 
+type Form struct {
+	OrgID          uuid.UUID
+	ID             uuid.UUID
+	Name           string
+	Description    string
+	Fields         []byte
+	Published      bool
+	SuccessMessage string
+	CreatedAt      time.Time
+	UpdatedAt      time.Time
+}
+
+type FormSubmission struct {
+	OrgID          uuid.UUID
+	ID             uuid.UUID
+	FormID         uuid.UUID
+	Data           []byte
+	VisitorID      string
+	ConversationID string
+	CreatedAt      time.Time
+}
+
 type Member struct {
 	OrgID        uuid.UUID
 	ID           uuid.UUID

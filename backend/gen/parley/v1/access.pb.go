@@ -84,7 +84,12 @@ type Access struct {
 	Scope Scope `protobuf:"varint,1,opt,name=scope,proto3,enum=parley.v1.Scope" json:"scope,omitempty"`
 	// PublicAgents lets callers without a key reach a public agent (with a
 	// visitor id); the service then admits each call for its agent.
-	PublicAgents  bool `protobuf:"varint,2,opt,name=public_agents,json=publicAgents,proto3" json:"public_agents,omitempty"`
+	PublicAgents bool `protobuf:"varint,2,opt,name=public_agents,json=publicAgents,proto3" json:"public_agents,omitempty"`
+	// PublicForms lets callers without a key through to the service, which
+	// admits them itself (to a published form, counted per visitor and
+	// client IP on the owner's plan). Unlike public_agents, a call that does
+	// send a key is admitted by the gate with scope, as any other.
+	PublicForms   bool `protobuf:"varint,3,opt,name=public_forms,json=publicForms,proto3" json:"public_forms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -133,6 +138,13 @@ func (x *Access) GetPublicAgents() bool {
 	return false
 }
 
+func (x *Access) GetPublicForms() bool {
+	if x != nil {
+		return x.PublicForms
+	}
+	return false
+}
+
 var file_parley_v1_access_proto_extTypes = []protoimpl.ExtensionInfo{
 	{
 		ExtendedType:  (*descriptorpb.ServiceOptions)(nil),
@@ -168,10 +180,11 @@ var File_parley_v1_access_proto protoreflect.FileDescriptor
 
 const file_parley_v1_access_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/access.proto\x12\tparley.v1\x1a google/protobuf/descriptor.proto\"U\n" +
+	"\x16parley/v1/access.proto\x12\tparley.v1\x1a google/protobuf/descriptor.proto\"x\n" +
 	"\x06Access\x12&\n" +
 	"\x05scope\x18\x01 \x01(\x0e2\x10.parley.v1.ScopeR\x05scope\x12#\n" +
-	"\rpublic_agents\x18\x02 \x01(\bR\fpublicAgents*?\n" +
+	"\rpublic_agents\x18\x02 \x01(\bR\fpublicAgents\x12!\n" +
+	"\fpublic_forms\x18\x03 \x01(\bR\vpublicForms*?\n" +
 	"\x05Scope\x12\x15\n" +
 	"\x11SCOPE_UNSPECIFIED\x10\x00\x12\x0f\n" +
 	"\vSCOPE_ADMIN\x10\x01\x12\x0e\n" +
