@@ -25,22 +25,24 @@ import (
 	"github.com/parleyhq/parley/backend/netguard"
 )
 
-// counting is the lexical embedder, slowed down by delay per call, counting
-// the texts it embeds; it fails every call once failing is set.
+// counting is the lexical embedder counting the texts it embeds; it fails
+// every call once failing is set, and after stallAfter calls (when set) it
+// hangs until its context ends: an attempt that runs out of time after a
+// known number of batches, however slow the machine.
 type counting struct {
 	knowledge.Lexical
-	delay   time.Duration
-	texts   atomic.Int64
-	failing atomic.Bool
+	texts      atomic.Int64
+	calls      atomic.Int64
+	stallAfter int64
+	failing    atomic.Bool
 }
 
 func (c *counting) Embed(ctx context.Context, texts []string) ([][]float32, error) {
 	if c.failing.Load() {
 		return nil, errors.New("the embedding server is down")
 	}
-	select {
-	case <-time.After(c.delay):
-	case <-ctx.Done():
+	if n := c.calls.Add(1); c.stallAfter > 0 && n > c.stallAfter {
+		<-ctx.Done()
 		return nil, ctx.Err()
 	}
 	c.texts.Add(int64(len(texts)))
@@ -184,8 +186,8 @@ func TestLastAttemptRecordsTheFailure(t *testing.T) {
 func TestTimedOutAttemptResumes(t *testing.T) {
 	t.Parallel()
 	text := longText(400)
-	emb := &counting{delay: 40 * time.Millisecond}
-	w := &IngestWorker{timeout: func(IngestArgs) time.Duration { return 300 * time.Millisecond }}
+	emb := &counting{stallAfter: 2}
+	w := &IngestWorker{timeout: func(IngestArgs) time.Duration { return 2 * time.Second }}
 	f := setup(t, text, w)
 	w.K = knowledge.New(f.store, emb, netguard.New(netguard.Config{}))
 	w.K.Chunking.MaxTokens = 64 // many chunks, so many batches
@@ -201,7 +203,9 @@ func TestTimedOutAttemptResumes(t *testing.T) {
 	written := f.chunks(t)
 	require.Positive(t, written, "the first attempt committed no batch")
 
+	require.Equal(t, 2*64, written, "two batches of 64 were written before the stall")
 	w.timeout = nil // the real, size-based timeout
+	emb.stallAfter = 0
 	res = f.work(t, 2, 3)
 	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
 	d := f.datasource(t)
@@ -214,6 +218,8 @@ func TestTimedOutAttemptResumes(t *testing.T) {
 		return q.SetDatasourceStatus(context.Background(), dbq.SetDatasourceStatusParams{OrgID: f.org, ID: f.ds, Status: "pending"})
 	}))
 	w.timeout = func(IngestArgs) time.Duration { return 200 * time.Millisecond }
+	emb.calls.Store(0)
+	emb.stallAfter = 1
 	res = f.work(t, 1, 1)
 	require.Equal(t, rivertype.JobStateDiscarded, res.Job.State)
 	d = f.datasource(t)
