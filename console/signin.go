@@ -9,10 +9,14 @@ import (
 	"github.com/parleyhq/parley/backend/plan"
 )
 
-// signinLimits bound password attempts per client address and per email
-// (with the limiter the API uses): enough for a person who mistypes, far
-// too few to guess.
-var signinLimits = plan.Limits{PerMinute: 10, PerDay: 200}
+// signinLimits bound password attempts per email (and per member changing
+// a password), with the limiter the API uses: enough for a person who
+// mistypes, far too few to guess. signinIPLimits bound them per client
+// address, looser since an office or a NAT shares one.
+var (
+	signinLimits   = plan.Limits{PerMinute: 10, PerDay: 200}
+	signinIPLimits = plan.Limits{PerMinute: 60, PerDay: 2000}
+)
 
 func (c *Console) signinForm(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, signinPage(safeNext(r.URL.Query().Get("next")), "", ""))
@@ -25,8 +29,8 @@ func (c *Console) signinSubmit(w http.ResponseWriter, r *http.Request) {
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	// SECURITY: brute force is limited per address and per email; the
 	// message says nothing of which.
-	for _, key := range []string{"signin-ip:" + host, "signin-email:" + norm} {
-		res, err := c.Limits.Allow(ctx, key, signinLimits)
+	for key, lim := range map[string]plan.Limits{"signin-ip:" + host: signinIPLimits, "signin-email:" + norm: signinLimits} {
+		res, err := c.Limits.Allow(ctx, key, lim)
 		if err != nil {
 			c.errorPage(w, r, err)
 			return
