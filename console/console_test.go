@@ -57,6 +57,8 @@ func TestConsole(t *testing.T) {
 		"other organizations' ids": testOtherOrganizationsIDs,
 		"datastores":               testDatastores,
 		"conversations":            testConversations,
+		"forms":                    testForms,
+		"forms: viewers read":      testFormsViewer,
 		"inbox and handoff":        testInbox,
 	}
 	for name, fn := range tests {

@@ -60,6 +60,16 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/conversations/{id}/reply", c.signedIn(member.Admin, c.convReply))
 	m.HandleFunc("POST /console/conversations/{id}/status", c.signedIn(member.Admin, c.convSetStatus))
 
+	// Forms: viewers read forms, submissions and the CSV export; admins
+	// create, build, publish and delete.
+	m.HandleFunc("GET /console/forms", c.signedIn(member.Viewer, c.formsList))
+	m.HandleFunc("POST /console/forms", c.signedIn(member.Admin, c.formsCreate))
+	m.HandleFunc("GET /console/forms/{id}", c.signedIn(member.Viewer, c.formsShow))
+	m.HandleFunc("POST /console/forms/{id}", c.signedIn(member.Admin, c.formsSave))
+	m.HandleFunc("POST /console/forms/{id}/delete", c.signedIn(member.Admin, c.formsDelete))
+	m.HandleFunc("GET /console/forms/{id}/submissions", c.signedIn(member.Viewer, c.formsSubmissions))
+	m.HandleFunc("GET /console/forms/{id}/submissions.csv", c.signedIn(member.Viewer, c.formsCSV))
+
 	// Members: everyone reads the list and sets their own password; owners
 	// invite, change roles and remove. Operators: platform operators only;
 	// to anyone else /console/admin does not exist (404).
