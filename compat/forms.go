@@ -123,6 +123,15 @@ func submissionJSON(s *parleyv1.Submission) map[string]any {
 	}
 }
 
+// nextCursor is a listing's nextCursor: null on the last page, as the
+// other cursor listings say it.
+func nextCursor(c string) any {
+	if c == "" {
+		return nil
+	}
+	return c
+}
+
 // pageQuery reads ?limit= and ?cursor=.
 func pageQuery(r *http.Request) (int32, string, error) {
 	q := r.URL.Query()
@@ -171,7 +180,7 @@ func (h *Handler) listForms(w http.ResponseWriter, r *http.Request) error {
 			for _, f := range resp.GetForms() {
 				items = append(items, formJSON(f))
 			}
-			return map[string]any{"forms": items, "nextCursor": resp.GetNextCursor()}
+			return map[string]any{"forms": items, "nextCursor": nextCursor(resp.GetNextCursor())}
 		})
 }
 
@@ -325,6 +334,6 @@ func (h *Handler) listSubmissions(w http.ResponseWriter, r *http.Request) error 
 			for _, s := range resp.GetSubmissions() {
 				items = append(items, submissionJSON(s))
 			}
-			return map[string]any{"submissions": items, "nextCursor": resp.GetNextCursor()}
+			return map[string]any{"submissions": items, "nextCursor": nextCursor(resp.GetNextCursor())}
 		})
 }

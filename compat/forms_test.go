@@ -329,6 +329,7 @@ func TestSubmissionsPageByCursorOverREST(t *testing.T) {
 			got = append(got, s.Values["n"])
 		}
 		if cursor = page.NextCursor; cursor == "" {
+			require.Contains(t, string(r.Body), `"nextCursor":null`, "null on the last page")
 			break
 		}
 	}
