@@ -44,6 +44,7 @@ type Handler struct {
 	convs *conversation.Service
 
 	datastores parleyv1connect.DatastoreServiceHandler
+	contacts   parleyv1connect.ContactServiceHandler
 	forms      *form.Service
 }
 
@@ -80,6 +81,8 @@ func (h *Handler) Routes() []Route {
 		{http.MethodGet, "/datasources/{id}", h.rpc(parleyv1connect.DatastoreServiceGetDatasourceProcedure, h.getDatasource)},
 		{http.MethodDelete, "/datasources/{id}", h.rpc(parleyv1connect.DatastoreServiceDeleteDatasourceProcedure, h.deleteDatasource)},
 		{http.MethodPost, "/datasources/{id}/resync", h.rpc(parleyv1connect.DatastoreServiceResyncDatasourceProcedure, h.resyncDatasource)},
+		{http.MethodGet, "/contacts", h.rpc(parleyv1connect.ContactServiceListContactsProcedure, h.listContacts)},
+		{http.MethodGet, "/contacts/{id}", h.rpc(parleyv1connect.ContactServiceGetContactProcedure, h.getContact)},
 		{http.MethodGet, "/forms", h.rpc(parleyv1connect.FormServiceListFormsProcedure, h.listForms)},
 		{http.MethodPost, "/forms", h.rpc(parleyv1connect.FormServiceCreateFormProcedure, h.createForm)},
 		// Without a key: a published form (FormService admits the caller).

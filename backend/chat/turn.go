@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/contact"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -145,7 +146,7 @@ func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (
 func (s *Service) load(ctx context.Context, t *turn) error {
 	org, req := t.org, t.req
 	err := s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
-		contactID, err := upsertContact(ctx, q, org, req.GetContact())
+		contactID, err := mergeContact(ctx, q, org, req.GetContact())
 		if err != nil {
 			return err
 		}
@@ -599,43 +600,18 @@ func hasAnySuffix(s string, suffixes ...string) bool {
 	return false
 }
 
-// upsertContact stores the request's contact (by email, else phone) and
-// returns its id; nil when the request has none.
-func upsertContact(ctx context.Context, q *dbq.Queries, org uuid.UUID, c *parleyv1.Contact) (*uuid.UUID, error) {
-	if c == nil || (c.GetEmail() == "" && c.GetPhoneNumber() == "") {
-		return nil, nil
+// mergeContact records the request's contact in the organization's
+// contacts and returns its id; nil when the request names nobody.
+func mergeContact(ctx context.Context, q *dbq.Queries, org uuid.UUID, c *parleyv1.Contact) (*uuid.UUID, error) {
+	f, ok, err := contact.FromRequest(c)
+	if !ok || err != nil {
+		return nil, err
 	}
-	custom := []byte("{}")
-	if c.GetCustomFields() != nil {
-		b, err := c.GetCustomFields().MarshalJSON()
-		if err != nil {
-			return nil, apperr.InvalidField("contact.custom_fields", "must be a JSON object")
-		}
-		custom = b
-	}
-	id, err := uuid.NewV7()
+	id, err := contact.Merge(ctx, q, org, f, nil)
 	if err != nil {
 		return nil, err
 	}
-	var phone *string
-	if p := c.GetPhoneNumber(); p != "" {
-		phone = &p
-	}
-	var got uuid.UUID
-	if email := strings.ToLower(c.GetEmail()); email != "" {
-		got, err = q.UpsertContactByEmail(ctx, dbq.UpsertContactByEmailParams{
-			OrgID: org, ID: id, Email: &email, PhoneNumber: phone, FirstName: c.GetFirstName(),
-			LastName: c.GetLastName(), CustomFields: custom,
-		})
-	} else {
-		got, err = q.UpsertContactByPhone(ctx, dbq.UpsertContactByPhoneParams{
-			OrgID: org, ID: id, PhoneNumber: phone, FirstName: c.GetFirstName(), LastName: c.GetLastName(), CustomFields: custom,
-		})
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &got, nil
+	return &id, nil
 }
 
 // sourcesJSON is the sources as a JSON array, as the message row keeps them.

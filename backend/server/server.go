@@ -30,6 +30,7 @@ import (
 	"github.com/parleyhq/parley/backend/agent"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/chat"
+	"github.com/parleyhq/parley/backend/contact"
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/form"
@@ -235,6 +236,7 @@ func (a *App) routes() (http.Handler, error) {
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain}
+	contacts := &contact.Service{Store: a.Store}
 
 	mux := http.NewServeMux()
 	mux.Handle(parleyv1connect.NewAgentServiceHandler(agents, opts...))
@@ -243,10 +245,12 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(parleyv1connect.NewDatastoreServiceHandler(datastores, opts...))
 	mux.Handle(parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), opts...))
 	mux.Handle(parleyv1connect.NewConversationServiceHandler(conversations, opts...))
+	mux.Handle(parleyv1connect.NewContactServiceHandler(contacts, opts...))
 	mux.Handle(parleyv1connect.NewFormServiceHandler(form.NewHandler(forms), opts...))
 	services := []string{
 		parleyv1connect.AgentServiceName, parleyv1connect.ApiKeyServiceName, parleyv1connect.OrganizationServiceName,
 		parleyv1connect.ChatServiceName, parleyv1connect.ConversationServiceName, parleyv1connect.DatastoreServiceName,
+		parleyv1connect.ContactServiceName,
 		parleyv1connect.FormServiceName,
 	}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
@@ -254,7 +258,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
-	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).WithForms(forms).Register(mux)
+	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).WithForms(forms).WithContacts(contacts).Register(mux)
 
 	cons := console.New(console.Deps{
 		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,

@@ -77,6 +77,7 @@ type Contact struct {
 	CustomFields []byte
 	CreatedAt    time.Time
 	UpdatedAt    time.Time
+	Notes        string
 }
 
 type Conversation struct {

@@ -45,29 +45,6 @@ VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), sqlc.arg(role
         sqlc.arg(incomplete))
 RETURNING id, created_at;
 
--- name: UpsertContactByEmail :one
-INSERT INTO contacts (org_id, id, email, phone_number, first_name, last_name, custom_fields)
-VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(email), sqlc.narg(phone_number), sqlc.arg(first_name),
-        sqlc.arg(last_name), sqlc.arg(custom_fields))
-ON CONFLICT (org_id, email) WHERE email IS NOT NULL DO UPDATE SET
-  phone_number = coalesce(EXCLUDED.phone_number, contacts.phone_number),
-  first_name = CASE WHEN EXCLUDED.first_name <> '' THEN EXCLUDED.first_name ELSE contacts.first_name END,
-  last_name = CASE WHEN EXCLUDED.last_name <> '' THEN EXCLUDED.last_name ELSE contacts.last_name END,
-  custom_fields = contacts.custom_fields || EXCLUDED.custom_fields,
-  updated_at = now()
-RETURNING id;
-
--- name: UpsertContactByPhone :one
-INSERT INTO contacts (org_id, id, phone_number, first_name, last_name, custom_fields)
-VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(phone_number), sqlc.arg(first_name),
-        sqlc.arg(last_name), sqlc.arg(custom_fields))
-ON CONFLICT (org_id, phone_number) WHERE email IS NULL DO UPDATE SET
-  first_name = CASE WHEN EXCLUDED.first_name <> '' THEN EXCLUDED.first_name ELSE contacts.first_name END,
-  last_name = CASE WHEN EXCLUDED.last_name <> '' THEN EXCLUDED.last_name ELSE contacts.last_name END,
-  custom_fields = contacts.custom_fields || EXCLUDED.custom_fields,
-  updated_at = now()
-RETURNING id;
-
 -- name: ListConversations :many
 -- Newest first, with each conversation's message count and latest message.
 SELECT c.id, c.created_at, c.status, c.visitor_id, c.channel,

@@ -1,0 +1,195 @@
+// Package contact keeps an organization's contacts: the people its visitors
+// said they are, from a chat request's `contact` field or an agent's
+// lead_capture tool, merged into one contact per email (else phone number),
+// and ContactService, which reads them.
+//
+// It must never read or merge across organizations: every query names the
+// organization it runs for, inside that organization's tenant transaction.
+package contact
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"unicode/utf8"
+
+	"buf.build/go/protovalidate"
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+)
+
+// MaxNote bounds one note, in characters.
+const MaxNote = 1000
+
+// Fields are what is known of a contact at one moment; empty fields are
+// unknown, and never erase what is stored.
+type Fields struct {
+	Email, PhoneNumber, FirstName, LastName string
+	// Note is added after the contact's notes.
+	Note string
+	// CustomFields is a JSON object laid over the stored one; nil: none.
+	CustomFields []byte
+}
+
+// Normalize trims f, lowercases its email and drops the spaces, dots,
+// dashes and brackets people write in phone numbers ("+33 6 12-34-56-78"),
+// then checks it by the schema's rules for a contact (parley.v1.Contact: an
+// email address, an E.164 phone number, names of at most 200 characters)
+// and the note's length. An error is Invalid and names the field as JSON
+// does (phoneNumber).
+func (f *Fields) Normalize() error {
+	f.Email = strings.ToLower(strings.TrimSpace(f.Email))
+	f.PhoneNumber = strings.Map(func(r rune) rune {
+		if strings.ContainsRune(" \t.-()/", r) {
+			return -1
+		}
+		return r
+	}, f.PhoneNumber)
+	f.FirstName, f.LastName, f.Note = strings.TrimSpace(f.FirstName), strings.TrimSpace(f.LastName), strings.TrimSpace(f.Note)
+	if f.Email == "" && f.PhoneNumber == "" {
+		return apperr.InvalidField("email", "an email or a phoneNumber is needed")
+	}
+	if n := utf8.RuneCountInString(f.Note); n > MaxNote {
+		return apperr.InvalidField("note", "at most %d characters, not %d", MaxNote, n)
+	}
+	err := protovalidate.Validate(&parleyv1.Contact{Email: f.Email, PhoneNumber: f.PhoneNumber, FirstName: f.FirstName, LastName: f.LastName})
+	var verr *protovalidate.ValidationError
+	if errors.As(err, &verr) && len(verr.Violations) > 0 {
+		v := verr.Violations[0]
+		field := v.FieldDescriptor.JSONName()
+		msg := v.Proto.GetMessage()
+		if field == "phoneNumber" {
+			msg = "must be in international (E.164) format: a plus, the country code and the number, e.g. +33612345678"
+		}
+		return apperr.InvalidField(field, "%s", msg)
+	}
+	return err
+}
+
+// FromRequest is a chat request's contact as Fields; ok is false when it
+// names nobody (no email, no phone number). Its fields were checked by the
+// schema already.
+func FromRequest(c *parleyv1.Contact) (f Fields, ok bool, err error) {
+	if c == nil || (c.GetEmail() == "" && c.GetPhoneNumber() == "") {
+		return Fields{}, false, nil
+	}
+	f = Fields{Email: c.GetEmail(), PhoneNumber: c.GetPhoneNumber(), FirstName: c.GetFirstName(), LastName: c.GetLastName()}
+	if c.GetCustomFields() != nil {
+		if f.CustomFields, err = c.GetCustomFields().MarshalJSON(); err != nil {
+			return Fields{}, false, apperr.InvalidField("contact.custom_fields", "must be a JSON object")
+		}
+	}
+	if err := f.Normalize(); err != nil {
+		var e *apperr.Error
+		if errors.As(err, &e) && e.Field != "" {
+			return Fields{}, false, apperr.InvalidField("contact."+e.Field, "%s", strings.TrimPrefix(e.Message, e.Field+": "))
+		}
+		return Fields{}, false, err
+	}
+	return f, true, nil
+}
+
+// Merge records f (normalized) in org's contacts and returns the contact's
+// id. The contact is, in order: the one with f's email; the conversation's
+// own contact (prefer, may be nil) when f does not change what identifies
+// it; the one with f's phone number (without an email, when f brings one);
+// else a new one. What f adds is merged in (Fields).
+//
+// It runs in the caller's tenant transaction for org. Two requests creating
+// the same contact at once both end with it: the second finds it.
+func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *uuid.UUID) (uuid.UUID, error) {
+	custom := f.CustomFields
+	if custom == nil {
+		custom = []byte("{}")
+	}
+	email, phone := optional(f.Email), optional(f.PhoneNumber)
+	for range 3 {
+		target, err := find(ctx, q, org, f, prefer)
+		if err != nil {
+			return uuid.Nil, err
+		}
+		if target != nil {
+			// SECURITY: target was read by org; the update names org too.
+			return q.MergeContact(ctx, dbq.MergeContactParams{
+				OrgID: org, ID: target.ID, Email: email, PhoneNumber: phone,
+				FirstName: f.FirstName, LastName: f.LastName, CustomFields: custom, Note: f.Note,
+			})
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return uuid.Nil, err
+		}
+		got, err := q.InsertContact(ctx, dbq.InsertContactParams{
+			OrgID: org, ID: id, Email: email, PhoneNumber: phone,
+			FirstName: f.FirstName, LastName: f.LastName, CustomFields: custom, Note: f.Note,
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue // created meanwhile: find it
+		}
+		return got, err
+	}
+	return uuid.Nil, apperr.New(apperr.Conflict, "the contact is being changed by another request; retry")
+}
+
+// find is the contact f merges into, nil when f is a new contact.
+func find(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *uuid.UUID) (*dbq.Contact, error) {
+	if f.Email != "" {
+		c, err := q.ContactByEmail(ctx, dbq.ContactByEmailParams{OrgID: org, Email: &f.Email})
+		if err == nil || !errors.Is(err, pgx.ErrNoRows) {
+			return ptr(c, err)
+		}
+	}
+	if prefer != nil {
+		c, err := q.GetContact(ctx, dbq.GetContactParams{OrgID: org, ID: *prefer})
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+			return nil, err
+		}
+		// The conversation's contact takes what f brings unless f would
+		// change what it is kept by: its email, or (without one) its phone.
+		if err == nil && keeps(c, f) {
+			return &c, nil
+		}
+	}
+	if f.PhoneNumber == "" {
+		return nil, nil
+	}
+	c, err := q.ContactByPhone(ctx, dbq.ContactByPhoneParams{OrgID: org, PhoneNumber: &f.PhoneNumber})
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && f.Email != "" && c.Email != nil) {
+		// None; or one with another email: f's email makes a new contact.
+		return nil, nil
+	}
+	return ptr(c, err)
+}
+
+// keeps reports whether merging f into c leaves what c is kept by as it is.
+func keeps(c dbq.Contact, f Fields) bool {
+	if c.Email != nil {
+		return f.Email == "" // an email of its own: another email is another contact
+	}
+	return f.Email != "" || f.PhoneNumber == deref(c.PhoneNumber)
+}
+
+func ptr(c dbq.Contact, err error) (*dbq.Contact, error) {
+	if err != nil {
+		return nil, err
+	}
+	return &c, nil
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

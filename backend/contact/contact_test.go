@@ -1,0 +1,194 @@
+package contact_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/contact"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
+)
+
+// Normalize tidies what people write and refuses what is not an email
+// address or an E.164 phone number, naming the field.
+func TestNormalize(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		in        contact.Fields
+		want      contact.Fields
+		wantField string
+	}{
+		{"email lowercased", contact.Fields{Email: "  Ada@Example.COM "}, contact.Fields{Email: "ada@example.com"}, ""},
+		{"phone written with spaces", contact.Fields{PhoneNumber: "+33 6 12-34.56 (78)"}, contact.Fields{PhoneNumber: "+33612345678"}, ""},
+		{"names and note trimmed", contact.Fields{Email: "a@b.io", FirstName: " Ada ", LastName: " L ", Note: " wants a quote "},
+			contact.Fields{Email: "a@b.io", FirstName: "Ada", LastName: "L", Note: "wants a quote"}, ""},
+		{"nobody", contact.Fields{FirstName: "Ada"}, contact.Fields{}, "email"},
+		{"not an email", contact.Fields{Email: "ada at example.com"}, contact.Fields{}, "email"},
+		{"email without domain", contact.Fields{Email: "ada@"}, contact.Fields{}, "email"},
+		{"national phone", contact.Fields{PhoneNumber: "06 12 34 56 78"}, contact.Fields{}, "phoneNumber"},
+		{"phone without country", contact.Fields{PhoneNumber: "+0612345678"}, contact.Fields{}, "phoneNumber"},
+		{"phone too long", contact.Fields{PhoneNumber: "+1234567890123456"}, contact.Fields{}, "phoneNumber"},
+		{"phone with letters", contact.Fields{PhoneNumber: "+33 6 CALL ME"}, contact.Fields{}, "phoneNumber"},
+		{"name too long", contact.Fields{Email: "a@b.io", FirstName: strings.Repeat("a", 201)}, contact.Fields{}, "firstName"},
+		{"note too long", contact.Fields{Email: "a@b.io", Note: strings.Repeat("é", contact.MaxNote+1)}, contact.Fields{}, "note"},
+	} {
+		f := c.in
+		err := f.Normalize()
+		if c.wantField == "" {
+			require.NoError(t, err, c.name)
+			require.Equal(t, c.want, f, c.name)
+			continue
+		}
+		var e *apperr.Error
+		require.True(t, errors.As(err, &e), "%s: %v", c.name, err)
+		require.Equal(t, apperr.Invalid, e.Code, c.name)
+		require.Equal(t, c.wantField, e.Field, c.name)
+		require.True(t, strings.HasPrefix(e.Message, c.wantField+": "), c.name)
+	}
+}
+
+type fixture struct {
+	ctx        context.Context
+	store      *db.Store
+	orgA, orgB uuid.UUID
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	ctx := context.Background()
+	pool, err := db.Open(ctx, dbtest.New(t), 8)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	f := &fixture{ctx: ctx, store: &db.Store{Pool: pool}}
+	f.orgA, _, err = account.Bootstrap(ctx, f.store, "A", "pro")
+	require.NoError(t, err)
+	f.orgB, _, err = account.Bootstrap(ctx, f.store, "B", "pro")
+	require.NoError(t, err)
+	return f
+}
+
+// merge normalizes and merges f into org's contacts.
+func (x *fixture) merge(t *testing.T, org uuid.UUID, f contact.Fields, prefer *uuid.UUID) uuid.UUID {
+	t.Helper()
+	require.NoError(t, f.Normalize())
+	var id uuid.UUID
+	require.NoError(t, x.store.Tenant(x.ctx, org, func(q *dbq.Queries) error {
+		var err error
+		id, err = contact.Merge(x.ctx, q, org, f, prefer)
+		return err
+	}))
+	return id
+}
+
+func (x *fixture) get(t *testing.T, org, id uuid.UUID) dbq.Contact {
+	t.Helper()
+	var c dbq.Contact
+	require.NoError(t, x.store.Tenant(x.ctx, org, func(q *dbq.Queries) error {
+		var err error
+		c, err = q.GetContact(x.ctx, dbq.GetContactParams{OrgID: org, ID: id})
+		return err
+	}))
+	return c
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}
+
+// What arrives about a person joins the contact it belongs to: by email,
+// by the conversation's own contact, by phone number; nothing known is ever
+// erased, and notes add up.
+func TestMerge(t *testing.T) {
+	t.Parallel()
+	x := setup(t)
+
+	ada := x.merge(t, x.orgA, contact.Fields{Email: "Ada@Example.com", FirstName: "Ada", Note: "wants a quote"}, nil)
+	again := x.merge(t, x.orgA, contact.Fields{Email: "ada@example.com", LastName: "Lovelace", Note: "for 20 seats",
+		CustomFields: []byte(`{"plan":"pro"}`)}, nil)
+	require.Equal(t, ada, again, "the same email is the same contact")
+	c := x.get(t, x.orgA, ada)
+	require.Equal(t, "Ada", c.FirstName, "an empty name erases nothing")
+	require.Equal(t, "Lovelace", c.LastName)
+	require.Equal(t, "wants a quote\nfor 20 seats", c.Notes)
+	require.JSONEq(t, `{"plan":"pro"}`, string(c.CustomFields))
+
+	// The conversation's contact (with an email) takes a phone number.
+	withPhone := x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+44 20 7946 0958"}, &ada)
+	require.Equal(t, ada, withPhone)
+	require.Equal(t, "+442079460958", deref(x.get(t, x.orgA, ada).PhoneNumber))
+
+	// A phone-only contact gets its email when one comes with its number.
+	bob := x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+33612345678", FirstName: "Bob"}, nil)
+	require.Nil(t, x.get(t, x.orgA, bob).Email)
+	require.Equal(t, bob, x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+33612345678"}, nil), "the same number")
+	require.Equal(t, bob, x.merge(t, x.orgA, contact.Fields{Email: "bob@example.com", PhoneNumber: "+33612345678"}, nil))
+	require.Equal(t, "bob@example.com", deref(x.get(t, x.orgA, bob).Email))
+	require.Equal(t, "Bob", x.get(t, x.orgA, bob).FirstName)
+
+	// A phone-only conversation contact is not renumbered: another number
+	// is another (or an existing) contact.
+	carol := x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+4915112345678"}, nil)
+	other := x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+4915187654321"}, &carol)
+	require.NotEqual(t, carol, other)
+	require.Equal(t, "+4915112345678", deref(x.get(t, x.orgA, carol).PhoneNumber))
+	// ...but an email upgrades it.
+	require.Equal(t, carol, x.merge(t, x.orgA, contact.Fields{Email: "carol@example.com"}, &carol))
+
+	// Another email with Bob's number is another person.
+	dan := x.merge(t, x.orgA, contact.Fields{Email: "dan@example.com", PhoneNumber: "+33612345678"}, nil)
+	require.NotEqual(t, bob, dan)
+	// An email contact does not take another email.
+	eve := x.merge(t, x.orgA, contact.Fields{Email: "eve@example.com"}, &ada)
+	require.NotEqual(t, ada, eve)
+	require.Equal(t, "ada@example.com", deref(x.get(t, x.orgA, ada).Email))
+
+	// SECURITY: another organization's same email is its own contact.
+	inB := x.merge(t, x.orgB, contact.Fields{Email: "ada@example.com"}, nil)
+	require.NotEqual(t, ada, inB)
+	// ...and A's contact id, preferred from B, is not found there: B gets
+	// a contact of its own, A's is untouched.
+	fromB := x.merge(t, x.orgB, contact.Fields{PhoneNumber: "+15005550006"}, &ada)
+	require.NotEqual(t, ada, fromB)
+	require.Equal(t, "+442079460958", deref(x.get(t, x.orgA, ada).PhoneNumber))
+}
+
+// Requests creating one new contact at once all end with the same one.
+func TestMergeConcurrent(t *testing.T) {
+	t.Parallel()
+	x := setup(t)
+	ids := make([]uuid.UUID, 6)
+	errs := make([]error, len(ids))
+	var wg sync.WaitGroup
+	for i := range ids {
+		wg.Go(func() {
+			f := contact.Fields{Email: "race@example.com", FirstName: "R"}
+			if i%2 == 1 {
+				f = contact.Fields{PhoneNumber: "+12025550123"}
+			}
+			errs[i] = x.store.Tenant(x.ctx, x.orgA, func(q *dbq.Queries) error {
+				var err error
+				ids[i], err = contact.Merge(x.ctx, q, x.orgA, f, nil)
+				return err
+			})
+		})
+	}
+	wg.Wait()
+	for i := range ids {
+		require.NoError(t, errs[i])
+		require.Equal(t, ids[i%2], ids[i])
+	}
+	require.NotEqual(t, ids[0], ids[1])
+}

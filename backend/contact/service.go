@@ -1,0 +1,161 @@
+package contact
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+)
+
+// MaxLimit bounds a listing's page; it is also the default.
+const MaxLimit = 50
+
+// maxConversations bounds the conversation ids a contact's detail lists.
+const maxConversations = 100
+
+// Service is ContactService, for the principal in the request's context (an
+// API key, or a console member): it reads the principal's organization's
+// contacts. Requests were validated by the schema.
+type Service struct {
+	Store *db.Store
+}
+
+var _ parleyv1connect.ContactServiceHandler = (*Service)(nil)
+
+// ListContacts lists the organization's contacts, newest first. A cursor
+// that is not one of this listing's is Invalid.
+func (s *Service) ListContacts(ctx context.Context, req *parleyv1.ListContactsRequest) (*parleyv1.ListContactsResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limit := req.GetLimit()
+	if limit <= 0 || limit > MaxLimit {
+		limit = MaxLimit
+	}
+	// One more row than the page tells whether a next page exists.
+	params := dbq.ListContactsParams{OrgID: p.OrgID, MaxRows: limit + 1}
+	if e := strings.ToLower(strings.TrimSpace(req.GetEmail())); e != "" {
+		params.Email = &e
+	}
+	if t := strings.TrimSpace(req.GetQ()); t != "" {
+		pattern := "%" + likeEscaper.Replace(t) + "%"
+		params.Pattern = &pattern
+	}
+	if c := req.GetCursor(); c != "" {
+		t, id, err := parseCursor(c)
+		if err != nil {
+			return nil, err
+		}
+		params.BeforeTime, params.BeforeID = &t, &id
+	}
+	out := &parleyv1.ListContactsResponse{Contacts: []*parleyv1.ContactRecord{}}
+	// SECURITY: the principal's organization, by tenant transaction and an
+	// explicit org_id filter.
+	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		rows, err := q.ListContacts(ctx, params)
+		if err != nil {
+			return err
+		}
+		for i, r := range rows {
+			if int32(i) == limit {
+				last := rows[i-1]
+				out.NextCursor = cursorOf(last.CreatedAt, last.ID)
+				break
+			}
+			c, err := record(r)
+			if err != nil {
+				return err
+			}
+			out.Contacts = append(out.Contacts, c)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// GetContact returns one of the organization's contacts and its
+// conversations' ids. Another organization's contact is Forbidden, as for
+// every resource of the API (db.Missing); an unknown id is NotFound.
+func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactRequest) (*parleyv1.GetContactResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.Parse(req.GetId())
+	if err != nil {
+		return nil, apperr.New(apperr.NotFound, "contact %q not found", req.GetId())
+	}
+	out := &parleyv1.GetContactResponse{ConversationIds: []string{}}
+	// SECURITY: the contact and its conversations are read by the
+	// principal's organization (tenant transaction and explicit org_id).
+	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		c, err := q.GetContact(ctx, dbq.GetContactParams{OrgID: p.OrgID, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return db.Missing(ctx, q, "contact", "contact", id)
+		}
+		if err != nil {
+			return err
+		}
+		if out.Contact, err = record(c); err != nil {
+			return err
+		}
+		ids, err := q.ContactConversations(ctx, dbq.ContactConversationsParams{OrgID: p.OrgID, ContactID: &id, MaxRows: maxConversations})
+		out.ConversationIds = append(out.ConversationIds, ids...)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// record is a stored contact as the API shows it.
+func record(c dbq.Contact) (*parleyv1.ContactRecord, error) {
+	custom := &structpb.Struct{}
+	if len(c.CustomFields) > 0 {
+		if err := custom.UnmarshalJSON(c.CustomFields); err != nil {
+			return nil, err
+		}
+	}
+	return &parleyv1.ContactRecord{
+		Id: c.ID.String(), Email: deref(c.Email), PhoneNumber: deref(c.PhoneNumber), FirstName: c.FirstName,
+		LastName: c.LastName, CustomFields: custom, Notes: c.Notes,
+		CreateTime: timestamppb.New(c.CreatedAt), UpdateTime: timestamppb.New(c.UpdatedAt),
+	}, nil
+}
+
+// likeEscaper makes text match itself in an ILIKE pattern.
+var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
+
+// A cursor is the last row of a page: its creation time (microseconds) and
+// id.
+func cursorOf(t time.Time, id uuid.UUID) string {
+	return strconv.FormatInt(t.UnixMicro(), 10) + "_" + id.String()
+}
+
+func parseCursor(c string) (time.Time, uuid.UUID, error) {
+	us, raw, ok := strings.Cut(c, "_")
+	n, err := strconv.ParseInt(us, 10, 64)
+	id, idErr := uuid.Parse(raw)
+	if !ok || err != nil || idErr != nil {
+		return time.Time{}, uuid.Nil, apperr.InvalidField("cursor", "not a cursor of this listing")
+	}
+	return time.UnixMicro(n), id, nil
+}

@@ -1,0 +1,197 @@
+package contact_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"connectrpc.com/connect"
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+type contactJSON struct {
+	ID, Email, PhoneNumber, FirstName, LastName, Notes string
+	CustomFields                                       map[string]any
+	ConversationIDs                                    []string `json:"conversationIds"`
+	CreatedAt                                          string
+}
+
+type pageJSON struct {
+	Contacts   []contactJSON
+	NextCursor *string
+}
+
+// chatAs sends one message with a contact to a new agent of the key's
+// organization, in conversation conv (the offline engine answers).
+func chatAs(t *testing.T, e *testenv.Env, key, agent, conv string, c map[string]any) {
+	t.Helper()
+	r := e.Do("POST", "/api/v2/agent/"+agent+"/chat", key, map[string]any{"query": "hello", "conversationId": conv, "contact": c})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+}
+
+func newAgent(t *testing.T, e *testenv.Env, key string) string {
+	t.Helper()
+	r := e.Do("POST", "/api/agents", key, map[string]any{"name": "Support", "instructions": "Help."})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	return a.ID
+}
+
+// The contacts a chat request's contact field feeds are listed newest
+// first, filtered, paged by cursor, each with its conversations; over REST
+// and Connect alike, and only the organization's own.
+func TestContactsAPI(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	agentA, agentB := newAgent(t, e, e.A.Key), newAgent(t, e, e.B.Key)
+	chatAs(t, e, e.A.Key, agentA, "c1", map[string]any{"email": "Ada@Example.com", "firstName": "Ada", "lastName": "Lovelace",
+		"phoneNumber": "+33612345678", "customFields": map[string]any{"plan": "pro"}})
+	chatAs(t, e, e.A.Key, agentA, "c2", map[string]any{"phoneNumber": "+4915112345678", "firstName": "Bob"})
+	chatAs(t, e, e.A.Key, agentA, "c3", map[string]any{"email": "carol_1@example.org"})
+	chatAs(t, e, e.A.Key, agentA, "c4", map[string]any{"email": "ada@example.com"})
+	chatAs(t, e, e.B.Key, agentB, "c1", map[string]any{"email": "ada@example.com", "firstName": "Other Ada"})
+
+	list := func(key string, query url.Values) pageJSON {
+		t.Helper()
+		r := e.Do("GET", "/api/contacts?"+query.Encode(), key, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var p pageJSON
+		r.JSON(t, &p)
+		return p
+	}
+	emails := func(p pageJSON) []string {
+		var out []string
+		for _, c := range p.Contacts {
+			out = append(out, c.Email+c.PhoneNumber)
+		}
+		return out
+	}
+
+	all := list(e.A.Key, nil)
+	require.Equal(t, []string{"carol_1@example.org", "+4915112345678", "ada@example.com+33612345678"}, emails(all), "newest first")
+	require.Nil(t, all.NextCursor)
+	ada := all.Contacts[2]
+	require.Equal(t, "Ada", ada.FirstName)
+	require.Equal(t, "Lovelace", ada.LastName)
+	require.Equal(t, map[string]any{"plan": "pro"}, ada.CustomFields)
+	require.Empty(t, all.Contacts[1].Email, "a phone-only contact has no email")
+
+	// Pages of two: the cursor leads on, and the last page says so.
+	p1 := list(e.A.Key, url.Values{"limit": {"2"}})
+	require.Equal(t, emails(all)[:2], emails(p1))
+	require.NotNil(t, p1.NextCursor)
+	p2 := list(e.A.Key, url.Values{"limit": {"2"}, "cursor": {*p1.NextCursor}})
+	require.Equal(t, emails(all)[2:], emails(p2))
+	require.Nil(t, p2.NextCursor)
+
+	// Filters.
+	for _, c := range []struct {
+		query url.Values
+		want  []string
+	}{
+		{url.Values{"email": {"ADA@example.com"}}, []string{"ada@example.com+33612345678"}},
+		{url.Values{"email": {"ada@example"}}, nil},
+		{url.Values{"q": {"lovelace"}}, []string{"ada@example.com+33612345678"}},
+		{url.Values{"q": {"ada love"}}, []string{"ada@example.com+33612345678"}},
+		{url.Values{"q": {"4915"}}, []string{"+4915112345678"}},
+		{url.Values{"q": {"EXAMPLE.org"}}, []string{"carol_1@example.org"}},
+		{url.Values{"q": {"l_1"}}, []string{"carol_1@example.org"}},
+		{url.Values{"q": {"a_a"}}, nil}, // _ is itself, not any character
+		{url.Values{"q": {"%"}}, nil},
+		{url.Values{"q": {"example"}, "email": {"ada@example.com"}}, []string{"ada@example.com+33612345678"}},
+	} {
+		require.Equal(t, c.want, emails(list(e.A.Key, c.query)), "%v", c.query)
+	}
+
+	// One contact, with its conversations, newest first.
+	r := e.Do("GET", "/api/contacts/"+ada.ID, e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var got contactJSON
+	r.JSON(t, &got)
+	require.Equal(t, ada.ID, got.ID)
+	require.Equal(t, []string{"c4", "c1"}, got.ConversationIDs)
+	r = e.Do("GET", "/contacts/"+ada.ID, e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "served without /api too")
+
+	// Bad input names its field.
+	for _, q := range []string{"limit=0", "limit=51", "limit=x", "cursor=nope", "cursor=123_notauuid"} {
+		r := e.Do("GET", "/api/contacts?"+q, e.A.Key, nil)
+		require.Equal(t, http.StatusBadRequest, r.Status, q)
+		want := "limit"
+		if q[0] == 'c' {
+			want = "cursor"
+		}
+		require.Equal(t, want, r.Err(t).Error.Field, q)
+	}
+	require.Equal(t, http.StatusUnauthorized, e.Do("GET", "/api/contacts", "", nil).Status)
+
+	// SECURITY: B sees its own contact only; A's id is another
+	// organization's (403, as everywhere in the API), an unknown id 404.
+	bList := list(e.B.Key, nil)
+	require.Equal(t, []string{"ada@example.com"}, emails(bList))
+	require.Equal(t, "Other Ada", bList.Contacts[0].FirstName)
+	r = e.Do("GET", "/api/contacts/"+ada.ID, e.B.Key, nil)
+	require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
+	require.NotContains(t, string(r.Body), "Lovelace")
+	require.Equal(t, http.StatusNotFound, e.Do("GET", "/api/contacts/"+uuid.NewString(), e.A.Key, nil).Status)
+	require.Equal(t, http.StatusNotFound, e.Do("GET", "/api/contacts/not-an-id", e.A.Key, nil).Status)
+	r = e.Do("GET", "/api/contacts/"+bList.Contacts[0].ID, e.B.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status)
+	r.JSON(t, &got)
+	require.Equal(t, []string{"c1"}, got.ConversationIDs, "B's own conversation c1, not A's")
+
+	// Connect: the same service.
+	ctx := context.Background()
+	client := func(key string) parleyv1connect.ContactServiceClient {
+		return parleyv1connect.NewContactServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(key)))
+	}
+	lr, err := client(e.A.Key).ListContacts(ctx, &parleyv1.ListContactsRequest{Q: "lovelace"})
+	require.NoError(t, err)
+	require.Len(t, lr.GetContacts(), 1)
+	require.Equal(t, ada.ID, lr.GetContacts()[0].GetId())
+	require.Equal(t, "+33612345678", lr.GetContacts()[0].GetPhoneNumber())
+	lr, err = client(e.A.Key).ListContacts(ctx, &parleyv1.ListContactsRequest{Limit: 1})
+	require.NoError(t, err)
+	require.Len(t, lr.GetContacts(), 1)
+	lr, err = client(e.A.Key).ListContacts(ctx, &parleyv1.ListContactsRequest{Limit: 5, Cursor: lr.GetNextCursor()})
+	require.NoError(t, err)
+	require.Len(t, lr.GetContacts(), 2)
+	require.Empty(t, lr.GetNextCursor())
+	gr, err := client(e.A.Key).GetContact(ctx, &parleyv1.GetContactRequest{Id: ada.ID})
+	require.NoError(t, err)
+	require.Equal(t, []string{"c4", "c1"}, gr.GetConversationIds())
+	for _, c := range []struct {
+		key  string
+		call func(parleyv1connect.ContactServiceClient) error
+		want connect.Code
+	}{
+		{e.B.Key, func(c parleyv1connect.ContactServiceClient) error {
+			_, err := c.GetContact(ctx, &parleyv1.GetContactRequest{Id: ada.ID})
+			return err
+		}, connect.CodePermissionDenied},
+		{e.A.Key, func(c parleyv1connect.ContactServiceClient) error {
+			_, err := c.GetContact(ctx, &parleyv1.GetContactRequest{Id: uuid.NewString()})
+			return err
+		}, connect.CodeNotFound},
+		{e.A.Key, func(c parleyv1connect.ContactServiceClient) error {
+			_, err := c.ListContacts(ctx, &parleyv1.ListContactsRequest{Limit: 51})
+			return err
+		}, connect.CodeInvalidArgument},
+		{"", func(c parleyv1connect.ContactServiceClient) error {
+			_, err := c.ListContacts(ctx, &parleyv1.ListContactsRequest{})
+			return err
+		}, connect.CodeUnauthenticated},
+	} {
+		var ce *connect.Error
+		require.True(t, errors.As(c.call(client(c.key)), &ce))
+		require.Equal(t, c.want, ce.Code(), ce.Message())
+	}
+}

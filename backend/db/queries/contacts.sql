@@ -1,0 +1,68 @@
+-- Contacts: one per email (else phone number) per organization, merged by
+-- backend/contact. Every query names its organization, beside RLS.
+
+-- name: GetContact :one
+SELECT * FROM contacts WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: ContactByEmail :one
+SELECT * FROM contacts WHERE org_id = sqlc.arg(org_id) AND email = sqlc.arg(email);
+
+-- name: ContactByPhone :one
+-- The contact with this phone number: the one kept by it (no email) first,
+-- else the one updated last.
+SELECT * FROM contacts
+WHERE org_id = sqlc.arg(org_id) AND phone_number = sqlc.arg(phone_number)
+ORDER BY (email IS NULL) DESC, updated_at DESC, id DESC
+LIMIT 1;
+
+-- name: InsertContact :one
+-- No row when a concurrent request created the contact first (its email, or
+-- its phone number without email, is taken): the caller looks it up again.
+INSERT INTO contacts (org_id, id, email, phone_number, first_name, last_name, custom_fields, notes)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.narg(email), sqlc.narg(phone_number), sqlc.arg(first_name),
+        sqlc.arg(last_name), sqlc.arg(custom_fields), sqlc.arg(note))
+ON CONFLICT DO NOTHING
+RETURNING id;
+
+-- name: MergeContact :one
+-- Adds what is new to a contact: an email or phone number it lacks (or a
+-- new phone number), names that are not empty, custom fields over the old
+-- ones, and a note after the others (the last 10,000 characters are kept).
+UPDATE contacts SET
+  email = coalesce(sqlc.narg(email), email),
+  phone_number = coalesce(sqlc.narg(phone_number), phone_number),
+  first_name = CASE WHEN sqlc.arg(first_name)::text <> '' THEN sqlc.arg(first_name)::text ELSE first_name END,
+  last_name = CASE WHEN sqlc.arg(last_name)::text <> '' THEN sqlc.arg(last_name)::text ELSE last_name END,
+  custom_fields = custom_fields || sqlc.arg(custom_fields)::jsonb,
+  notes = CASE WHEN sqlc.arg(note)::text = '' THEN notes
+               WHEN notes = '' THEN sqlc.arg(note)::text
+               ELSE right(notes || E'\n' || sqlc.arg(note)::text, 10000) END,
+  updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+RETURNING id;
+
+-- name: LinkConversationContact :exec
+UPDATE conversations SET contact_id = sqlc.arg(contact_id), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(conversation_id);
+
+-- name: ListContacts :many
+-- A page of contacts, newest first: optionally one email, a text in the
+-- name, email or phone number (an ILIKE pattern), and only those after the
+-- cursor (the last row of the previous page).
+SELECT * FROM contacts c
+WHERE c.org_id = sqlc.arg(org_id)
+  AND (sqlc.narg(email)::text IS NULL OR c.email = sqlc.narg(email))
+  AND (sqlc.narg(pattern)::text IS NULL
+       OR c.email ILIKE sqlc.narg(pattern) OR c.phone_number ILIKE sqlc.narg(pattern)
+       OR (c.first_name || ' ' || c.last_name) ILIKE sqlc.narg(pattern))
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (c.created_at, c.id) < (sqlc.narg(before_time)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY c.created_at DESC, c.id DESC
+LIMIT sqlc.arg(max_rows);
+
+-- name: ContactConversations :many
+-- The conversations linked to a contact, newest first.
+SELECT id FROM conversations
+WHERE org_id = sqlc.arg(org_id) AND contact_id = sqlc.arg(contact_id)
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows);
