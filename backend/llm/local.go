@@ -12,6 +12,11 @@ import (
 // sentences of the given passages that best match the question, best first,
 // with their sources. Without, it says plainly that it has no knowledge on
 // the question. It streams its answer word by word.
+//
+// Offered the tools, it calls lead_capture for a message that carries an
+// email address or a phone number and request_human for one that asks for
+// a person (localtools.go), then acknowledges what lead_capture did: the
+// flows work with no provider keys.
 type Local struct{}
 
 // Provider implements Model.
@@ -32,9 +37,21 @@ func (Local) Stream(ctx context.Context, req Request, yield func(Event) error) e
 			break
 		}
 	}
+	if calls := localCalls(req); len(calls) > 0 {
+		for i := range calls {
+			if err := yield(Event{ToolCall: &calls[i]}); err != nil {
+				return err
+			}
+		}
+		return yield(Event{Usage: &Usage{PromptTokens: int64(localPromptTokens(req))}})
+	}
 	answer := extract(question, req.Knowledge)
 	if answer == "" {
 		answer = closest(req.Knowledge)
+	}
+	if ack := afterTools(req); ack != "" {
+		// What the tools did, then what the knowledge says, if anything.
+		answer = strings.TrimSpace(ack + " " + answer)
 	}
 	if answer == "" {
 		answer = NoKnowledgeAnswer
@@ -47,14 +64,22 @@ func (Local) Stream(ctx context.Context, req Request, yield func(Event) error) e
 			return err
 		}
 	}
+	return yield(Event{Usage: &Usage{PromptTokens: int64(localPromptTokens(req)), CompletionTokens: int64(CountTokens(answer))}})
+}
+
+// localPromptTokens counts what the engine was given.
+func localPromptTokens(req Request) int {
 	prompt := CountTokens(req.System)
 	for _, m := range req.Messages {
 		prompt += CountTokens(m.Content)
+		for _, r := range m.ToolResults {
+			prompt += CountTokens(r.Content)
+		}
 	}
 	for _, p := range req.Knowledge {
 		prompt += CountTokens(p.Text)
 	}
-	return yield(Event{Usage: &Usage{PromptTokens: int64(prompt), CompletionTokens: int64(CountTokens(answer))}})
+	return prompt
 }
 
 // extract picks the sentences of the passages sharing the most words with

@@ -1,0 +1,106 @@
+package llm
+
+import (
+	"encoding/json"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// The tools the local engine calls by name when a request offers them
+// (backend/tool's lead_capture and request_human; llm cannot import it).
+const (
+	localLeadCapture  = "lead_capture"
+	localRequestHuman = "request_human"
+)
+
+var (
+	emailPattern = regexp.MustCompile(`(?i)[a-z0-9._%+\-]+@[a-z0-9\-]+(?:\.[a-z0-9\-]+)*\.[a-z]{2,}`)
+	// A phone number as people write one: international (+33 6 12 34 56 78)
+	// or national (06 12 34 56 78); lead_capture accepts only the former
+	// and says so.
+	phonePattern = regexp.MustCompile(`(?:\+|\b0)\d[\d .()\-]{4,}\d`)
+	namePattern  = regexp.MustCompile(`(?i)\bmy name is ([\p{L}'\-]+)(?:[ \t]+([\p{L}'\-]+))?`)
+	// A visitor asking for a person: "talk to a human", "can I speak with
+	// someone", "a real person please".
+	humanPattern = regexp.MustCompile(`(?i)\b(?:talk|speak|chat|connect|transfer|put|get)\b[^.?!\n]{0,30}?\b(?:human|person|agent|someone|somebody|representative|operator)s?\b` +
+		`|\b(?:real|live|actual)\s+(?:person|human|agent|people)\b`)
+)
+
+// localCalls are the tool calls the local engine makes for the visitor's
+// message, first thing in a turn: request_human when it asks for a person,
+// lead_capture when it carries an email address or a phone number; each
+// only when the request offers it (the agent lists it).
+func localCalls(req Request) []ToolCall {
+	if len(req.Messages) == 0 || req.Messages[len(req.Messages)-1].Role != RoleUser {
+		return nil // after tool results: the engine answers
+	}
+	msg := req.Messages[len(req.Messages)-1].Content
+	offered := func(name string) bool {
+		return slices.ContainsFunc(req.Tools, func(t Tool) bool { return t.Name == name })
+	}
+	var calls []ToolCall
+	add := func(name string, args map[string]string) {
+		b, _ := json.Marshal(args)
+		calls = append(calls, ToolCall{ID: "local_" + strconv.Itoa(len(calls)+1), Name: name, Arguments: string(b)})
+	}
+	if offered(localLeadCapture) {
+		args := map[string]string{}
+		if e := emailPattern.FindString(msg); e != "" {
+			args["email"] = e
+		}
+		if p := phonePattern.FindString(msg); countDigits(p) >= 7 {
+			args["phoneNumber"] = p
+		}
+		if len(args) > 0 {
+			if m := namePattern.FindStringSubmatch(msg); m != nil {
+				args["firstName"], args["lastName"] = m[1], m[2]
+			}
+			args["note"] = "The visitor wrote: " + clipText(strings.TrimSpace(msg), 300)
+			add(localLeadCapture, args)
+		}
+	}
+	if offered(localRequestHuman) && humanPattern.MatchString(msg) {
+		add(localRequestHuman, map[string]string{"reason": "The visitor asked for a person: " + clipText(strings.TrimSpace(msg), 200)})
+	}
+	return calls
+}
+
+// afterTools is what the local engine says about the tool results the
+// request ends with, "" when it ends with none.
+func afterTools(req Request) string {
+	if len(req.Messages) == 0 || req.Messages[len(req.Messages)-1].Role != RoleTool {
+		return ""
+	}
+	var out []string
+	for _, r := range req.Messages[len(req.Messages)-1].ToolResults {
+		switch {
+		case r.Name == localLeadCapture && r.IsError:
+			out = append(out, "I could not note your contact details. Please give an email address, "+
+				"or a phone number in international format with a plus and the country code (e.g. +33612345678).")
+		case r.Name == localLeadCapture:
+			out = append(out, "Thank you, I have noted your contact details; the team will get back to you.")
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+func countDigits(s string) int {
+	n := 0
+	for _, r := range s {
+		if r >= '0' && r <= '9' {
+			n++
+		}
+	}
+	return n
+}
+
+// clipText is s cut to at most n characters, with an ellipsis when cut.
+func clipText(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	return string([]rune(s)[:n]) + "…"
+}

@@ -1,0 +1,108 @@
+package llm_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/llm"
+)
+
+// stream runs the local engine and returns its text and tool calls.
+func stream(t *testing.T, req llm.Request) (string, []llm.ToolCall) {
+	t.Helper()
+	var text strings.Builder
+	var calls []llm.ToolCall
+	require.NoError(t, llm.Local{}.Stream(context.Background(), req, func(ev llm.Event) error {
+		text.WriteString(ev.Text)
+		if ev.ToolCall != nil {
+			calls = append(calls, *ev.ToolCall)
+		}
+		return nil
+	}))
+	return text.String(), calls
+}
+
+func offering(msg string, tools ...string) llm.Request {
+	req := llm.Request{Messages: []llm.Message{{Role: llm.RoleUser, Content: msg}}}
+	for _, name := range tools {
+		req.Tools = append(req.Tools, llm.Tool{Name: name})
+	}
+	return req
+}
+
+// The local engine calls lead_capture for a message with an email address
+// or a phone number and request_human for one asking for a person, only
+// when offered them; otherwise it answers as before.
+func TestLocalCallsToolsWhenOffered(t *testing.T) {
+	t.Parallel()
+	both := []string{"datastore_query", "lead_capture", "request_human"}
+	for _, c := range []struct {
+		name, msg string
+		tools     []string
+		want      map[string]map[string]string // tool → arguments (those checked)
+	}{
+		{"email", "Hi, my name is Ada Lovelace, write to Ada.L@Example.com please", both,
+			map[string]map[string]string{"lead_capture": {"email": "Ada.L@Example.com", "firstName": "Ada", "lastName": "Lovelace"}}},
+		{"international phone", "call me on +33 6 12 34 56 78", both,
+			map[string]map[string]string{"lead_capture": {"phoneNumber": "+33 6 12 34 56 78"}}},
+		{"national phone", "my number is 06 12 34 56 78.", both,
+			map[string]map[string]string{"lead_capture": {"phoneNumber": "06 12 34 56 78"}}},
+		{"a date is not a phone", "we met on 2024-01-02 at 10:30", both, nil},
+		{"a person", "Can I talk to a human please?", both, map[string]map[string]string{"request_human": {}}},
+		{"someone", "I'd like to speak with someone from sales", both, map[string]map[string]string{"request_human": {}}},
+		{"real person", "is there a real person there", both, map[string]map[string]string{"request_human": {}}},
+		{"both", "a.b@c.io — connect me to an agent", both,
+			map[string]map[string]string{"lead_capture": {"email": "a.b@c.io"}, "request_human": {}}},
+		{"not offered", "x@y.io, talk to a human", []string{"datastore_query"}, nil},
+		{"only request_human offered", "x@y.io, talk to a human", []string{"request_human"}, map[string]map[string]string{"request_human": {}}},
+		{"no tools", "x@y.io", nil, nil},
+		{"plain question", "What are your opening hours?", both, nil},
+	} {
+		text, calls := stream(t, offering(c.msg, c.tools...))
+		if c.want == nil {
+			require.Empty(t, calls, c.name)
+			require.NotEmpty(t, text, c.name)
+			continue
+		}
+		require.Empty(t, text, "%s: a tool round says nothing", c.name)
+		require.Len(t, calls, len(c.want), c.name)
+		for _, call := range calls {
+			want, ok := c.want[call.Name]
+			require.True(t, ok, "%s: unexpected call %s", c.name, call.Name)
+			var args map[string]string
+			require.NoError(t, json.Unmarshal([]byte(call.Arguments), &args), c.name)
+			for k, v := range want {
+				require.Equal(t, v, args[k], "%s: %s", c.name, k)
+			}
+			if call.Name == "request_human" {
+				require.Contains(t, args["reason"], "asked for a person", c.name)
+			} else {
+				require.Contains(t, args["note"], "The visitor wrote:", c.name)
+			}
+			require.NotEmpty(t, call.ID)
+		}
+	}
+}
+
+// After lead_capture ran, the engine acknowledges it (or asks again when it
+// failed) and calls no tool again.
+func TestLocalAnswersAfterLeadCapture(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		isError bool
+		want    string
+	}{{false, "I have noted your contact details"}, {true, "international format"}} {
+		req := offering("my email is a@b.io", "lead_capture")
+		req.Messages = append(req.Messages,
+			llm.Message{Role: llm.RoleAssistant, ToolCalls: []llm.ToolCall{{ID: "local_1", Name: "lead_capture", Arguments: `{"email":"a@b.io"}`}}},
+			llm.Message{Role: llm.RoleTool, ToolResults: []llm.ToolResult{{CallID: "local_1", Name: "lead_capture", Content: "ok", IsError: c.isError}}})
+		text, calls := stream(t, req)
+		require.Empty(t, calls)
+		require.Contains(t, text, c.want)
+		require.NotContains(t, text, llm.NoKnowledgeAnswer)
+	}
+}
