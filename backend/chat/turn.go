@@ -231,7 +231,7 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	if !t.route.NoTools {
 		kit = tool.NewKit(deps, &tool.Turn{
 			Profile: tool.Profile{Tools: t.a.Agent.Tools, Settings: tool.ParseSettings(t.a.Agent.ToolSettings), HasDatastores: len(t.stores) > 0},
-			Org:     t.org, Stores: t.stores, Filter: t.filter,
+			Org:     t.org, ConversationID: t.conv.ID, HandoffMessage: t.a.Agent.HandoffMessage, Stores: t.stores, Filter: t.filter,
 		})
 	}
 	system := t.a.Agent.Instructions
@@ -293,7 +293,7 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 			g.err = t.refuseCalls(calls)
 			break
 		}
-		results, ends, err := t.runCalls(modelCtx, kit, calls)
+		results, end, err := t.runCalls(modelCtx, kit, calls)
 		if err != nil {
 			g.err = err
 			break
@@ -301,7 +301,12 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 		prompt.Messages = append(prompt.Messages,
 			llm.Message{Role: llm.RoleAssistant, Content: said, ToolCalls: calls},
 			llm.Message{Role: llm.RoleTool, ToolResults: results})
-		if ends {
+		if end != nil {
+			if end.Reply != "" {
+				// The tool speaks in the model's stead ("A person will
+				// answer here shortly."), as the answer's last paragraph.
+				g.err = t.say(end.Reply, &answer)
+			}
 			break
 		}
 	}
@@ -343,23 +348,35 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 }
 
 // runCalls runs one round's calls through the kit, in order, reporting
-// each; ends is whether one of them ends the model's turn.
-func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, ends bool, err error) {
+// each; end is the first that ends the model's turn, nil when none does.
+func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, end *tool.Ran, err error) {
 	for _, c := range calls {
 		ran, err := kit.Run(ctx, tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)})
 		if err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
 		if err := t.cite(ran.Sources); err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
 		if err := t.reportCall(c, ran.IsError, ran.Summary); err != nil {
-			return nil, false, err
+			return nil, nil, err
 		}
 		results = append(results, ran.ForModel)
-		ends = ends || (ran.Traits.EndsTurn && !ran.IsError)
+		if ran.Traits.EndsTurn && !ran.IsError && end == nil {
+			end = &ran
+		}
 	}
-	return results, ends, nil
+	return results, end, nil
+}
+
+// say adds text of Parley's own to the answer, as a paragraph of its own,
+// and sends it as a token event.
+func (t *turn) say(text string, answer *strings.Builder) error {
+	if answer.Len() > 0 && !unicode.IsSpace(lastRune(answer.String())) {
+		text = "\n\n" + text
+	}
+	answer.WriteString(text)
+	return t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Token{Token: text}})
 }
 
 // refuseCalls reports calls made past the last tool round (or to a model

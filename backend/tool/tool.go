@@ -75,6 +75,9 @@ type Result struct {
 	Summary string
 	// Sources are what the reply cites, for tools that cite.
 	Sources []*parleyv1.Source
+	// Reply, from a tool that ends the turn, is what the visitor is told
+	// in the model's stead ("A person will answer here shortly.").
+	Reply string
 }
 
 // Deps are what the deployment gives tools, set once at start.
@@ -103,6 +106,13 @@ type Profile struct {
 type Turn struct {
 	Profile
 	Org uuid.UUID
+	// ConversationID is the turn's conversation (stored before the model
+	// is called).
+	ConversationID string
+	// HandoffMessage is the agent's: what the visitor reads once
+	// request_human has handed the conversation to people (empty: the
+	// default, see handoff.Message).
+	HandoffMessage string
 	// Stores are the agent's datastores when the turn began; Filter the
 	// request's datasource filter.
 	Stores []dbq.Datastore
@@ -126,6 +136,8 @@ var registry = []Registration{
 	datastoreQuery,
 	webSearch,
 	httpRequest,
+	leadCapture,
+	requestHuman,
 }
 
 // Names are the registered tools' names.

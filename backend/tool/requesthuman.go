@@ -1,0 +1,81 @@
+package tool
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/handoff"
+)
+
+// RequestHuman is the name of the tool that hands the conversation to
+// people.
+const RequestHuman = "request_human"
+
+// maxReason bounds the reason kept for the people taking over, in bytes.
+const maxReason = 1000
+
+var requestHuman = Registration{
+	Name:    RequestHuman,
+	Missing: optIn(RequestHuman),
+	New:     func(d *Deps, t *Turn) Tool { return &Handoff{Deps: d, Turn: t} },
+}
+
+// Handoff is the request_human tool of one turn: the conversation's status
+// becomes human_requested (backend/handoff: recorded with the model's
+// reason, its followers notified), the turn ends and the visitor reads the
+// agent's handoff message. From then on the model is silent in the
+// conversation until a person resolves it or gives it back.
+type Handoff struct {
+	*Deps
+	*Turn
+}
+
+func (*Handoff) Name() string { return RequestHuman }
+
+func (*Handoff) Description() string {
+	return "Hand this conversation to a person of the team: when the visitor asks for a human, " +
+		"or when you cannot help and a person could. After this call you no longer answer in this conversation; " +
+		"the visitor is told that a person will answer."
+}
+
+func (*Handoff) Parameters() map[string]any {
+	return map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"reason": map[string]any{"type": "string", "description": "Why a person is needed, in a sentence, for the people taking over."},
+		},
+		"required": []string{"reason"},
+	}
+}
+
+// Traits: the model is not called again in the turn; the visitor reads
+// Result.Reply.
+func (*Handoff) Traits() Traits { return Traits{EndsTurn: true} }
+
+// Run hands the conversation over. A missing reason is no reason to keep
+// the visitor from a person: the call succeeds without one.
+func (h *Handoff) Run(ctx context.Context, call Call) (Result, error) {
+	var args struct {
+		Reason string `json:"reason"`
+	}
+	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
+		return Errorf(`the arguments must be a JSON object with a "reason" string`), nil
+	}
+	reason := clip(strings.TrimSpace(args.Reason), maxReason)
+	// SECURITY: the turn's organization and conversation only.
+	err := h.Store.Tenant(ctx, h.Org, func(q *dbq.Queries) error {
+		_, err := handoff.RequestHuman(ctx, q, h.Org, h.ConversationID, reason)
+		return err
+	})
+	if err != nil {
+		return Result{}, err
+	}
+	reply := handoff.Message(h.HandoffMessage)
+	return Result{
+		Content: "The conversation is handed to people; a person will answer the visitor here. The visitor is told: " + reply,
+		Summary: "handed to people",
+		Reply:   reply,
+	}, nil
+}
