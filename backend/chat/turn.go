@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/backend/handoff"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/tool"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -45,6 +46,9 @@ type Service struct {
 	// backend, outbound HTTP); nil: datastore_query alone, over Store and
 	// Knowledge.
 	Tools *tool.Deps
+	// Fetch reads document attachments (NewAttachmentFetcher); nil: they
+	// are refused, and only images are taken.
+	Fetch *netguard.Client
 	// Drain ends when the server shuts down: turns still running stop their
 	// model call, send an error event and store what they generated.
 	Drain context.Context
@@ -69,6 +73,9 @@ type Emit func(*parleyv1.ChatStreamResponse) error
 func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*parleyv1.ChatResponse, error) {
 	t, err := s.admitTurn(a, req, emit)
 	if err != nil {
+		return nil, err
+	}
+	if t.documents, err = s.readDocuments(ctx, req.GetAttachments()); err != nil {
 		return nil, err
 	}
 	if err := s.load(ctx, t); err != nil {
@@ -104,6 +111,8 @@ type turn struct {
 	route     llm.Route
 	channel   string
 	filter    []uuid.UUID
+	// documents is the text of the document attachments, delimited.
+	documents string
 
 	// Load.
 	conv    dbq.Conversation
@@ -238,7 +247,10 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	if !kit.Empty() {
 		system += "\n\n" + tool.SystemNote
 	}
-	query := t.req.GetQuery()
+	if t.documents != "" {
+		system += "\n\n" + attachmentNote
+	}
+	query := t.req.GetQuery() + t.documents
 	return kit, llm.Request{
 		Knowledge: knowledge.Passages(t.found),
 		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature,
@@ -599,9 +611,7 @@ func attachmentsJSON(atts []*parleyv1.Attachment) []attachmentJSON {
 func imageURLs(atts []*parleyv1.Attachment) []string {
 	var out []string
 	for _, a := range atts {
-		t := strings.ToLower(a.GetType())
-		u := strings.ToLower(a.GetUrl())
-		if strings.HasPrefix(t, "image/") || (t == "" && hasAnySuffix(u, ".png", ".jpg", ".jpeg", ".gif", ".webp")) {
+		if isImage(a) {
 			out = append(out, a.GetUrl())
 		}
 	}

@@ -232,7 +232,10 @@ func (a *App) routes() (http.Handler, error) {
 	agents := agent.NewHandler(a.Store, tools)
 	accounts := account.New(a.Store, a.Auth, a.Limits)
 	admitter := &chat.Admitter{Store: a.Store, Gate: gate}
-	turns := &chat.Service{Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools}
+	turns := &chat.Service{
+		Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools,
+		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}),
+	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain}
