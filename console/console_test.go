@@ -59,6 +59,7 @@ func TestConsole(t *testing.T) {
 		"conversations":            testConversations,
 		"forms":                    testForms,
 		"forms: viewers read":      testFormsViewer,
+		"contacts":                 testContacts,
 		"inbox and handoff":        testInbox,
 	}
 	for name, fn := range tests {

@@ -70,6 +70,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/forms/{id}/submissions", c.signedIn(member.Viewer, c.formsSubmissions))
 	m.HandleFunc("GET /console/forms/{id}/submissions.csv", c.signedIn(member.Viewer, c.formsCSV))
 
+	// Contacts: everyone reads.
+	m.HandleFunc("GET /console/contacts", c.signedIn(member.Viewer, c.contactList))
+	m.HandleFunc("GET /console/contacts/{id}", c.signedIn(member.Viewer, c.contactShow))
+
 	// Members: everyone reads the list and sets their own password; owners
 	// invite, change roles and remove. Operators: platform operators only;
 	// to anyone else /console/admin does not exist (404).
