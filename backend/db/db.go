@@ -112,7 +112,7 @@ func (s *Store) PublicAgent(ctx context.Context, agentID uuid.UUID, fn func(q *d
 // and its organization, if the form is published: the way a visitor without
 // a key reaches a form.
 func (s *Store) PublicForm(ctx context.Context, formID uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
+	return s.tx(ctx, func(tx pgx.Tx) error {
 		q := dbq.New(tx)
 		if err := q.SetPublicForm(ctx, formID.String()); err != nil {
 			return err
