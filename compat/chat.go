@@ -154,6 +154,7 @@ func doneFields(resp *parleyv1.ChatResponse) map[string]any {
 		"usage": map[string]any{
 			"promptTokens": u.GetPromptTokens(), "completionTokens": u.GetCompletionTokens(),
 			"totalTokens": u.GetTotalTokens(), "tokens": u.GetTotalTokens(), "cost": u.GetCost(),
+			"toolCalls": u.GetToolCalls(),
 		},
 		"metadata": map[string]any{
 			"model": resp.GetMetadata().GetModel(), "latency": resp.GetMetadata().GetLatencyMs(),
@@ -167,7 +168,19 @@ func doneFields(resp *parleyv1.ChatResponse) map[string]any {
 	if v := resp.GetVisitorId(); v != "" {
 		out["visitorId"] = v
 	}
+	if calls := resp.GetToolCalls(); len(calls) > 0 {
+		list := make([]map[string]any, 0, len(calls))
+		for _, c := range calls {
+			list = append(list, toolCallJSON(c))
+		}
+		out["toolCalls"] = list
+	}
 	return out
+}
+
+func toolCallJSON(c *parleyv1.ToolCall) map[string]any {
+	return map[string]any{"id": c.GetId(), "name": c.GetName(), "arguments": c.GetArguments(),
+		"status": c.GetStatus(), "result": c.GetResult()}
 }
 
 func sourceJSON(s *parleyv1.Source) map[string]any {
@@ -191,9 +204,9 @@ func eventJSON(ev *parleyv1.ChatStreamResponse, text bool) map[string]any {
 	case *parleyv1.ChatStreamResponse_Source:
 		return map[string]any{"type": "source", "source": sourceJSON(e.Source)}
 	case *parleyv1.ChatStreamResponse_ToolCall:
-		c := e.ToolCall
-		return map[string]any{"type": "tool_call", "id": c.GetId(), "name": c.GetName(), "arguments": c.GetArguments(),
-			"status": c.GetStatus(), "result": c.GetResult()}
+		out := toolCallJSON(e.ToolCall)
+		out["type"] = "tool_call"
+		return out
 	case *parleyv1.ChatStreamResponse_Done:
 		out := doneFields(e.Done)
 		out["type"] = "done"

@@ -308,8 +308,7 @@ func messageJSON(m *parleyv1.ConversationMessage) map[string]any {
 	}
 	calls := make([]map[string]any, 0, len(m.GetToolCalls()))
 	for _, c := range m.GetToolCalls() {
-		calls = append(calls, map[string]any{"id": c.GetId(), "name": c.GetName(), "arguments": c.GetArguments(),
-			"status": c.GetStatus(), "result": c.GetResult()})
+		calls = append(calls, toolCallJSON(c))
 	}
 	out := map[string]any{
 		"id": m.GetId(), "role": m.GetRole(), "text": m.GetText(), "sources": sources, "toolCalls": calls,

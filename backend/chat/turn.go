@@ -27,6 +27,7 @@ import (
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/tool"
 	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
 )
 
 const (
@@ -125,6 +126,8 @@ type turn struct {
 	sources []*parleyv1.Source
 	cited   map[string]bool
 	sent    bool
+	// calls are the tool calls reported so far, stored with the answer.
+	calls []*parleyv1.ToolCall
 }
 
 // admitTurn settles what an admitted request runs with: the model route,
@@ -408,8 +411,9 @@ func (t *turn) reportCall(c llm.ToolCall, failed bool, summary string) error {
 	if failed {
 		status = "error"
 	}
-	return t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_ToolCall{ToolCall: &parleyv1.ToolCall{
-		Id: c.ID, Name: c.Name, Arguments: c.Arguments, Status: status, Result: summary}}})
+	call := &parleyv1.ToolCall{Id: c.ID, Name: c.Name, Arguments: c.Arguments, Status: status, Result: summary}
+	t.calls = append(t.calls, call)
+	return t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_ToolCall{ToolCall: call}})
 }
 
 // persist stores the answer, whole or cut short, even if the client left,
@@ -424,9 +428,10 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	provider := t.route.Model.Provider()
 	resp := &parleyv1.ChatResponse{
 		Answer: g.text, ConversationId: t.conv.ID, VisitorId: t.req.GetVisitorId(), Sources: t.sources,
+		ToolCalls: t.calls,
 		Usage: &parleyv1.Usage{
 			PromptTokens: usage.PromptTokens, CompletionTokens: usage.CompletionTokens,
-			TotalTokens: usage.PromptTokens + usage.CompletionTokens, Cost: cost,
+			TotalTokens: usage.PromptTokens + usage.CompletionTokens, Cost: cost, ToolCalls: int32(len(t.calls)),
 		},
 		Metadata: &parleyv1.ChatMetadata{Model: t.modelName, LatencyMs: latency.Milliseconds(), Provider: provider},
 	}
@@ -439,7 +444,11 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		}
 		resp.MessageId = id.String()
 		lat, pt, ct := int32(latency.Milliseconds()), int32(usage.PromptTokens), int32(usage.CompletionTokens)
-		srcJSON, err := sourcesJSON(t.sources)
+		srcJSON, err := protoJSONArray(t.sources)
+		if err != nil {
+			return err
+		}
+		callsJSON, err := protoJSONArray(t.calls)
 		if err != nil {
 			return err
 		}
@@ -447,6 +456,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: g.text, Channel: t.channel,
 			Attachments: []byte("[]"), Sources: srcJSON, Model: &t.modelName, Provider: &provider,
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
+			ToolCalls: callsJSON,
 		})
 		if err != nil {
 			return err
@@ -480,7 +490,7 @@ func (t *turn) finish(ctx context.Context, resp *parleyv1.ChatResponse, g genera
 	case t.emit != nil:
 		done := &parleyv1.ChatResponse{
 			ConversationId: resp.GetConversationId(), MessageId: resp.GetMessageId(), VisitorId: resp.GetVisitorId(),
-			Sources: resp.GetSources(), Usage: resp.GetUsage(), Metadata: resp.GetMetadata(),
+			Sources: resp.GetSources(), Usage: resp.GetUsage(), Metadata: resp.GetMetadata(), ToolCalls: resp.GetToolCalls(),
 		}
 		if err := t.emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Done{Done: done}}); err != nil {
 			return nil, err
@@ -642,9 +652,11 @@ func mergeContact(ctx context.Context, q *dbq.Queries, org uuid.UUID, c *parleyv
 }
 
 // sourcesJSON is the sources as a JSON array, as the message row keeps them.
-func sourcesJSON(sources []*parleyv1.Source) ([]byte, error) {
-	parts := make([]string, 0, len(sources))
-	for _, s := range sources {
+// protoJSONArray is a JSON array of protobuf messages, protojson each (as
+// the conversation package reads sources and tool calls back).
+func protoJSONArray[T proto.Message](items []T) ([]byte, error) {
+	parts := make([]string, 0, len(items))
+	for _, s := range items {
 		b, err := protojson.Marshal(s)
 		if err != nil {
 			return nil, err

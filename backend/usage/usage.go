@@ -19,11 +19,14 @@ type Totals struct {
 	Turns  int64
 	Tokens int64
 	Cost   float64
+	// ToolCalls are the tool calls the turns made.
+	ToolCalls int64
 }
 
 func (t *Totals) add(r dbq.UsageByDayAndAgentRow) {
 	t.Turns += r.Turns
 	t.Tokens += r.Tokens
+	t.ToolCalls += r.ToolCalls
 	t.Cost += r.Cost
 }
 

@@ -61,11 +61,11 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 
 const createMessage = `-- name: CreateMessage :one
 INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
-                      model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete)
+                      model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete, tool_calls)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9, $10,
         $11, $12, $13, $14,
-        $15)
+        $15, coalesce($16::jsonb, '[]'))
 RETURNING id, created_at
 `
 
@@ -85,6 +85,7 @@ type CreateMessageParams struct {
 	CompletionTokens *int32
 	Cost             *float64
 	Incomplete       bool
+	ToolCalls        []byte
 }
 
 type CreateMessageRow struct {
@@ -109,6 +110,7 @@ func (q *Queries) CreateMessage(ctx context.Context, arg CreateMessageParams) (C
 		arg.CompletionTokens,
 		arg.Cost,
 		arg.Incomplete,
+		arg.ToolCalls,
 	)
 	var i CreateMessageRow
 	err := row.Scan(&i.ID, &i.CreatedAt)

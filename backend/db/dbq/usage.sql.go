@@ -17,7 +17,8 @@ const usageByDayAndAgent = `-- name: UsageByDayAndAgent :many
 SELECT (m.created_at AT TIME ZONE 'UTC')::date AS day, c.agent_id,
        count(*)::bigint AS turns,
        coalesce(sum(coalesce(m.prompt_tokens, 0) + coalesce(m.completion_tokens, 0)), 0)::bigint AS tokens,
-       coalesce(sum(m.cost), 0)::float8 AS cost
+       coalesce(sum(m.cost), 0)::float8 AS cost,
+       coalesce(sum(jsonb_array_length(m.tool_calls)), 0)::bigint AS tool_calls
 FROM messages m
 JOIN conversations c ON c.org_id = m.org_id AND c.id = m.conversation_id
 WHERE m.org_id = $1 AND m.role = 'assistant' AND m.created_at >= $2
@@ -31,14 +32,15 @@ type UsageByDayAndAgentParams struct {
 }
 
 type UsageByDayAndAgentRow struct {
-	Day     pgtype.Date
-	AgentID uuid.UUID
-	Turns   int64
-	Tokens  int64
-	Cost    float64
+	Day       pgtype.Date
+	AgentID   uuid.UUID
+	Turns     int64
+	Tokens    int64
+	Cost      float64
+	ToolCalls int64
 }
 
-// Chat turns (one assistant message each), tokens and cost per UTC day and
+// Chat turns (one assistant message each), tokens, cost and tool calls per UTC day and
 // agent since a time.
 func (q *Queries) UsageByDayAndAgent(ctx context.Context, arg UsageByDayAndAgentParams) ([]UsageByDayAndAgentRow, error) {
 	rows, err := q.db.Query(ctx, usageByDayAndAgent, arg.OrgID, arg.Since)
@@ -55,6 +57,7 @@ func (q *Queries) UsageByDayAndAgent(ctx context.Context, arg UsageByDayAndAgent
 			&i.Turns,
 			&i.Tokens,
 			&i.Cost,
+			&i.ToolCalls,
 		); err != nil {
 			return nil, err
 		}

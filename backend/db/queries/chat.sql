@@ -38,11 +38,11 @@ LIMIT sqlc.arg(max_rows);
 
 -- name: CreateMessage :one
 INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
-                      model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete)
+                      model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete, tool_calls)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), sqlc.arg(role), sqlc.arg(content),
         sqlc.arg(channel), sqlc.arg(attachments), sqlc.arg(sources), sqlc.narg(model), sqlc.narg(provider),
         sqlc.narg(latency_ms), sqlc.narg(prompt_tokens), sqlc.narg(completion_tokens), sqlc.narg(cost),
-        sqlc.arg(incomplete))
+        sqlc.arg(incomplete), coalesce(sqlc.narg(tool_calls)::jsonb, '[]'))
 RETURNING id, created_at;
 
 -- name: ListConversations :many

@@ -1,10 +1,11 @@
 -- name: UsageByDayAndAgent :many
--- Chat turns (one assistant message each), tokens and cost per UTC day and
+-- Chat turns (one assistant message each), tokens, cost and tool calls per UTC day and
 -- agent since a time.
 SELECT (m.created_at AT TIME ZONE 'UTC')::date AS day, c.agent_id,
        count(*)::bigint AS turns,
        coalesce(sum(coalesce(m.prompt_tokens, 0) + coalesce(m.completion_tokens, 0)), 0)::bigint AS tokens,
-       coalesce(sum(m.cost), 0)::float8 AS cost
+       coalesce(sum(m.cost), 0)::float8 AS cost,
+       coalesce(sum(jsonb_array_length(m.tool_calls)), 0)::bigint AS tool_calls
 FROM messages m
 JOIN conversations c ON c.org_id = m.org_id AND c.id = m.conversation_id
 WHERE m.org_id = sqlc.arg(org_id) AND m.role = 'assistant' AND m.created_at >= sqlc.arg(since)

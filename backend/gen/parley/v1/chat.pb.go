@@ -441,7 +441,9 @@ type Usage struct {
 	CompletionTokens int64                  `protobuf:"varint,2,opt,name=completion_tokens,json=completionTokens,proto3" json:"completion_tokens,omitempty"`
 	TotalTokens      int64                  `protobuf:"varint,3,opt,name=total_tokens,json=totalTokens,proto3" json:"total_tokens,omitempty"`
 	// In US dollars, from the configured price table; 0 when unknown.
-	Cost          float64 `protobuf:"fixed64,4,opt,name=cost,proto3" json:"cost,omitempty"`
+	Cost float64 `protobuf:"fixed64,4,opt,name=cost,proto3" json:"cost,omitempty"`
+	// How many tool calls the turn made (run or refused).
+	ToolCalls     int32 `protobuf:"varint,5,opt,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -500,6 +502,13 @@ func (x *Usage) GetTotalTokens() int64 {
 func (x *Usage) GetCost() float64 {
 	if x != nil {
 		return x.Cost
+	}
+	return 0
+}
+
+func (x *Usage) GetToolCalls() int32 {
+	if x != nil {
+		return x.ToolCalls
 	}
 	return 0
 }
@@ -586,8 +595,11 @@ type ChatResponse struct {
 	Usage          *Usage        `protobuf:"bytes,5,opt,name=usage,proto3" json:"usage,omitempty"`
 	Metadata       *ChatMetadata `protobuf:"bytes,6,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	VisitorId      string        `protobuf:"bytes,7,opt,name=visitor_id,json=visitorId,proto3" json:"visitor_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The tools the model called for this answer, in order, as the stream's
+	// tool_call events reported them; stored with the assistant message.
+	ToolCalls     []*ToolCall `protobuf:"bytes,8,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ChatResponse) Reset() {
@@ -667,6 +679,13 @@ func (x *ChatResponse) GetVisitorId() string {
 		return x.VisitorId
 	}
 	return ""
+}
+
+func (x *ChatResponse) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
 }
 
 type ChatStreamResponse struct {
@@ -980,18 +999,20 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\x05title\x18\x05 \x01(\tR\x05title\x12\x10\n" +
 	"\x03url\x18\x06 \x01(\tR\x03url\x12\x18\n" +
 	"\aexcerpt\x18\a \x01(\tR\aexcerpt\x12#\n" +
-	"\rdatasource_id\x18\b \x01(\tR\fdatasourceId\"\x90\x01\n" +
+	"\rdatasource_id\x18\b \x01(\tR\fdatasourceId\"\xaf\x01\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
 	"\ftotal_tokens\x18\x03 \x01(\x03R\vtotalTokens\x12\x12\n" +
-	"\x04cost\x18\x04 \x01(\x01R\x04cost\"y\n" +
+	"\x04cost\x18\x04 \x01(\x01R\x04cost\x12\x1d\n" +
+	"\n" +
+	"tool_calls\x18\x05 \x01(\x05R\ttoolCalls\"y\n" +
 	"\fChatMetadata\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1d\n" +
 	"\n" +
 	"latency_ms\x18\x02 \x01(\x03R\tlatencyMs\x12\x1a\n" +
 	"\bprovider\x18\x03 \x01(\tR\bprovider\x12\x18\n" +
-	"\ahandoff\x18\x04 \x01(\bR\ahandoff\"\x97\x02\n" +
+	"\ahandoff\x18\x04 \x01(\bR\ahandoff\"\xcb\x02\n" +
 	"\fChatResponse\x12\x16\n" +
 	"\x06answer\x18\x01 \x01(\tR\x06answer\x12'\n" +
 	"\x0fconversation_id\x18\x02 \x01(\tR\x0econversationId\x12\x1d\n" +
@@ -1001,7 +1022,9 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\x05usage\x18\x05 \x01(\v2\x10.parley.v1.UsageR\x05usage\x123\n" +
 	"\bmetadata\x18\x06 \x01(\v2\x17.parley.v1.ChatMetadataR\bmetadata\x12\x1d\n" +
 	"\n" +
-	"visitor_id\x18\a \x01(\tR\tvisitorId\"\xf3\x01\n" +
+	"visitor_id\x18\a \x01(\tR\tvisitorId\x122\n" +
+	"\n" +
+	"tool_calls\x18\b \x03(\v2\x13.parley.v1.ToolCallR\ttoolCalls\"\xf3\x01\n" +
 	"\x12ChatStreamResponse\x12\x16\n" +
 	"\x05token\x18\x01 \x01(\tH\x00R\x05token\x12+\n" +
 	"\x06source\x18\x02 \x01(\v2\x11.parley.v1.SourceH\x00R\x06source\x122\n" +
@@ -1058,19 +1081,20 @@ var file_parley_v1_chat_proto_depIdxs = []int32{
 	4,  // 4: parley.v1.ChatResponse.sources:type_name -> parley.v1.Source
 	5,  // 5: parley.v1.ChatResponse.usage:type_name -> parley.v1.Usage
 	6,  // 6: parley.v1.ChatResponse.metadata:type_name -> parley.v1.ChatMetadata
-	4,  // 7: parley.v1.ChatStreamResponse.source:type_name -> parley.v1.Source
-	9,  // 8: parley.v1.ChatStreamResponse.tool_call:type_name -> parley.v1.ToolCall
-	7,  // 9: parley.v1.ChatStreamResponse.done:type_name -> parley.v1.ChatResponse
-	10, // 10: parley.v1.ChatStreamResponse.error:type_name -> parley.v1.ChatError
-	0,  // 11: parley.v1.ChatService.Chat:input_type -> parley.v1.ChatRequest
-	0,  // 12: parley.v1.ChatService.ChatStream:input_type -> parley.v1.ChatRequest
-	7,  // 13: parley.v1.ChatService.Chat:output_type -> parley.v1.ChatResponse
-	8,  // 14: parley.v1.ChatService.ChatStream:output_type -> parley.v1.ChatStreamResponse
-	13, // [13:15] is the sub-list for method output_type
-	11, // [11:13] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 7: parley.v1.ChatResponse.tool_calls:type_name -> parley.v1.ToolCall
+	4,  // 8: parley.v1.ChatStreamResponse.source:type_name -> parley.v1.Source
+	9,  // 9: parley.v1.ChatStreamResponse.tool_call:type_name -> parley.v1.ToolCall
+	7,  // 10: parley.v1.ChatStreamResponse.done:type_name -> parley.v1.ChatResponse
+	10, // 11: parley.v1.ChatStreamResponse.error:type_name -> parley.v1.ChatError
+	0,  // 12: parley.v1.ChatService.Chat:input_type -> parley.v1.ChatRequest
+	0,  // 13: parley.v1.ChatService.ChatStream:input_type -> parley.v1.ChatRequest
+	7,  // 14: parley.v1.ChatService.Chat:output_type -> parley.v1.ChatResponse
+	8,  // 15: parley.v1.ChatService.ChatStream:output_type -> parley.v1.ChatStreamResponse
+	14, // [14:16] is the sub-list for method output_type
+	12, // [12:14] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_chat_proto_init() }
