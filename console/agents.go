@@ -42,7 +42,10 @@ const maxFormBytes = 1 << 20
 type agentForm struct {
 	Name, Description, Instructions string
 	Model, Temperature, Visibility  string
-	Tools, Datastores               []string
+	// HandoffMessage is what visitors read while people have a
+	// conversation; blank is the default.
+	HandoffMessage    string
+	Tools, Datastores []string
 }
 
 // newAgentForm is the create form's starting values: the API's defaults.
@@ -54,7 +57,7 @@ func formOf(a *parleyv1.Agent) agentForm {
 	return agentForm{
 		Name: a.GetName(), Description: a.GetDescription(), Instructions: a.GetInstructions(),
 		Model: a.GetModel(), Temperature: temperature(a.GetTemperature()), Visibility: a.GetVisibility(),
-		Tools: a.GetTools(), Datastores: a.GetDatastores(),
+		Tools: a.GetTools(), Datastores: a.GetDatastores(), HandoffMessage: a.GetHandoffMessage(),
 	}
 }
 
@@ -81,7 +84,7 @@ func readAgentForm(r *http.Request) agentForm {
 	return agentForm{
 		Name: strings.TrimSpace(f.Get("name")), Description: f.Get("description"), Instructions: f.Get("instructions"),
 		Model: f.Get("model"), Temperature: strings.TrimSpace(f.Get("temperature")), Visibility: f.Get("visibility"),
-		Tools: f["tools"], Datastores: f["datastores"],
+		Tools: f["tools"], Datastores: f["datastores"], HandoffMessage: strings.TrimSpace(f.Get("handoffMessage")),
 	}
 }
 
@@ -114,11 +117,12 @@ func (f agentForm) createRequest() (*parleyv1.CreateAgentRequest, error) {
 	return &parleyv1.CreateAgentRequest{
 		Name: f.Name, Description: f.Description, Instructions: f.Instructions, Model: optional(f.Model),
 		Temperature: t, Tools: f.Tools, Visibility: optional(f.Visibility), Datastores: f.Datastores,
+		HandoffMessage: optional(f.HandoffMessage),
 	}, nil
 }
 
 // updatePaths are the fields the edit form sets: every one.
-var updatePaths = []string{"name", "description", "instructions", "model", "temperature", "tools", "visibility", "datastores"}
+var updatePaths = []string{"name", "description", "instructions", "model", "temperature", "tools", "visibility", "datastores", "handoff_message"}
 
 // updateRequest is the form as UpdateAgent takes it: every field is in the
 // mask and must be given (a blank one is refused by validation; unticked
@@ -135,6 +139,7 @@ func (f agentForm) updateRequest(id string) (*parleyv1.UpdateAgentRequest, error
 		Id: id, UpdateMask: &fieldmaskpb.FieldMask{Paths: updatePaths},
 		Name: &f.Name, Description: &f.Description, Instructions: &f.Instructions, Model: &f.Model,
 		Temperature: t, Tools: nonNil(f.Tools), Visibility: &f.Visibility, Datastores: nonNil(f.Datastores),
+		HandoffMessage: &f.HandoffMessage,
 	}, nil
 }
 

@@ -22,6 +22,7 @@ import (
 // agAPI is an agent as the REST API shows it.
 type agAPI struct {
 	ID, Name, Description, Instructions, Model, Visibility string
+	HandoffMessage                                         string
 	Temperature                                            float64
 	Tools, Datastores                                      []string
 }
@@ -103,6 +104,7 @@ func testAgents(t *testing.T, e *env) {
 	p = c.post("/console/agents", agForm("Helper", url.Values{
 		"description": {"Front desk"}, "instructions": {"Answer from the handbook."}, "model": {"gpt-4o"},
 		"temperature": {"0.3"}, "tools": {"web_search", "lead_capture"}, "visibility": {"public"}, "datastores": {store},
+		"handoffMessage": {"Our team replies within the hour."},
 	}))
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	loc := p.Header.Get("Location")
@@ -111,7 +113,8 @@ func testAgents(t *testing.T, e *env) {
 	a, status := agGet(t, e, org.Key, id)
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, agAPI{ID: id, Name: "Helper", Description: "Front desk", Instructions: "Answer from the handbook.", Model: "gpt-4o",
-		Visibility: "public", Temperature: 0.3, Tools: []string{"web_search", "lead_capture"}, Datastores: []string{store}}, a)
+		Visibility: "public", Temperature: 0.3, Tools: []string{"web_search", "lead_capture"}, Datastores: []string{store},
+		HandoffMessage: "Our team replies within the hour."}, a)
 
 	// The detail shows every field and the stats; the list links to it.
 	p = c.get(loc)
@@ -125,6 +128,7 @@ func testAgents(t *testing.T, e *env) {
 	require.Equal(t, "web_search, lead_capture", p.Text("[data-testid=agent-tools]"))
 	require.Equal(t, "Handbook", p.Text("[data-testid=agent-datastores]"))
 	require.Equal(t, "Answer from the handbook.", p.Text("[data-testid=agent-instructions]"))
+	require.Equal(t, "Our team replies within the hour.", p.Text("[data-testid=agent-handoff]"))
 	require.Equal(t, "0", p.Text("[data-testid=stat-conversations]"))
 	// The edit form holds the current values.
 	require.Equal(t, "Helper", p.Doc.Find("#edit-name").AttrOr("value", ""))
@@ -132,6 +136,7 @@ func testAgents(t *testing.T, e *env) {
 	require.Equal(t, 2, p.Doc.Find("[data-testid=edit-agent] input[name=tools][checked]").Length())
 	require.Equal(t, "public", p.Doc.Find("[data-testid=edit-agent] input[name=visibility][checked]").AttrOr("value", ""))
 	require.Equal(t, store, p.Doc.Find("#edit-datastores option[selected]").AttrOr("value", ""))
+	require.Equal(t, "Our team replies within the hour.", p.Doc.Find("#edit-handoff").AttrOr("value", ""))
 	require.NotEmpty(t, p.Doc.Find("[data-testid=delete-agent]").AttrOr("data-confirm", ""))
 	require.Equal(t, 1, p.Doc.Find("[data-testid=playground]").Length())
 
@@ -141,7 +146,8 @@ func testAgents(t *testing.T, e *env) {
 	require.Contains(t, list.Text("[data-testid=agent-row]"), "gpt-4o")
 	require.Contains(t, list.Text("[data-testid=agent-row]"), "web_search, lead_capture")
 
-	// Edit every field; unticked tools and datastores are cleared.
+	// Edit every field; unticked tools and datastores are cleared, and a
+	// blank handoff message is the default again.
 	p = c.post(loc, url.Values{
 		"name": {"Helper 2"}, "description": {""}, "instructions": {"Be terse."}, "model": {"claude-3-5-sonnet"},
 		"temperature": {"1"}, "visibility": {"private"},
@@ -150,8 +156,11 @@ func testAgents(t *testing.T, e *env) {
 	require.Equal(t, loc, p.Header.Get("Location"))
 	a, _ = agGet(t, e, org.Key, id)
 	require.Equal(t, agAPI{ID: id, Name: "Helper 2", Instructions: "Be terse.", Model: "claude-3-5-sonnet",
-		Visibility: "private", Temperature: 1, Tools: []string{}, Datastores: []string{}}, a)
-	require.Equal(t, "The agent was saved.", c.get(loc).Text("[data-testid=flash]"))
+		Visibility: "private", Temperature: 1, Tools: []string{}, Datastores: []string{},
+		HandoffMessage: "A person will answer here shortly."}, a)
+	saved := c.get(loc)
+	require.Equal(t, "The agent was saved.", saved.Text("[data-testid=flash]"))
+	require.Equal(t, "A person will answer here shortly.", saved.Text("[data-testid=agent-handoff]"))
 
 	// Bad input: 4xx, the field named, the form kept, nothing changed.
 	for _, tc := range []struct {
