@@ -66,7 +66,7 @@ type fixture struct {
 func setup(t *testing.T) *fixture {
 	t.Helper()
 	ctx := context.Background()
-	pool, err := db.Open(ctx, dbtest.New(t), 8)
+	pool, err := db.Open(ctx, dbtest.New(t), 8, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	f := &fixture{ctx: ctx, store: &db.Store{Pool: pool}}

@@ -32,7 +32,7 @@ func newStore(t *testing.T) *store {
 	t.Helper()
 	ctx := context.Background()
 	u := dbtest.New(t)
-	pool, err := db.Open(ctx, u, 4)
+	pool, err := db.Open(ctx, u, 4, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	s := &store{url: u, db: &db.Store{Pool: pool}}
@@ -85,7 +85,7 @@ func TestHubAcrossPools(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	pool, err := db.Open(ctx, s.url, 2)
+	pool, err := db.Open(ctx, s.url, 2, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	hub := conversation.NewHub(pool)

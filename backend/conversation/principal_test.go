@@ -22,7 +22,7 @@ import (
 func TestReadsForAPrincipal(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, err := db.Open(ctx, dbtest.New(t), 4)
+	pool, err := db.Open(ctx, dbtest.New(t), 4, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
 	store := &db.Store{Pool: pool}

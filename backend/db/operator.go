@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
 )
@@ -17,11 +16,5 @@ import (
 // fn may scope the rest of the transaction to one organization with
 // q.SetTenant, to change that organization's rows as the organization.
 func (s *Store) Operator(ctx context.Context, memberID uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return pgx.BeginFunc(ctx, s.Pool, func(tx pgx.Tx) error {
-		q := dbq.New(tx)
-		if err := q.SetOperatorID(ctx, memberID.String()); err != nil {
-			return err
-		}
-		return fn(q)
-	})
+	return s.scoped(ctx, Scope{"app.operator_id", memberID.String()}, queries(fn))
 }

@@ -100,7 +100,7 @@ func TestTenantSettingDoesNotOutliveItsTransaction(t *testing.T) {
 	t.Parallel()
 	_, url := dbtest.NewPool(t)
 	ctx := context.Background()
-	pool, err := db.Open(ctx, url, 1) // one connection: every transaction reuses it
+	pool, err := db.Open(ctx, url, 1, nil) // one connection: every transaction reuses it
 	require.NoError(t, err)
 	defer pool.Close()
 	store := &db.Store{Pool: pool}

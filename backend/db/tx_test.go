@@ -57,3 +57,31 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A transaction's settings ride on its BEGIN as string literals: whatever a
+// value holds (quotes, backslashes, an injection attempt), Postgres reads it
+// back unchanged, and a NUL is refused before anything is sent.
+func TestScopesAreLiterals(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	ctx := context.Background()
+	for _, v := range []string{
+		"plain@example.com", `o'brien@example.com`, `back\slash\'@example.com`, `x', true); drop table members; --`,
+		`E'\\'`, "ünïcödé@example.com", "",
+	} {
+		q, err := db.BeginQuery([]db.Scope{{Name: "app.member_email", Value: v}, {Name: "synchronous_commit", Value: "off"}})
+		require.NoError(t, err)
+		tx, err := pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q})
+		require.NoError(t, err, v)
+		var got, sync string
+		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('app.member_email'), current_setting('synchronous_commit')").Scan(&got, &sync))
+		require.Equal(t, v, got)
+		require.Equal(t, "off", sync)
+		require.NoError(t, tx.Rollback(ctx))
+	}
+	var members int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE tablename = 'members'").Scan(&members))
+	require.Equal(t, 1, members)
+	_, err := db.BeginQuery([]db.Scope{{Name: "app.member_email", Value: "a\x00b"}})
+	require.Error(t, err)
+}

@@ -91,7 +91,7 @@ func New(t testing.TB) string {
 func NewPool(t testing.TB) (*pgxpool.Pool, string) {
 	t.Helper()
 	u := New(t)
-	pool, err := db.Open(context.Background(), u, 0)
+	pool, err := db.Open(context.Background(), u, 0, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -316,7 +316,7 @@ func TestMigrationKeepsEarlierOperators(t *testing.T) {
 	require.NoError(t, err)
 	_, err = p.UpTo(ctx, 5)
 	require.NoError(t, err)
-	pool, err := db.Open(ctx, u, 2)
+	pool, err := db.Open(ctx, u, 2, nil)
 	require.NoError(t, err)
 	defer pool.Close()
 	store := &db.Store{Pool: pool}

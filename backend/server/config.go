@@ -10,6 +10,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/tool"
@@ -26,8 +29,11 @@ type Config struct {
 	DatabaseURL string
 	// PublicURL is where people reach the console (sign-in links; an https
 	// URL makes the session cookie Secure).
-	PublicURL       string
-	DBMaxConns      int
+	PublicURL  string
+	DBMaxConns int
+	// DBTracer sees every statement of the pool (not a flag: tests count
+	// statements with it).
+	DBTracer        pgx.QueryTracer
 	RedisURL        string
 	RedisPrefix     string
 	Migrate         bool
@@ -72,7 +78,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"the address people open the console at (PARLEY_PUBLIC_URL); https makes the session cookie Secure")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("PARLEY_DATABASE_URL", env("DATABASE_URL", DefaultDatabaseURL)),
 		"Postgres URL; the database needs the vector extension (PARLEY_DATABASE_URL or DATABASE_URL)")
-	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.envInt("PARLEY_DB_MAX_CONNS", 0), "largest Postgres pool; 0 lets pgx choose (PARLEY_DB_MAX_CONNS)")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.envInt("PARLEY_DB_MAX_CONNS", db.DefaultMaxConns), "largest Postgres pool (PARLEY_DB_MAX_CONNS)")
 	fs.StringVar(&c.RedisURL, "redis-url", env("PARLEY_REDIS_URL", ""),
 		"Redis URL for rate-limit counts shared by several instances, e.g. redis://127.0.0.1:6379/0; empty counts in memory (PARLEY_REDIS_URL)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("PARLEY_REDIS_PREFIX", "parley:ratelimit"), "Redis key prefix of rate-limit counters (PARLEY_REDIS_PREFIX)")

@@ -98,7 +98,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			slog.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
 		}
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns))
+	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns), cfg.DBTracer)
 	if err != nil {
 		return nil, err
 	}

@@ -177,7 +177,7 @@ func openStore(ctx context.Context, url string) (*db.Store, func(), error) {
 	if _, err := db.Migrate(ctx, url); err != nil {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
-	pool, err := db.Open(ctx, url, 2)
+	pool, err := db.Open(ctx, url, 2, nil)
 	if err != nil {
 		return nil, nil, err
 	}

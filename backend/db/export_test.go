@@ -1,0 +1,4 @@
+package db
+
+// BeginQuery is beginQuery, for the external tests.
+var BeginQuery = beginQuery
