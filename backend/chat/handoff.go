@@ -32,13 +32,11 @@ func (s *Service) answerForPeople(ctx context.Context, t *turn) (*parleyv1.ChatR
 			return err
 		}
 		resp.MessageId = id.String()
-		if _, err := q.CreateMessage(storeCtx, dbq.CreateMessageParams{
+		_, err = q.CreateMessage(storeCtx, dbq.CreateMessageParams{
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: text, Channel: t.channel,
 			Attachments: []byte("[]"), Sources: []byte("[]"),
-		}); err != nil {
-			return err
-		}
-		return q.TouchConversation(storeCtx, dbq.TouchConversationParams{OrgID: t.org, ID: t.conv.ID})
+		})
+		return err
 	})
 	if err != nil {
 		return nil, err

@@ -437,7 +437,9 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	}
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	err := s.Store.Tenant(storeCtx, t.org, func(q *dbq.Queries) error {
+	// The question is durable already: the answer's commit does not wait
+	// for the disk (Store.TenantAsync says what that risks).
+	err := s.Store.TenantAsync(storeCtx, t.org, func(q *dbq.Queries) error {
 		id, err := uuid.NewV7()
 		if err != nil {
 			return err
@@ -458,10 +460,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
 			ToolCalls: callsJSON,
 		})
-		if err != nil {
-			return err
-		}
-		return q.TouchConversation(storeCtx, dbq.TouchConversationParams{OrgID: t.org, ID: t.conv.ID})
+		return err
 	})
 	if err != nil {
 		return nil, err
@@ -520,6 +519,10 @@ func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted,
 		c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: id})
 		switch {
 		case err == nil && c.AgentID == a.Agent.ID && sameCaller(a, c, req.GetVisitorId()):
+			if contactID == nil {
+				// The question's insert touches the conversation.
+				return c, nil
+			}
 			return c, q.TouchConversation(ctx, dbq.TouchConversationParams{OrgID: org, ID: id, ContactID: contactID})
 		case err == nil:
 			// SECURITY: another agent's or visitor's conversation is never joined.

@@ -1,0 +1,97 @@
+package chat_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/server"
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+// statements counts the statements a pool sends (each one round trip to
+// Postgres), with their SQL, while it is on.
+type statements struct {
+	mu  sync.Mutex
+	on  bool
+	sql []string
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.on {
+		s.sql = append(s.sql, strings.Join(strings.Fields(d.SQL), " "))
+	}
+	return ctx
+}
+
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+
+// during returns the statements sent while fn ran.
+func (s *statements) during(fn func()) []string {
+	s.mu.Lock()
+	s.on, s.sql = true, nil
+	s.mu.Unlock()
+	fn()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.on = false
+	return s.sql
+}
+
+// A chat turn's round trips to Postgres are counted, so that the count
+// cannot creep back up (issue 13): a JSON turn of a key whose record is
+// cached, on an agent without datastores, continuing a conversation and
+// starting one. Each BEGIN carries its transaction's settings, and the
+// answer's insert touches the conversation. The limits are today's counts;
+// lower them when a change saves a round trip.
+func TestStatementsPerTurn(t *testing.T) {
+	t.Parallel()
+	var st statements
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+		c.DBTracer = &st
+		c.Workers = false // no job polling on the pool while counting
+	})
+	f := &fixture{Env: e, fake: fake}
+	agent := f.agent(t, `{"name":"Counted","instructions":"Be brief."}`)
+	turn := func(conv string) []string {
+		return st.during(func() {
+			status, _, r := f.chat(t, agent, f.A.Key, `{"query":"hello","conversationId":"`+conv+`"}`)
+			require.Equal(t, http.StatusOK, status, "%s", r.Body)
+		})
+	}
+	turn("warm-up") // the key's record is cached from here on
+
+	for _, tc := range []struct {
+		name string
+		conv string
+		max  int
+	}{
+		// admit: begin+scope, agent, commit; load: begin+scope,
+		// conversation, history, datastores, question, commit; persist:
+		// begin+scope, answer, commit. (17 before the scopes rode on BEGIN
+		// and the inserts touched the conversation.)
+		{"continuing a conversation", "warm-up", 12},
+		// ... and the conversation is created (one more statement).
+		{"starting a conversation", "fresh", 13},
+	} {
+		sql := turn(tc.conv)
+		require.LessOrEqual(t, len(sql), tc.max, "%s: %d statements:\n%s", tc.name, len(sql), strings.Join(sql, "\n"))
+		t.Logf("%s: %d statements", tc.name, len(sql))
+		begins := 0
+		for _, s := range sql {
+			if strings.HasPrefix(s, "begin") {
+				begins++
+				require.Contains(t, s, "set_config(E'app.", "every transaction is scoped as it begins: %s", s)
+			}
+		}
+		require.Equal(t, 3, begins, "%s: three transactions", tc.name)
+	}
+}
