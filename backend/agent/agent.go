@@ -36,6 +36,7 @@ const (
 type handler struct {
 	store *db.Store
 	tools *tool.Deps
+	cache *Cache
 }
 
 var _ parleyv1connect.AgentServiceHandler = (*handler)(nil)
@@ -43,12 +44,14 @@ var _ parleyv1connect.AgentServiceHandler = (*handler)(nil)
 // NewHandler returns the AgentService implementation. It expects requests
 // already validated (protovalidate) and a principal in the context. tools
 // is what the deployment gives agents' tools: an agent's detail warns about
-// the tools it lists that its model will not be offered.
-func NewHandler(store *db.Store, tools *tool.Deps) parleyv1connect.AgentServiceHandler {
+// the tools it lists that its model will not be offered. cache, when not
+// nil, is the chat turns' cache of agents: what changes here is dropped
+// from it.
+func NewHandler(store *db.Store, tools *tool.Deps, cache *Cache) parleyv1connect.AgentServiceHandler {
 	if tools == nil {
 		tools = &tool.Deps{}
 	}
-	return &handler{store: store, tools: tools}
+	return &handler{store: store, tools: tools, cache: cache}
 }
 
 func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequest) (*parleyv1.CreateAgentResponse, error) {
@@ -226,6 +229,7 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 	if err != nil {
 		return nil, err
 	}
+	h.forget(p.OrgID, req.GetId())
 	return &parleyv1.UpdateAgentResponse{Agent: out}, nil
 }
 
@@ -272,7 +276,15 @@ func (h *handler) DeleteAgent(ctx context.Context, req *parleyv1.DeleteAgentRequ
 	if err != nil {
 		return nil, err
 	}
+	h.forget(p.OrgID, req.GetId())
 	return &parleyv1.DeleteAgentResponse{}, nil
+}
+
+// forget drops a changed agent from the chat turns' cache.
+func (h *handler) forget(org uuid.UUID, rawID string) {
+	if id, err := uuid.Parse(rawID); err == nil {
+		h.cache.Forget(org, id)
+	}
 }
 
 // withAgent runs fn in the caller's tenant transaction for the agent id. When

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/access"
+	"github.com/parleyhq/parley/backend/agent"
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db"
@@ -56,6 +57,9 @@ type Admitter struct {
 	// Gate admits keys, and counts visitors of public agents on their
 	// owner's plan (AdmitVisitor).
 	Gate *auth.Gate
+	// Agents caches the agents keys reach, shared with the AgentService
+	// that drops what it changes (agent.NewCache; required).
+	Agents *agent.Cache
 }
 
 // Admit lets a caller reach an agent. With a key, the key must be valid,
@@ -75,19 +79,10 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 			return &Admitted{Rate: adm.Rate}, err
 		}
 		out := &Admitted{Principal: adm.Principal, Rate: adm.Rate}
-		err = a.Store.Tenant(ctx, adm.Principal.OrgID, func(q *dbq.Queries) error {
-			ag, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: adm.Principal.OrgID, ID: id})
-			if errors.Is(err, pgx.ErrNoRows) {
-				// SECURITY: a key of another organization learns only that the agent exists.
-				return db.Missing(ctx, q, "agent", "agent", id)
-			}
-			out.Agent = ag
-			return err
-		})
-		if err != nil {
-			return out, err
-		}
-		return out, nil
+		// SECURITY: read in the key's organization: a key of another
+		// organization learns only that the agent exists.
+		out.Agent, err = a.agent(ctx, adm.Principal.OrgID, id)
+		return out, err
 	}
 
 	var row dbq.GetPublicAgentRow
@@ -149,17 +144,13 @@ func (a *Admitter) AdmitPrincipal(ctx context.Context, p *auth.Principal, agentI
 		return nil, apperr.New(apperr.NotFound, "agent %q not found", agentID)
 	}
 	out := &Admitted{Principal: p}
-	err = a.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
-		ag, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: p.OrgID, ID: id})
-		if errors.Is(err, pgx.ErrNoRows) {
-			// SECURITY: another organization's agent: its id exists, nothing more.
-			return db.Missing(ctx, q, "agent", "agent", id)
-		}
-		out.Agent = ag
-		return err
-	})
-	if err != nil {
+	if out.Agent, err = a.agent(ctx, p.OrgID, id); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// agent reads org's agent id through the cache.
+func (a *Admitter) agent(ctx context.Context, org, id uuid.UUID) (dbq.Agent, error) {
+	return a.Agents.Get(ctx, org, id)
 }

@@ -67,20 +67,20 @@ func TestStatementsPerTurn(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, "%s", r.Body)
 		})
 	}
-	turn("warm-up") // the key's record is cached from here on
+	turn("warm-up") // the key's record and the agent are cached from here on
 
 	for _, tc := range []struct {
 		name string
 		conv string
 		max  int
 	}{
-		// admit: begin+scope, agent, commit; load: begin+scope,
+		// admit: none (the agent is cached); load: begin+scope,
 		// conversation, history, datastores, question, commit; persist:
-		// begin+scope, answer, commit. (17 before the scopes rode on BEGIN
-		// and the inserts touched the conversation.)
-		{"continuing a conversation", "warm-up", 12},
+		// begin+scope, answer, commit. (17 before the scopes rode on BEGIN,
+		// the inserts touched the conversation and agents were cached.)
+		{"continuing a conversation", "warm-up", 9},
 		// ... and the conversation is created (one more statement).
-		{"starting a conversation", "fresh", 13},
+		{"starting a conversation", "fresh", 10},
 	} {
 		sql := turn(tc.conv)
 		require.LessOrEqual(t, len(sql), tc.max, "%s: %d statements:\n%s", tc.name, len(sql), strings.Join(sql, "\n"))
@@ -92,6 +92,42 @@ func TestStatementsPerTurn(t *testing.T) {
 				require.Contains(t, s, "set_config(E'app.", "every transaction is scoped as it begins: %s", s)
 			}
 		}
-		require.Equal(t, 3, begins, "%s: three transactions", tc.name)
+		require.Equal(t, 2, begins, "%s: two transactions", tc.name)
+	}
+}
+
+// Agents are cached for chat turns like keys: a change made through an
+// instance takes effect there at once; an agent deleted through another
+// instance, still cached here, is 404 (never a 500 from the conversation's
+// foreign key).
+func TestCachedAgents(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	other := testenv.NewOn(t, f.DBURL, testenv.WithFakeModels(f.fake))
+	agent := f.agent(t, `{"name":"Cached","instructions":"First instructions."}`)
+	chatOn := func(e *testenv.Env, conv string) testenv.Response {
+		return e.Do("POST", "/api/v2/agent/"+agent+"/chat", f.A.Key, `{"query":"hi","conversationId":"`+conv+`"}`)
+	}
+	system := func() string {
+		reqs := f.fake.Requests()
+		msgs := reqs[len(reqs)-1]["messages"].([]any)
+		return msgs[0].(map[string]any)["content"].(string)
+	}
+	require.Equal(t, http.StatusOK, chatOn(f.Env, "c1").Status)
+	require.Contains(t, system(), "First instructions.")
+	require.Equal(t, http.StatusOK, chatOn(other, "c2").Status) // cached on the other instance too
+
+	r := f.Do("PUT", "/api/agents/"+agent, f.A.Key, `{"instructions":"Second instructions."}`)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, http.StatusOK, chatOn(f.Env, "c1").Status)
+	require.Contains(t, system(), "Second instructions.", "the instance that made the change sees it at once")
+
+	r = f.Do("DELETE", "/api/agents/"+agent, f.A.Key, "")
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, http.StatusNotFound, chatOn(f.Env, "c3").Status)
+	for _, conv := range []string{"c2", "c4"} { // continuing (its conversation went with the agent) and new
+		r = chatOn(other, conv)
+		require.Equal(t, http.StatusNotFound, r.Status, "%s: %s", conv, r.Body)
+		require.Contains(t, string(r.Body), "not found")
 	}
 }

@@ -543,6 +543,11 @@ func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted,
 			// else start under a new id.
 			continue
 		}
+		if db.ForeignKeyViolation(err) {
+			// The agent was deleted since it was admitted (another
+			// instance's cache may hold it for a few seconds).
+			return dbq.Conversation{}, apperr.New(apperr.NotFound, "agent %q not found", a.Agent.ID.String())
+		}
 		return c, err
 	}
 	return dbq.Conversation{}, apperr.New(apperr.Conflict, "conversation %q is being created by another request; retry", id)

@@ -39,7 +39,7 @@ func newStore(t *testing.T) *store {
 	s.org, _, err = account.Bootstrap(ctx, s.db, "A", "pro")
 	require.NoError(t, err)
 	s.member = auth.WithPrincipal(ctx, &auth.Principal{OrgID: s.org, Scopes: []string{"admin", "chat"}})
-	resp, err := agent.NewHandler(s.db, nil).CreateAgent(s.member, &parleyv1.CreateAgentRequest{Name: "a", Instructions: "i"})
+	resp, err := agent.NewHandler(s.db, nil, nil).CreateAgent(s.member, &parleyv1.CreateAgentRequest{Name: "a", Instructions: "i"})
 	require.NoError(t, err)
 	a := uuid.MustParse(resp.GetAgent().GetId())
 	require.NoError(t, s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {

@@ -32,7 +32,7 @@ func TestReadsForAPrincipal(t *testing.T) {
 	require.NoError(t, err)
 	orgB, _, err := account.Bootstrap(ctx, store, "B", "pro")
 	require.NoError(t, err)
-	agents := agent.NewHandler(store, nil)
+	agents := agent.NewHandler(store, nil, nil)
 	newAgent := func(org uuid.UUID) uuid.UUID {
 		resp, err := agents.CreateAgent(auth.WithPrincipal(ctx, &auth.Principal{OrgID: org, Scopes: []string{"admin"}}),
 			&parleyv1.CreateAgentRequest{Name: "a", Instructions: "i"})

@@ -120,3 +120,10 @@ func writeLiteral(b *strings.Builder, s string) {
 	}
 	b.WriteByte('\'')
 }
+
+// ForeignKeyViolation reports whether err is Postgres refusing a row whose
+// parent is gone (SQLSTATE 23503): a resource deleted since it was read.
+func ForeignKeyViolation(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+}

@@ -229,9 +229,10 @@ func (a *App) routes() (http.Handler, error) {
 	if tools.Search != nil {
 		slog.Info("web search", "backend", tools.Search.Backend())
 	}
-	agents := agent.NewHandler(a.Store, tools)
+	agentCache := agent.NewCache(a.Store)
+	agents := agent.NewHandler(a.Store, tools, agentCache)
 	accounts := account.New(a.Store, a.Auth, a.Limits)
-	admitter := &chat.Admitter{Store: a.Store, Gate: gate}
+	admitter := &chat.Admitter{Store: a.Store, Gate: gate, Agents: agentCache}
 	turns := &chat.Service{
 		Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools,
 		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}),
