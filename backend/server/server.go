@@ -39,6 +39,7 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/backend/metrics"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/backend/tool"
@@ -211,6 +212,7 @@ func (a *App) routes() (http.Handler, error) {
 	gate := &auth.Gate{Auth: a.Auth, Limits: a.Limits}
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(
+			observeInterceptor{},
 			errorInterceptor{},
 			// Who gets in: each method's rule, declared in the schema.
 			access.Interceptor{Gate: gate},
@@ -312,6 +314,39 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 
 // Handler is the whole HTTP surface.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// MetricsHandler serves the Prometheus metrics: the process's, and this
+// instance's database pool and job queue, read at scrape time. It belongs on
+// a listener of its own (ServeMetrics), never on the API's.
+func (a *App) MetricsHandler() (http.Handler, error) {
+	return metrics.Handler(metrics.NewPoolCollector(a.Pool), metrics.NewQueueCollector(jobs.QueueCounter(a.Pool)))
+}
+
+// ServeMetrics serves GET /metrics on ln until ctx ends.
+func (a *App) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	h, err := a.MetricsHandler()
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	slog.Info("serving metrics", "addr", ln.Addr().String())
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err = srv.Shutdown(sctx)
+		<-errc
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
 
 // Serve serves on ln until ctx ends, then stops taking requests and waits up
 // to the shutdown timeout for those in flight.

@@ -123,7 +123,34 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := serveMetrics(ctx, app, cfg.MetricsAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopMetrics()
 	return app.Serve(ctx, ln)
+}
+
+// serveMetrics serves the metrics on addr (none when it is empty) until
+// ctx ends or stop is called; stop waits for the listener to close.
+func serveMetrics(ctx context.Context, app *server.App, addr string) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := app.ServeMetrics(ctx, ln); err != nil {
+			slog.Error("serving metrics", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // worker runs ingestion jobs without serving HTTP, to scale them apart.
@@ -144,6 +171,11 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer app.Close()
+	stopMetrics, err := serveMetrics(ctx, app, cfg.MetricsAddr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	slog.Info("running ingestion jobs")
 	return app.RunWorkers(ctx)
 }
