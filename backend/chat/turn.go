@@ -26,6 +26,7 @@ import (
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/metrics"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/telemetry"
 	"github.com/parleyhq/parley/backend/tool"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -341,6 +342,8 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 	// Text after a tool round continues the answer: a paragraph break keeps
 	// it from running into what the model said before its calls.
 	needBreak := answer.Len() > 0
+	ctx, span := telemetry.StartModelCall(ctx, t.route.Model.Provider(), t.route.Upstream, prompt.Temperature)
+	callUsage := llm.Usage{PromptTokens: -1}
 	err := t.route.Model.Stream(ctx, prompt, func(ev llm.Event) error {
 		switch {
 		case ev.Text != "":
@@ -363,9 +366,12 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 			}
 			(*usage).PromptTokens += ev.Usage.PromptTokens
 			(*usage).CompletionTokens += ev.Usage.CompletionTokens
+			callUsage.PromptTokens = max(callUsage.PromptTokens, 0) + ev.Usage.PromptTokens
+			callUsage.CompletionTokens += ev.Usage.CompletionTokens
 		}
 		return nil
 	})
+	telemetry.EndModelCall(span, callUsage.PromptTokens, callUsage.CompletionTokens, err)
 	if err != nil {
 		t.countProviderError(err)
 	}
@@ -390,7 +396,9 @@ func (t *turn) countProviderError(err error) {
 // each; end is the first that ends the model's turn, nil when none does.
 func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, end *tool.Ran, err error) {
 	for _, c := range calls {
-		ran, err := kit.Run(ctx, tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)})
+		callCtx, span := telemetry.StartToolCall(ctx, c.Name, c.ID)
+		ran, err := kit.Run(callCtx, tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)})
+		telemetry.EndToolCall(span, ran.IsError, err)
 		if err != nil {
 			return nil, nil, err
 		}

@@ -12,9 +12,11 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/parleyhq/parley/backend/metrics"
+	"github.com/parleyhq/parley/backend/telemetry"
 )
 
-// observer times every job attempt, by kind and outcome, for metrics.
+// observer times every job attempt, by kind and outcome, for metrics, and
+// gives each its span when tracing is on.
 type observer struct{ river.MiddlewareDefaults }
 
 var _ rivertype.WorkerMiddleware = &observer{}
@@ -22,7 +24,9 @@ var _ rivertype.WorkerMiddleware = &observer{}
 // Work implements rivertype.WorkerMiddleware.
 func (*observer) Work(ctx context.Context, job *rivertype.JobRow, doInner func(context.Context) error) error {
 	start := time.Now()
+	ctx, span := telemetry.StartJob(ctx, job.Kind, job.ID, job.Attempt)
 	err := doInner(ctx)
+	telemetry.EndJob(span, err)
 	outcome := "ok"
 	var cancel *river.JobCancelError
 	switch {

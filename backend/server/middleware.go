@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/parleyhq/parley/backend/apperr"
@@ -56,6 +57,11 @@ func requestLog(next http.Handler) http.Handler {
 		if route == "" {
 			// The mux sets the pattern it matched on the request it serves.
 			route = r2.Pattern
+			if span := trace.SpanFromContext(ctx); span.IsRecording() && route != "" {
+				// otelhttp, outside, cannot see the pattern on its copy.
+				span.SetName(route)
+				span.SetAttributes(attribute.String("http.route", route))
+			}
 		}
 		metrics.Request(route, status, took)
 

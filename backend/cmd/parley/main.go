@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/server"
+	"github.com/parleyhq/parley/backend/telemetry"
 )
 
 const usage = `parley: hosts AI agents.
@@ -103,6 +105,22 @@ func setupLogging(level string, w io.Writer) error {
 	return nil
 }
 
+// setupTracing installs OpenTelemetry tracing when OTEL_EXPORTER_OTLP_ENDPOINT
+// is set (telemetry.Setup); stop flushes the spans still buffered.
+func setupTracing(ctx context.Context) (stop func(), err error) {
+	shutdown, err := telemetry.Setup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			slog.Warn("flushing traces", "err", err)
+		}
+	}, nil
+}
+
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parley serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -114,6 +132,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
 		return err
 	}
+	stopTracing, err := setupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	app, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -166,6 +189,11 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
 		return err
 	}
+	stopTracing, err := setupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	app, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
