@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/form"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/reqinfo"
 	"github.com/parleyhq/parley/compat/wire"
 )
 
@@ -167,6 +168,8 @@ func errorFor(r *http.Request, err error) (int, errorBody) {
 	}
 	pub := apperr.Public(err)
 	m := apperr.Lookup(pub.Code)
+	// The request log line carries the code.
+	reqinfo.SetError(r.Context(), m.SpecCode, 0)
 	body := errorBody{Error: errorDetail{Code: m.SpecCode, Message: pub.Message, Field: wire.JSONName(pub.Field)}}
 	if pub.Field != "" {
 		// Services name fields as the schema does (visitor_id); REST clients

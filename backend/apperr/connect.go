@@ -45,3 +45,34 @@ func ToConnect(ctx context.Context, err error) error {
 	}
 	return out
 }
+
+// connectHTTPStatus is the HTTP status of each Connect code, as the Connect
+// protocol specifies it (connectrpc.com/docs/protocol, "Error Codes").
+var connectHTTPStatus = map[connect.Code]int{
+	connect.CodeCanceled:           499,
+	connect.CodeUnknown:            500,
+	connect.CodeInvalidArgument:    400,
+	connect.CodeDeadlineExceeded:   504,
+	connect.CodeNotFound:           404,
+	connect.CodeAlreadyExists:      409,
+	connect.CodePermissionDenied:   403,
+	connect.CodeResourceExhausted:  429,
+	connect.CodeFailedPrecondition: 400,
+	connect.CodeAborted:            409,
+	connect.CodeOutOfRange:         400,
+	connect.CodeUnimplemented:      501,
+	connect.CodeInternal:           500,
+	connect.CodeUnavailable:        503,
+	connect.CodeDataLoss:           500,
+	connect.CodeUnauthenticated:    401,
+}
+
+// ConnectHTTPStatus is the HTTP status a Connect code stands for (500 for
+// an unknown code). Logs and metrics count a failed gRPC call, which
+// travels behind an HTTP 200, by it.
+func ConnectHTTPStatus(c connect.Code) int {
+	if s, ok := connectHTTPStatus[c]; ok {
+		return s
+	}
+	return 500
+}

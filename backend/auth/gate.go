@@ -8,8 +8,10 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/metrics"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/reqinfo"
 )
 
 // Gate admits requests: authentication, then the key's rate limits, then its
@@ -34,12 +36,14 @@ func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope) (Ad
 	if err != nil {
 		return Admission{}, err
 	}
+	reqinfo.SetCaller(ctx, p.OrgID, p.KeyID)
 	res, err := g.Limits.Allow(ctx, p.KeyID.String(), p.Limits)
 	if err != nil {
 		return Admission{}, err
 	}
 	adm := Admission{Principal: p, Rate: &res}
 	if !res.Allowed {
+		metrics.RateLimited(p.Plan, "key")
 		return adm, g.Refusal(res)
 	}
 	// SECURITY: the key must carry the scope of the operation.
@@ -51,11 +55,12 @@ func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope) (Ad
 
 // AdmitVisitor counts one request of a caller without a key to a public
 // resource (a public agent, a published form) against lim, the plan limits
-// of the resource's organization: once for the visitor (unless visitorID is
+// of the resource's organization (planName, for metrics; empty when not at
+// hand): once for the visitor (unless visitorID is
 // empty) and once for the client IP, each per resource. It returns the
 // state of the last window counted, also with the refusal of an exhausted
 // one.
-func (g *Gate) AdmitVisitor(ctx context.Context, resource uuid.UUID, visitorID, clientIP string, lim plan.Limits) (*ratelimit.Result, error) {
+func (g *Gate) AdmitVisitor(ctx context.Context, resource uuid.UUID, visitorID, clientIP, planName string, lim plan.Limits) (*ratelimit.Result, error) {
 	keys := make([]string, 0, 2)
 	if visitorID != "" {
 		keys = append(keys, "pub:"+resource.String()+":v:"+visitorID)
@@ -71,6 +76,7 @@ func (g *Gate) AdmitVisitor(ctx context.Context, resource uuid.UUID, visitorID, 
 		if !res.Allowed {
 			// SECURITY: the owner's plan bounds what its public resources
 			// cost it, per visitor and per address.
+			metrics.RateLimited(planName, "visitor")
 			return rate, g.Refusal(res)
 		}
 	}

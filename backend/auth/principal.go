@@ -14,6 +14,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/reqinfo"
 )
 
 // Scope is a permission carried by an API key.
@@ -41,8 +42,12 @@ func (p *Principal) Has(s Scope) bool { return slices.Contains(p.Scopes, string(
 
 type principalKey struct{}
 
-// WithPrincipal returns ctx carrying p.
+// WithPrincipal returns ctx carrying p (and notes p's organization and key
+// for the request's log line).
 func WithPrincipal(ctx context.Context, p *Principal) context.Context {
+	if p != nil {
+		reqinfo.SetCaller(ctx, p.OrgID, p.KeyID)
+	}
 	return context.WithValue(ctx, principalKey{}, p)
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/reqinfo"
 )
 
 // Caller is who sends a request, as the transport sees it.
@@ -46,6 +47,17 @@ type Admitted struct {
 	Principal *auth.Principal
 	// Rate is the rate-limit state to report.
 	Rate *ratelimit.Result
+	// Plan is the organization's plan when no principal carries it (a
+	// visitor of a public agent), for metrics.
+	Plan string
+}
+
+// PlanName is the organization's plan, for metrics.
+func (a *Admitted) PlanName() string {
+	if a.Principal != nil {
+		return a.Principal.Plan
+	}
+	return a.Plan
 }
 
 // OrgID is the agent's organization.
@@ -114,8 +126,10 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 		Status: row.Status, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, HandoffMessage: row.HandoffMessage,
 		ToolSettings: row.ToolSettings,
 	}}
+	out.Plan = row.OrgPlan
+	reqinfo.SetCaller(ctx, row.OrgID, uuid.Nil)
 	lim := plan.Limits{PerMinute: int64(row.OrgRequestsPerMinute), PerDay: int64(row.OrgRequestsPerDay)}
-	if out.Rate, err = a.Gate.AdmitVisitor(ctx, id, visitorID, c.ClientIP, lim); err != nil {
+	if out.Rate, err = a.Gate.AdmitVisitor(ctx, id, visitorID, c.ClientIP, row.OrgPlan, lim); err != nil {
 		return out, err
 	}
 	return out, nil

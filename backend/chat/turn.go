@@ -24,7 +24,9 @@ import (
 	"github.com/parleyhq/parley/backend/handoff"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/metrics"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/telemetry"
 	"github.com/parleyhq/parley/backend/tool"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -128,6 +130,8 @@ type turn struct {
 	sent    bool
 	// calls are the tool calls reported so far, stored with the answer.
 	calls []*parleyv1.ToolCall
+	// gotText: the model produced text (its time to first token is counted).
+	gotText bool
 }
 
 // admitTurn settles what an admitted request runs with: the model route,
@@ -338,9 +342,15 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 	// Text after a tool round continues the answer: a paragraph break keeps
 	// it from running into what the model said before its calls.
 	needBreak := answer.Len() > 0
+	ctx, span := telemetry.StartModelCall(ctx, t.route.Model.Provider(), t.route.Upstream, prompt.Temperature)
+	callUsage := llm.Usage{PromptTokens: -1}
 	err := t.route.Model.Stream(ctx, prompt, func(ev llm.Event) error {
 		switch {
 		case ev.Text != "":
+			if !t.gotText {
+				t.gotText = true
+				metrics.FirstToken(t.route.Model.Provider(), t.route.Upstream, t.now().Sub(t.start))
+			}
 			if needBreak && !unicode.IsSpace([]rune(ev.Text)[0]) && !unicode.IsSpace(lastRune(answer.String())) {
 				ev.Text = "\n\n" + ev.Text
 			}
@@ -356,17 +366,39 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 			}
 			(*usage).PromptTokens += ev.Usage.PromptTokens
 			(*usage).CompletionTokens += ev.Usage.CompletionTokens
+			callUsage.PromptTokens = max(callUsage.PromptTokens, 0) + ev.Usage.PromptTokens
+			callUsage.CompletionTokens += ev.Usage.CompletionTokens
 		}
 		return nil
 	})
+	telemetry.EndModelCall(span, callUsage.PromptTokens, callUsage.CompletionTokens, err)
+	if err != nil {
+		t.countProviderError(err)
+	}
 	return said.String(), calls, err
+}
+
+// countProviderError counts a failed model call by its kind; a call the
+// client or the shutdown cancelled, or that stopped because the client went
+// away, is not the provider's failure.
+func (t *turn) countProviderError(err error) {
+	var pe *llm.ProviderError
+	timedOut := errors.Is(err, context.DeadlineExceeded)
+	switch {
+	case errors.As(err, &pe):
+		metrics.ProviderError(pe.Provider, metrics.ProviderErrorKind(pe.Status, timedOut))
+	case timedOut:
+		metrics.ProviderError(t.route.Model.Provider(), "timeout")
+	}
 }
 
 // runCalls runs one round's calls through the kit, in order, reporting
 // each; end is the first that ends the model's turn, nil when none does.
 func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, end *tool.Ran, err error) {
 	for _, c := range calls {
-		ran, err := kit.Run(ctx, tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)})
+		callCtx, span := telemetry.StartToolCall(ctx, c.Name, c.ID)
+		ran, err := kit.Run(callCtx, tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)})
+		telemetry.EndToolCall(span, ran.IsError, err)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -426,6 +458,10 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	}
 	cost := t.route.Cost(*usage)
 	provider := t.route.Model.Provider()
+	// Labelled by the upstream model: the name a request gives is the
+	// client's, an unbounded set; the catalog's upstreams are not.
+	metrics.Turn(provider, t.route.Upstream, latency)
+	metrics.Usage(provider, t.route.Upstream, t.a.PlanName(), usage.PromptTokens, usage.CompletionTokens, cost)
 	resp := &parleyv1.ChatResponse{
 		Answer: g.text, ConversationId: t.conv.ID, VisitorId: t.req.GetVisitorId(), Sources: t.sources,
 		ToolCalls: t.calls,

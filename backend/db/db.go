@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -213,4 +214,20 @@ func (s *Store) MemberEmail(ctx context.Context, email string, fn func(q *dbq.Qu
 // transaction to the link's organization with q.SetTenant.
 func (s *Store) Link(ctx context.Context, hash []byte, fn func(q *dbq.Queries) error) error {
 	return s.scoped(ctx, Scope{"app.link_hash", fmt.Sprintf("%x", hash)}, queries(fn))
+}
+
+// QueryName names a statement for traces: the sqlc query's name ("GetAgent",
+// from its "-- name: GetAgent :one" header), else its first word
+// ("SELECT"). Never the statement's text: a span name must stay a small set.
+func QueryName(stmt string) string {
+	s := strings.TrimSpace(stmt)
+	if rest, ok := strings.CutPrefix(s, "-- name: "); ok {
+		if name, _, ok := strings.Cut(rest, " "); ok && name != "" {
+			return name
+		}
+	}
+	if word, _, _ := strings.Cut(s, " "); word != "" && len(word) <= 32 {
+		return strings.ToUpper(word)
+	}
+	return "query"
 }

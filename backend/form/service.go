@@ -20,6 +20,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/reqinfo"
 )
 
 // Page sizes of the listings.
@@ -122,7 +123,8 @@ func (s *Service) Form(ctx context.Context, c Caller, req *parleyv1.GetFormReque
 	if err != nil {
 		return nil, nil, err
 	}
-	rate, err := s.Gate.AdmitVisitor(ctx, f.ID, "", c.ClientIP, lim)
+	reqinfo.SetCaller(ctx, f.OrgID, uuid.Nil)
+	rate, err := s.Gate.AdmitVisitor(ctx, f.ID, "", c.ClientIP, "", lim)
 	if err != nil {
 		return nil, rate, err
 	}
@@ -328,7 +330,8 @@ func (s *Service) Submit(ctx context.Context, c Caller, req *parleyv1.SubmitForm
 		if req.GetVisitorId() == "" {
 			return nil, nil, apperr.InvalidField("visitor_id", "required without an API key")
 		}
-		if rate, err = s.Gate.AdmitVisitor(ctx, f.ID, req.GetVisitorId(), c.ClientIP, lim); err != nil {
+		reqinfo.SetCaller(ctx, f.OrgID, uuid.Nil)
+		if rate, err = s.Gate.AdmitVisitor(ctx, f.ID, req.GetVisitorId(), c.ClientIP, "", lim); err != nil {
 			return nil, rate, err
 		}
 		org, form = f.OrgID, f.ID

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
+	"github.com/riverqueue/river/rivertype"
 
 	"github.com/parleyhq/parley/backend/knowledge"
 )
@@ -33,7 +34,7 @@ type Config struct {
 
 // New returns a client over pool running k's jobs when cfg.Workers.
 func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error) {
-	rc := &river.Config{Logger: cfg.Logger}
+	rc := &river.Config{Logger: cfg.Logger, Middleware: []rivertype.Middleware{&observer{}}}
 	if cfg.Workers {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &IngestWorker{K: k})

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net"
 	"net/netip"
 	"os"
 	"strconv"
@@ -25,7 +26,10 @@ const DefaultDatabaseURL = "postgres://parley:parley@127.0.0.1:5432/parley?sslmo
 // environment variable (DATABASE_URL is also read); a flag wins over its
 // variable.
 type Config struct {
-	Addr        string
+	Addr string
+	// MetricsAddr is where Prometheus metrics are served (GET /metrics),
+	// on a listener of their own; empty: not served. Never the API's port.
+	MetricsAddr string
 	DatabaseURL string
 	// PublicURL is where people reach the console (sign-in links; an https
 	// URL makes the session cookie Secure).
@@ -68,12 +72,33 @@ type Config struct {
 	envErrs []error
 }
 
-// Err reports environment variables that could not be read.
-func (c *Config) Err() error { return errors.Join(c.envErrs...) }
+// Err reports environment variables that could not be read, and settings
+// that contradict each other.
+func (c *Config) Err() error {
+	errs := c.envErrs
+	if c.MetricsAddr != "" && samePort(c.MetricsAddr, c.Addr) {
+		errs = append(errs, fmt.Errorf("--metrics-addr %q is the API's address: metrics are served on a listener of their own, never on the public port", c.MetricsAddr))
+	}
+	return errors.Join(errs...)
+}
+
+// samePort reports whether two listen addresses would share a port: the
+// same port, and the same host or either one every interface.
+func samePort(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil {
+		return a == b
+	}
+	everywhere := func(h string) bool { return h == "" || h == "0.0.0.0" || h == "::" }
+	return pa == pb && pa != "0" && (ha == hb || everywhere(ha) || everywhere(hb))
+}
 
 // Flags registers the settings on fs with their environment defaults.
 func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Addr, "addr", env("PARLEY_ADDR", ":8080"), "listen address (PARLEY_ADDR)")
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", env("PARLEY_METRICS_ADDR", ""),
+		"listen address of the Prometheus metrics (GET /metrics), apart from the API, e.g. 127.0.0.1:9090; empty serves none (PARLEY_METRICS_ADDR)")
 	fs.StringVar(&c.PublicURL, "public-url", env("PARLEY_PUBLIC_URL", "http://localhost:8080"),
 		"the address people open the console at (PARLEY_PUBLIC_URL); https makes the session cookie Secure")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("PARLEY_DATABASE_URL", env("DATABASE_URL", DefaultDatabaseURL)),

@@ -30,3 +30,38 @@ func TestWebSearchConfig(t *testing.T) {
 	require.NoError(t, fs.Parse([]string{"--searxng-url", "http://other:8888"}))
 	require.Equal(t, "http://other:8888", c.WebSearch.SearxngURL)
 }
+
+// Metrics are off unless an address is given, read from the flag or the
+// variable; an address sharing the API's port is refused.
+func TestMetricsAddrConfig(t *testing.T) {
+	var c Config
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	require.Empty(t, c.MetricsAddr, "metrics are off by default")
+
+	t.Setenv("PARLEY_METRICS_ADDR", "127.0.0.1:9090")
+	c = Config{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Flags(fs)
+	require.NoError(t, fs.Parse(nil))
+	require.Equal(t, "127.0.0.1:9090", c.MetricsAddr)
+	require.NoError(t, c.Err())
+
+	for _, tc := range []struct {
+		api, metrics string
+		clash        bool
+	}{
+		{":8080", ":8080", true},
+		{":8080", "127.0.0.1:8080", true},
+		{"127.0.0.1:8080", "0.0.0.0:8080", true},
+		{"10.0.0.1:8080", "127.0.0.1:8080", false},
+		{":8080", ":9090", false},
+		{":0", ":0", false},
+	} {
+		c := Config{Addr: tc.api, MetricsAddr: tc.metrics}
+		if err := c.Err(); tc.clash {
+			require.ErrorContains(t, err, "--metrics-addr", "%+v", tc)
+		} else {
+			require.NoError(t, err, "%+v", tc)
+		}
+	}
+}

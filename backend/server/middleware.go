@@ -8,19 +8,29 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/parleyhq/parley/backend/apperr"
-)
+	"github.com/google/uuid"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
 
-type requestIDKey struct{}
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/metrics"
+	"github.com/parleyhq/parley/backend/reqinfo"
+)
 
 // RequestID returns the id of the request ctx belongs to, if any.
 func RequestID(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
+	if i := reqinfo.From(ctx); i != nil {
+		return i.ID
+	}
+	return ""
 }
 
 // requestLog gives every request an id (the client's X-Request-Id when it is
-// sane, else a new one), echoes it, and logs one line per request.
+// sane, else a new one), echoes it, logs one line per request and records
+// it in the request metrics. The line carries the caller's organization and
+// key ids, the error code and the real status (a failed gRPC call's, not
+// the 200 it travels behind), which inner layers note in the request's
+// reqinfo.Info.
 func requestLog(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
@@ -31,13 +41,52 @@ func requestLog(next http.Handler) http.Handler {
 			id = hex.EncodeToString(b[:])
 		}
 		w.Header().Set("X-Request-Id", id)
-		ctx := context.WithValue(r.Context(), requestIDKey{}, id)
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
-		next.ServeHTTP(rec, r.WithContext(ctx))
-		slog.LogAttrs(ctx, slog.LevelInfo, "request",
-			slog.String("method", r.Method), slog.String("path", r.URL.Path),
-			slog.Int("status", rec.status), slog.Float64("took_ms", float64(time.Since(start).Microseconds())/1000),
+		rec.info.ID = id
+		ctx := reqinfo.With(r.Context(), &rec.info)
+		r2 := r.WithContext(ctx)
+		next.ServeHTTP(rec, r2)
+		took := time.Since(start)
+
+		info := &rec.info
+		status := rec.status
+		if info.Status != 0 {
+			status = info.Status
+		}
+		route := info.Route
+		if route == "" {
+			// The mux sets the pattern it matched on the request it serves.
+			route = r2.Pattern
+			if span := trace.SpanFromContext(ctx); span.IsRecording() && route != "" {
+				// otelhttp, outside, cannot see the pattern on its copy.
+				span.SetName(route)
+				span.SetAttributes(attribute.String("http.route", route))
+			}
+		}
+		metrics.Request(route, status, took)
+
+		attrs := make([]slog.Attr, 0, 14)
+		attrs = append(attrs,
+			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
+			slog.Int("status", status), slog.Float64("took_ms", float64(took.Microseconds())/1000),
 			slog.String("proto", r.Proto))
+		if status != rec.status {
+			attrs = append(attrs, slog.Int("http_status", rec.status))
+		}
+		if info.Code != "" {
+			attrs = append(attrs, slog.String("code", info.Code))
+		}
+		if info.OrgID != uuid.Nil {
+			attrs = append(attrs, slog.String("org_id", info.OrgID.String()))
+		}
+		if info.KeyID != uuid.Nil {
+			attrs = append(attrs, slog.String("key_id", info.KeyID.String()))
+		}
+		if info.Span.IsValid() && !trace.SpanContextFromContext(ctx).IsValid() {
+			// An RPC's span began inside (otelconnect): name it here.
+			ctx = trace.ContextWithSpanContext(ctx, info.Span)
+		}
+		slog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 	})
 }
 
@@ -59,6 +108,8 @@ type statusRecorder struct {
 	http.ResponseWriter
 	status      int
 	wroteHeader bool
+	// info shares the recorder's allocation.
+	info reqinfo.Info
 }
 
 func (s *statusRecorder) WriteHeader(code int) {
@@ -81,13 +132,17 @@ func (s *statusRecorder) Flush() {
 
 func (s *statusRecorder) Unwrap() http.ResponseWriter { return s.ResponseWriter }
 
-// LogHandler adds the request id of the context to every record.
+// LogHandler adds the request id, and the trace and span ids when the
+// context carries a span, to every record.
 type LogHandler struct{ slog.Handler }
 
 // Handle implements slog.Handler.
 func (h LogHandler) Handle(ctx context.Context, r slog.Record) error {
 	if id := RequestID(ctx); id != "" {
 		r.AddAttrs(slog.String("request_id", id))
+	}
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		r.AddAttrs(slog.String("trace_id", sc.TraceID().String()), slog.String("span_id", sc.SpanID().String()))
 	}
 	return h.Handler.Handle(ctx, r)
 }

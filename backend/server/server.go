@@ -21,9 +21,12 @@ import (
 	"connectrpc.com/connect"
 	"connectrpc.com/grpchealth"
 	"connectrpc.com/grpcreflect"
+	"connectrpc.com/otelconnect"
 	"connectrpc.com/validate"
+	"github.com/exaring/otelpgx"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 
 	"github.com/parleyhq/parley/backend/access"
 	"github.com/parleyhq/parley/backend/account"
@@ -39,8 +42,10 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/backend/metrics"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/telemetry"
 	"github.com/parleyhq/parley/backend/tool"
 	"github.com/parleyhq/parley/compat"
 	"github.com/parleyhq/parley/console"
@@ -98,7 +103,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			slog.Info("migration applied", "version", r.Source.Version, "file", r.Source.Path, "took", r.Duration)
 		}
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns), cfg.DBTracer)
+	tracer := cfg.DBTracer
+	if tracer == nil && telemetry.Enabled() {
+		// Queries are traced within a traced request or job only (otelpgx
+		// starts no span without a recording parent): River's polling
+		// makes none. Query parameters are never recorded. (The pool finds
+		// its acquire tracer on the same value.)
+		tracer = otelpgx.NewTracer(otelpgx.WithSpanNameFunc(db.QueryName), otelpgx.WithDisableConnectionDetailsInAttributes())
+	}
+	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns), tracer)
 	if err != nil {
 		return nil, err
 	}
@@ -209,14 +222,27 @@ func (a *App) routes() (http.Handler, error) {
 		return nil, err
 	}
 	gate := &auth.Gate{Auth: a.Auth, Limits: a.Limits}
+	var interceptors []connect.Interceptor
+	if telemetry.Enabled() {
+		// Outermost, so that the RPC's span covers all the rest. Its
+		// metrics are off: Prometheus has them (backend/metrics). A remote
+		// parent is linked, not joined: callers are the public.
+		otc, err := otelconnect.NewInterceptor(otelconnect.WithoutMetrics())
+		if err != nil {
+			return nil, err
+		}
+		interceptors = append(interceptors, otc)
+	}
+	interceptors = append(interceptors,
+		observeInterceptor{},
+		errorInterceptor{},
+		// Who gets in: each method's rule, declared in the schema.
+		access.Interceptor{Gate: gate},
+		validate.NewInterceptor(validate.WithValidator(validator)),
+		nulInterceptor{},
+	)
 	opts := []connect.HandlerOption{
-		connect.WithInterceptors(
-			errorInterceptor{},
-			// Who gets in: each method's rule, declared in the schema.
-			access.Interceptor{Gate: gate},
-			validate.NewInterceptor(validate.WithValidator(validator)),
-			nulInterceptor{},
-		),
+		connect.WithInterceptors(interceptors...),
 		connect.WithReadMaxBytes(maxMessageBytes),
 		// Compressing replies of a few hundred bytes costs more CPU than
 		// it saves on the wire.
@@ -281,7 +307,30 @@ func (a *App) routes() (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		compat.WriteError(w, r, notFoundRoute(r))
 	})
-	return clientAddr(a.cfg.TrustedProxies, requestLog(mux)), nil
+	var h http.Handler = requestLog(mux)
+	if telemetry.Enabled() {
+		h = traceREST(h)
+	}
+	return clientAddr(a.cfg.TrustedProxies, h), nil
+}
+
+// traceREST gives REST and console requests a server span named by their
+// route pattern (otelhttp); RPCs get theirs from otelconnect, and health
+// checks none. A remote parent is linked, not joined, as for RPCs.
+func traceREST(h http.Handler) http.Handler {
+	return otelhttp.NewHandler(h, "parley",
+		otelhttp.WithFilter(func(r *http.Request) bool {
+			p := r.URL.Path
+			return !strings.HasPrefix(p, "/parley.") && !strings.HasPrefix(p, "/grpc.") && p != "/healthz" && p != "/readyz"
+		}),
+		otelhttp.WithPublicEndpointFn(func(*http.Request) bool { return true }),
+		otelhttp.WithSpanNameFormatter(func(_ string, r *http.Request) string {
+			if r.Pattern != "" {
+				return r.Pattern
+			}
+			return r.Method
+		}),
+	)
 }
 
 // readyz answers 200 when Postgres answers and every migration is applied.
@@ -313,6 +362,39 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 
 // Handler is the whole HTTP surface.
 func (a *App) Handler() http.Handler { return a.handler }
+
+// MetricsHandler serves the Prometheus metrics: the process's, and this
+// instance's database pool and job queue, read at scrape time. It belongs on
+// a listener of its own (ServeMetrics), never on the API's.
+func (a *App) MetricsHandler() (http.Handler, error) {
+	return metrics.Handler(metrics.NewPoolCollector(a.Pool), metrics.NewQueueCollector(jobs.QueueCounter(a.Pool)))
+}
+
+// ServeMetrics serves GET /metrics on ln until ctx ends.
+func (a *App) ServeMetrics(ctx context.Context, ln net.Listener) error {
+	h, err := a.MetricsHandler()
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", h)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	slog.Info("serving metrics", "addr", ln.Addr().String())
+	select {
+	case err = <-errc:
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		err = srv.Shutdown(sctx)
+		<-errc
+	}
+	if errors.Is(err, http.ErrServerClosed) {
+		err = nil
+	}
+	return err
+}
 
 // Serve serves on ln until ctx ends, then stops taking requests and waits up
 // to the shutdown timeout for those in flight.

@@ -16,6 +16,7 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -24,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/server"
+	"github.com/parleyhq/parley/backend/telemetry"
 )
 
 const usage = `parley: hosts AI agents.
@@ -103,6 +105,22 @@ func setupLogging(level string, w io.Writer) error {
 	return nil
 }
 
+// setupTracing installs OpenTelemetry tracing when OTEL_EXPORTER_OTLP_ENDPOINT
+// is set (telemetry.Setup); stop flushes the spans still buffered.
+func setupTracing(ctx context.Context) (stop func(), err error) {
+	shutdown, err := telemetry.Setup(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return func() {
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := shutdown(sctx); err != nil {
+			slog.Warn("flushing traces", "err", err)
+		}
+	}, nil
+}
+
 func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parley serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -114,6 +132,11 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
 		return err
 	}
+	stopTracing, err := setupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	app, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
@@ -123,7 +146,34 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	stopMetrics, err := serveMetrics(ctx, app, cfg.MetricsAddr)
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	defer stopMetrics()
 	return app.Serve(ctx, ln)
+}
+
+// serveMetrics serves the metrics on addr (none when it is empty) until
+// ctx ends or stop is called; stop waits for the listener to close.
+func serveMetrics(ctx context.Context, app *server.App, addr string) (stop func(), err error) {
+	if addr == "" {
+		return func() {}, nil
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := app.ServeMetrics(ctx, ln); err != nil {
+			slog.Error("serving metrics", "err", err)
+		}
+	}()
+	return func() { cancel(); <-done }, nil
 }
 
 // worker runs ingestion jobs without serving HTTP, to scale them apart.
@@ -139,11 +189,21 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
 		return err
 	}
+	stopTracing, err := setupTracing(ctx)
+	if err != nil {
+		return err
+	}
+	defer stopTracing()
 	app, err := server.New(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer app.Close()
+	stopMetrics, err := serveMetrics(ctx, app, cfg.MetricsAddr)
+	if err != nil {
+		return err
+	}
+	defer stopMetrics()
 	slog.Info("running ingestion jobs")
 	return app.RunWorkers(ctx)
 }

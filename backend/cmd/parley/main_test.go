@@ -13,9 +13,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/dbtest"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/testenv"
 )
 
 func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
@@ -74,12 +78,16 @@ func TestServeAndShutdown(t *testing.T) {
 	require.NoError(t, err)
 	addr := ln.Addr().String()
 	ln.Close()
+	mln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	metricsAddr := mln.Addr().String()
+	mln.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	logs := &syncBuffer{}
 	exited := make(chan error, 1)
 	go func() {
-		exited <- run(ctx, []string{"serve", "--addr", addr, "--database-url", u, "--shutdown-timeout", "5s", "--embeddings", "lexical"}, io.Discard, logs)
+		exited <- run(ctx, []string{"serve", "--addr", addr, "--metrics-addr", metricsAddr, "--database-url", u, "--shutdown-timeout", "5s", "--embeddings", "lexical"}, io.Discard, logs)
 	}()
 
 	base := "http://" + addr
@@ -98,6 +106,32 @@ func TestServeAndShutdown(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 200, resp.StatusCode)
 
+	// A failed gRPC call travels behind an HTTP 200; a failed REST call
+	// has its status. Both are logged with their code, real status and
+	// the caller's organization and key ids.
+	missing := "0198c3c2-7e3a-7b5c-9d0e-1f2a3b4c5d6e"
+	agents := parleyv1connect.NewAgentServiceClient(testenv.H2C(), base, connect.WithGRPC(), connect.WithInterceptors(testenv.Bearer(boot.APIKey)))
+	_, err = agents.GetAgent(context.Background(), &parleyv1.GetAgentRequest{Id: missing})
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err), "%v", err)
+	req, _ = http.NewRequest("GET", base+"/api/agents/"+missing, nil)
+	req.Header.Set("Authorization", "Bearer "+boot.APIKey)
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 404, resp.StatusCode)
+
+	// The metrics listener answers; the API's port does not serve them.
+	resp, err = http.Get("http://" + metricsAddr + "/metrics")
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Contains(t, string(body), `parley_request_duration_seconds_count{route="/parley.v1.AgentService/GetAgent",status_class="4xx"} 1`)
+	resp, err = http.Get(base + "/metrics")
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 404, resp.StatusCode)
+
 	stop() // what SIGTERM does to main's context
 	select {
 	case err := <-exited:
@@ -113,6 +147,32 @@ func TestServeAndShutdown(t *testing.T) {
 		require.NotContains(t, l, boot.APIKey, "a log line holds the API key")
 	}
 	joined := strings.Join(all, "\n")
+	line := func(path string) map[string]any {
+		for _, l := range all {
+			var rec map[string]any
+			_ = json.Unmarshal([]byte(l), &rec)
+			if rec["msg"] == "request" && rec["path"] == path {
+				return rec
+			}
+		}
+		t.Fatalf("no request line for %s in:\n%s", path, joined)
+		return nil
+	}
+	uuidRe := regexp.MustCompile(`^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$`)
+	rpc := line("/parley.v1.AgentService/GetAgent")
+	require.EqualValues(t, 404, rpc["status"], "the real status of a gRPC not_found: %v", rpc)
+	require.EqualValues(t, 200, rpc["http_status"], "what it traveled behind")
+	require.Equal(t, "not_found", rpc["code"])
+	require.Equal(t, "/parley.v1.AgentService/GetAgent", rpc["route"])
+	require.Equal(t, boot.OrganizationID, rpc["org_id"])
+	require.Regexp(t, uuidRe, rpc["key_id"])
+	rest := line("/api/agents/" + missing)
+	require.EqualValues(t, 404, rest["status"])
+	require.NotContains(t, rest, "http_status")
+	require.Equal(t, "NOT_FOUND", rest["code"])
+	require.Equal(t, "GET /api/agents/{agentId}", rest["route"])
+	require.Equal(t, boot.OrganizationID, rest["org_id"])
+	require.Equal(t, rpc["key_id"], rest["key_id"], "the same key")
 	require.Contains(t, joined, `"msg":"shutting down"`)
 	require.Regexp(t, `"request_id":"[0-9a-f]{16}"`, joined, "request logs carry ids")
 }
