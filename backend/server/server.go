@@ -262,7 +262,7 @@ func (a *App) routes() (http.Handler, error) {
 		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}),
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
-	forms := &form.Service{Store: a.Store, Gate: gate}
+	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain}
 	contacts := &contact.Service{Store: a.Store}
 	webhooks := &webhook.Service{
