@@ -363,3 +363,45 @@ func TestWebhooksNeedTheSecretsKey(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func mask(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
+
+// A form submission reaches a subscribed endpoint as form.submitted with
+// the submission as the API shows it; a refused submission sends nothing.
+func TestFormSubmittedEvent(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, allowLoopback)
+	rcv := newSink(t)
+	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": rcv.URL, "events": []string{"form.submitted"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r = e.Do("POST", "/api/forms", e.A.Key, map[string]any{
+		"name": "Contact", "published": true,
+		"fields": []map[string]any{{"name": "email", "label": "Email", "type": "email", "required": true}},
+	})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var f struct{ ID string }
+	r.JSON(t, &f)
+	r = e.Do("POST", "/api/forms/"+f.ID, "", map[string]any{"values": map[string]any{"email": "not an email"}, "visitorId": "v1"})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	r = e.Do("POST", "/api/forms/"+f.ID, "", map[string]any{"values": map[string]any{"email": "ada@example.com"}, "visitorId": "v1"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var sub struct{ ID string }
+	r.JSON(t, &sub)
+	require.Eventually(t, func() bool { return rcv.count() == 1 }, 15*time.Second, 50*time.Millisecond)
+	rcv.mu.Lock()
+	body := rcv.bod[0]
+	rcv.mu.Unlock()
+	var payload struct {
+		Type string
+		Data struct {
+			ID, FormID, VisitorID string
+			Values                map[string]any
+		}
+	}
+	require.NoError(t, json.Unmarshal(body, &payload))
+	require.Equal(t, "form.submitted", payload.Type)
+	require.Equal(t, sub.ID, payload.Data.ID)
+	require.Equal(t, f.ID, payload.Data.FormID)
+	require.Equal(t, "v1", payload.Data.VisitorID)
+	require.Equal(t, "ada@example.com", payload.Data.Values["email"])
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, 1, rcv.count(), "the refused submission was sent")
+}
