@@ -30,6 +30,7 @@ import (
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/webhook"
 )
@@ -407,3 +408,43 @@ func TestDeliverWorkerNextRetry(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func mask(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMask{Paths: paths} }
+
+// Ingestion's outcome is an event: datasource.failed when the document
+// cannot be read, datasource.synced when it is searchable, each with the
+// datasource as the API shows it.
+func TestDatasourceEvents(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		content, event, status string
+	}{
+		{"   \n\n  ", webhook.DatasourceFailed, "error"},
+		{longText(3), webhook.DatasourceSynced, "synced"},
+	} {
+		w := &IngestWorker{}
+		f := setup(t, tc.content, w)
+		w.K = knowledge.New(f.store, knowledge.Lexical{}, netguard.New(netguard.Config{}))
+		sealer, err := webhook.NewSealer(make([]byte, 32))
+		require.NoError(t, err)
+		c, err := New(f.store.Pool, nil, Config{})
+		require.NoError(t, err)
+		w.K.Hooks = &webhook.Emitter{Jobs: c}
+		svc := &webhook.Service{Store: f.store, Sealer: sealer, Guard: webhook.NewGuard(netguard.Config{Allow: loopback}), Hooks: w.K.Hooks}
+		ctx := auth.WithPrincipal(context.Background(), &auth.Principal{OrgID: f.org, Scopes: []string{"admin"}})
+		hook, err := svc.CreateWebhook(ctx, &parleyv1.CreateWebhookRequest{Url: "http://127.0.0.1:9/", Events: []string{webhook.DatasourceSynced, webhook.DatasourceFailed}})
+		require.NoError(t, err)
+
+		f.work(t, 1, 5)
+		list, err := svc.ListWebhookDeliveries(ctx, &parleyv1.ListWebhookDeliveriesRequest{WebhookId: hook.GetWebhook().GetId()})
+		require.NoError(t, err)
+		require.Len(t, list.GetDeliveries(), 1, tc.event)
+		require.Equal(t, tc.event, list.GetDeliveries()[0].GetEventType())
+		var body []byte
+		require.NoError(t, f.store.Tenant(context.Background(), f.org, func(q *dbq.Queries) error {
+			d, err := q.GetWebhookDelivery(context.Background(), dbq.GetWebhookDeliveryParams{OrgID: f.org, ID: uuid.MustParse(list.GetDeliveries()[0].GetId())})
+			body = d.Body
+			return err
+		}))
+		require.Contains(t, string(body), `"id":"`+f.ds.String()+`"`)
+		require.Contains(t, string(body), `"status":"`+tc.status+`"`)
+	}
+}
