@@ -47,6 +47,7 @@ type Handler struct {
 	datastores parleyv1connect.DatastoreServiceHandler
 	contacts   parleyv1connect.ContactServiceHandler
 	forms      *form.Service
+	webhooks   parleyv1connect.WebhookServiceHandler
 }
 
 // New returns the REST handler over the given services.
@@ -93,6 +94,7 @@ func (h *Handler) Routes() []Route {
 		{http.MethodDelete, "/forms/{formId}", h.rpc(parleyv1connect.FormServiceDeleteFormProcedure, h.deleteForm)},
 		{http.MethodGet, "/forms/{formId}/submissions", h.rpc(parleyv1connect.FormServiceListSubmissionsProcedure, h.listSubmissions)},
 	}
+	base = append(base, h.webhookRoutes()...)
 	base = append(base,
 		Route{http.MethodPost, "/v2/agent/{agentId}/chat", h.chatV2},
 		Route{http.MethodGet, "/v2/agent/{agentId}/conversations", handle(h.listConversations)},

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -21,6 +22,7 @@ import (
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/backend/reqinfo"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // Page sizes of the listings.
@@ -39,6 +41,8 @@ type Service struct {
 	Store *db.Store
 	// Gate counts callers without a key on the form owner's plan.
 	Gate *auth.Gate
+	// Hooks sends form.submitted to the organization's webhooks.
+	Hooks *webhook.Emitter
 }
 
 // Caller is who calls a public method, as the transport sees it.
@@ -340,7 +344,7 @@ func (s *Service) Submit(ctx context.Context, c Caller, req *parleyv1.SubmitForm
 	// SECURITY: the form is read again, and the submission written, in its
 	// organization's tenant transaction: the principal's, or the one the
 	// database named for a published form.
-	err := s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+	err := s.Store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
 		f, err := q.GetFormForSubmission(ctx, dbq.GetFormForSubmissionParams{OrgID: org, ID: form})
 		if errors.Is(err, pgx.ErrNoRows) {
 			if p == nil {
@@ -382,7 +386,8 @@ func (s *Service) Submit(ctx context.Context, c Caller, req *parleyv1.SubmitForm
 			return err
 		}
 		out.Id, out.SuccessMessage = sub.ID.String(), f.SuccessMessage
-		return nil
+		// The event commits with the submission, or neither does.
+		return s.Hooks.Emit(ctx, tx, org, webhook.FormSubmitted, func() (proto.Message, error) { return submissionProto(sub) })
 	})
 	if err != nil {
 		return nil, rate, err

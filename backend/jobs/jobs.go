@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
@@ -13,6 +14,7 @@ import (
 	"github.com/riverqueue/river/rivertype"
 
 	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // Client enqueues jobs and, when built with workers, runs them.
@@ -21,7 +23,10 @@ type Client struct {
 	workers bool
 }
 
-var _ knowledge.Enqueuer = (*Client)(nil)
+var (
+	_ knowledge.Enqueuer = (*Client)(nil)
+	_ webhook.Enqueuer   = (*Client)(nil)
+)
 
 // Config says what a Client runs.
 type Config struct {
@@ -30,6 +35,9 @@ type Config struct {
 	// MaxWorkers is how many jobs run at once (default 4).
 	MaxWorkers int
 	Logger     *slog.Logger
+	// Webhooks sends webhook deliveries; without it their jobs wait for a
+	// process that has one.
+	Webhooks *webhook.Deliverer
 }
 
 // New returns a client over pool running k's jobs when cfg.Workers.
@@ -38,12 +46,17 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 	if cfg.Workers {
 		workers := river.NewWorkers()
 		river.AddWorker(workers, &IngestWorker{K: k})
+		if cfg.Webhooks != nil {
+			river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks})
+		}
 		rc.Workers = workers
 		n := cfg.MaxWorkers
 		if n <= 0 {
 			n = 4
 		}
-		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: n}}
+		// Deliveries wait on other people's servers (10 s at most each):
+		// their own queue, wider, so that neither kind holds up the other.
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: n}, QueueWebhooks: {MaxWorkers: 4 * n}}
 	}
 	rv, err := river.NewClient(riverpgxv5.New(pool), rc)
 	if err != nil {
@@ -57,6 +70,12 @@ func (c *Client) EnqueueIngest(ctx context.Context, tx pgx.Tx, job knowledge.Ing
 	_, err := c.river.InsertTx(ctx, tx, IngestArgs{
 		OrgID: job.OrgID, DatasourceID: job.DatasourceID, SizeBytes: job.SizeBytes, MaxPages: job.MaxPages,
 	}, nil)
+	return err
+}
+
+// EnqueueDelivery implements webhook.Enqueuer.
+func (c *Client) EnqueueDelivery(ctx context.Context, tx pgx.Tx, org, delivery uuid.UUID) error {
+	_, err := c.river.InsertTx(ctx, tx, DeliverArgs{OrgID: org, DeliveryID: delivery}, nil)
 	return err
 }
 

@@ -16,11 +16,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/pgvector/pgvector-go"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // Knowledge ingests and searches datastores.
@@ -39,6 +41,9 @@ type Knowledge struct {
 	EfSearch int
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
+	// Hooks sends datasource.synced and datasource.failed to the
+	// organization's webhooks, in the transaction that records the outcome.
+	Hooks *webhook.Emitter
 }
 
 // DefaultEfSearch is the HNSW search breadth unless configured.
@@ -86,8 +91,11 @@ func permanent(format string, args ...any) error {
 func (k *Knowledge) Fail(ctx context.Context, org, id uuid.UUID, msg string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	err := k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
-		return q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: org, ID: id, Status: "error", Error: msg})
+	err := k.Store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
+		if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: org, ID: id, Status: "error", Error: msg}); err != nil {
+			return err
+		}
+		return k.emit(ctx, tx, q, org, id, webhook.DatasourceFailed)
 	})
 	if err != nil {
 		slog.ErrorContext(ctx, "recording an ingestion failure", "datasource", id, "err", err)
@@ -192,7 +200,13 @@ type run struct {
 // locked runs fn in a tenant transaction holding the datasource's row, if
 // the datasource still exists and this run still owns its next generation.
 func (r *run) locked(ctx context.Context, fn func(q *dbq.Queries, row dbq.LockDatasourceRow) error) error {
-	return r.k.Store.Tenant(ctx, r.org, func(q *dbq.Queries) error {
+	return r.lockedTx(ctx, func(_ pgx.Tx, q *dbq.Queries, row dbq.LockDatasourceRow) error { return fn(q, row) })
+}
+
+// lockedTx is locked with the transaction, for work that commits with it
+// (webhook events).
+func (r *run) lockedTx(ctx context.Context, fn func(tx pgx.Tx, q *dbq.Queries, row dbq.LockDatasourceRow) error) error {
+	return r.k.Store.TenantTx(ctx, r.org, func(tx pgx.Tx, q *dbq.Queries) error {
 		row, err := q.LockDatasource(ctx, dbq.LockDatasourceParams{OrgID: r.org, ID: r.id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return errGone
@@ -200,7 +214,18 @@ func (r *run) locked(ctx context.Context, fn func(q *dbq.Queries, row dbq.LockDa
 		if err != nil {
 			return err
 		}
-		return fn(q, row)
+		return fn(tx, q, row)
+	})
+}
+
+// emit sends event for datasource id, as the API returns it then.
+func (k *Knowledge) emit(ctx context.Context, tx pgx.Tx, q *dbq.Queries, org, id uuid.UUID, event string) error {
+	return k.Hooks.Emit(ctx, tx, org, event, func() (proto.Message, error) {
+		r, err := q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: org, ID: id})
+		if err != nil {
+			return nil, err
+		}
+		return datasourceProto(r), nil
 	})
 }
 
@@ -279,7 +304,7 @@ func (r *run) write(ctx context.Context, datastore uuid.UUID, emb Embedder, piec
 // publish makes the run's chunks the visible ones and drops the previous
 // generation, in one transaction.
 func (r *run) publish(ctx context.Context, count int) error {
-	return r.locked(ctx, func(q *dbq.Queries, row dbq.LockDatasourceRow) error {
+	return r.lockedTx(ctx, func(tx pgx.Tx, q *dbq.Queries, row dbq.LockDatasourceRow) error {
 		if !r.owned(row) {
 			return errGone // published by a concurrent run of the same content, or superseded
 		}
@@ -296,7 +321,10 @@ func (r *run) publish(ctx context.Context, count int) error {
 		if err := q.DeleteChunksBelow(ctx, dbq.DeleteChunksBelowParams{OrgID: r.org, DatasourceID: r.id, Generation: r.gen}); err != nil {
 			return err
 		}
-		return q.MarkSynced(ctx, dbq.MarkSyncedParams{OrgID: r.org, ID: r.id, Generation: r.gen, ChunkCount: int32(count)})
+		if err := q.MarkSynced(ctx, dbq.MarkSyncedParams{OrgID: r.org, ID: r.id, Generation: r.gen, ChunkCount: int32(count)}); err != nil {
+			return err
+		}
+		return r.k.emit(ctx, tx, q, r.org, r.id, webhook.DatasourceSynced)
 	})
 }
 

@@ -37,6 +37,9 @@ type Config struct {
 	MaxBytes int64
 	// MaxRedirects. Default 5.
 	MaxRedirects int
+	// NoRedirects answers a redirect as the response itself, unfollowed
+	// (webhook deliveries: a 3xx is not a 2xx).
+	NoRedirects bool
 }
 
 // Client fetches user-given URLs.
@@ -84,6 +87,9 @@ func New(cfg Config) *Client {
 		Transport: tr,
 		Timeout:   cfg.Timeout,
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if cfg.NoRedirects {
+				return http.ErrUseLastResponse
+			}
 			if len(via) >= cfg.MaxRedirects {
 				return fmt.Errorf("more than %d redirects", cfg.MaxRedirects)
 			}

@@ -52,9 +52,12 @@ type Config struct {
 	// SearchEf is the HNSW search breadth (hnsw.ef_search).
 	SearchEf int
 	// FetchAllow opens private address ranges to the web fetcher
-	// (intranet documents) and to agents' http_request endpoints; none by
-	// default.
+	// (intranet documents), to agents' http_request endpoints and to
+	// webhook endpoints; none by default.
 	FetchAllow []netip.Prefix
+	// SecretsKey is the base64 of 32 random bytes that seals stored
+	// signing secrets (webhooks'); without it webhooks cannot be created.
+	SecretsKey string
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// client (public agents' per-IP limits, logs); none by default, so the
 	// header is ignored and the peer is the client.
@@ -119,7 +122,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
 		"embedder of new datastores: use-lite (offline neural model, the default), lexical (offline, hashed words: fast, no synonyms), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
 	c.prefixes(fs, &c.FetchAllow, "fetch-allow", "PARLEY_FETCH_ALLOW",
-		"a private address range (CIDR) the web fetcher and http_request endpoints may reach, repeatable; none by default")
+		"a private address range (CIDR) the web fetcher, http_request endpoints and webhook endpoints may reach, repeatable; none by default")
+	fs.StringVar(&c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),
+		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets; webhooks cannot be created without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
 	fs.StringVar(&c.WebSearch.SearxngURL, "searxng-url", env("PARLEY_SEARXNG_URL", ""),

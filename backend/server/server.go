@@ -47,6 +47,7 @@ import (
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/backend/telemetry"
 	"github.com/parleyhq/parley/backend/tool"
+	"github.com/parleyhq/parley/backend/webhook"
 	"github.com/parleyhq/parley/compat"
 	"github.com/parleyhq/parley/console"
 )
@@ -66,6 +67,10 @@ type App struct {
 	catalog *llm.Catalog
 	K       *knowledge.Knowledge
 	jobs    *jobs.Client
+	// hooks emits webhook events; sealer seals their secrets (nil without
+	// --secrets-key).
+	hooks  *webhook.Emitter
+	sealer *webhook.Sealer
 
 	// drain ends when shutdown begins in earnest: running chat turns stop
 	// their model calls and send a final event.
@@ -203,11 +208,30 @@ func (a *App) knowledge() error {
 	if a.cfg.SearchEf > 0 {
 		a.K.EfSearch = min(a.cfg.SearchEf, 1000)
 	}
+	if a.cfg.SecretsKey != "" {
+		key, err := webhook.ParseKey(a.cfg.SecretsKey)
+		if err != nil {
+			return fmt.Errorf("--secrets-key: %w", err)
+		}
+		if a.sealer, err = webhook.NewSealer(key); err != nil {
+			return err
+		}
+	}
+	deliverer := &webhook.Deliverer{Store: a.Store, Sealer: a.sealer, Guard: webhook.NewGuard(netguard.Config{Allow: a.cfg.FetchAllow})}
+	if a.sealer == nil {
+		deliverer = nil // no endpoint can exist without the key
+	}
 	a.jobs, err = jobs.New(a.Pool, a.K, jobs.Config{
-		Workers: a.cfg.Workers,
-		Logger:  slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Workers:  a.cfg.Workers,
+		Logger:   slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Webhooks: deliverer,
 	})
-	return err
+	if err != nil {
+		return err
+	}
+	a.hooks = &webhook.Emitter{Jobs: a.jobs}
+	a.K.Hooks = a.hooks
+	return nil
 }
 
 // RunWorkers runs ingestion jobs until ctx ends (parley worker, and within
@@ -264,9 +288,13 @@ func (a *App) routes() (http.Handler, error) {
 		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}),
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
-	forms := &form.Service{Store: a.Store, Gate: gate}
+	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain}
 	contacts := &contact.Service{Store: a.Store}
+	webhooks := &webhook.Service{
+		Store: a.Store, Sealer: a.sealer, Hooks: a.hooks,
+		Guard: webhook.NewGuard(netguard.Config{Allow: a.cfg.FetchAllow}),
+	}
 
 	mux := http.NewServeMux()
 	mux.Handle(parleyv1connect.NewAgentServiceHandler(agents, opts...))
@@ -277,18 +305,20 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(parleyv1connect.NewConversationServiceHandler(conversations, opts...))
 	mux.Handle(parleyv1connect.NewContactServiceHandler(contacts, opts...))
 	mux.Handle(parleyv1connect.NewFormServiceHandler(form.NewHandler(forms), opts...))
+	mux.Handle(parleyv1connect.NewWebhookServiceHandler(webhooks, opts...))
 	services := []string{
 		parleyv1connect.AgentServiceName, parleyv1connect.ApiKeyServiceName, parleyv1connect.OrganizationServiceName,
 		parleyv1connect.ChatServiceName, parleyv1connect.ConversationServiceName, parleyv1connect.DatastoreServiceName,
 		parleyv1connect.ContactServiceName,
 		parleyv1connect.FormServiceName,
+		parleyv1connect.WebhookServiceName,
 	}
 	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
-	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).WithForms(forms).WithContacts(contacts).Register(mux)
+	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).WithForms(forms).WithContacts(contacts).WithWebhooks(webhooks).Register(mux)
 
 	cons := console.New(console.Deps{
 		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,

@@ -44,6 +44,9 @@ type Env struct {
 	A, B Org
 }
 
+// TestSecretsKey seals the tests' webhook secrets (32 bytes of 0x01).
+const TestSecretsKey = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
+
 // Option changes the configuration of an instance.
 type Option func(*server.Config)
 
@@ -66,7 +69,10 @@ func NewOn(t testing.TB, dbURL string, opts ...Option) *Env {
 			slog.SetDefault(slog.New(server.LogHandler{Handler: slog.NewJSONHandler(io.Discard, nil)}))
 		}
 	})
-	cfg := server.Config{DatabaseURL: dbURL, Migrate: true, ShutdownTimeout: 5 * time.Second, LastUsedFlush: time.Hour, Workers: true}
+	cfg := server.Config{
+		DatabaseURL: dbURL, Migrate: true, ShutdownTimeout: 5 * time.Second, LastUsedFlush: time.Hour, Workers: true,
+		SecretsKey: TestSecretsKey,
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}

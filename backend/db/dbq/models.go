@@ -248,3 +248,39 @@ type Session struct {
 	Data   []byte
 	Expiry time.Time
 }
+
+type Webhook struct {
+	OrgID        uuid.UUID
+	ID           uuid.UUID
+	Url          string
+	Description  string
+	Events       []string
+	Secret       []byte
+	Enabled      bool
+	FailingSince *time.Time
+	LastError    string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+}
+
+type WebhookAttempt struct {
+	OrgID       uuid.UUID
+	DeliveryID  uuid.UUID
+	Attempt     int32
+	AttemptedAt time.Time
+	StatusCode  int32
+	DurationMs  int64
+	Error       string
+}
+
+type WebhookDelivery struct {
+	OrgID     uuid.UUID
+	ID        uuid.UUID
+	WebhookID uuid.UUID
+	EventID   string
+	EventType string
+	Body      []byte
+	Status    string
+	CreatedAt time.Time
+	UpdatedAt time.Time
+}

@@ -1,0 +1,95 @@
+-- Webhooks, their deliveries and attempts (backend/webhook). Every query
+-- names its organization, beside RLS.
+
+-- name: CreateWebhook :one
+INSERT INTO webhooks (org_id, id, url, description, events, secret)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(url), sqlc.arg(description), sqlc.arg(events)::text[], sqlc.arg(secret))
+RETURNING *;
+
+-- name: GetWebhook :one
+SELECT * FROM webhooks WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: ListWebhooks :many
+-- A page of webhooks, newest first, after the cursor.
+SELECT * FROM webhooks
+WHERE org_id = sqlc.arg(org_id)
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(before_time)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows);
+
+-- name: SubscribedWebhooks :many
+-- The enabled endpoints of org that receive event_type: what an event
+-- costs when none does (webhooks_org_created's org_id prefix).
+SELECT id FROM webhooks
+WHERE org_id = sqlc.arg(org_id) AND enabled AND sqlc.arg(event_type)::text = ANY (events);
+
+-- name: UpdateWebhook :one
+-- Sets what is given; null keeps the stored value.
+UPDATE webhooks SET
+  url = coalesce(sqlc.narg(url), url),
+  description = coalesce(sqlc.narg(description), description),
+  events = coalesce(sqlc.narg(events)::text[], events),
+  enabled = coalesce(sqlc.narg(enabled), enabled),
+  updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+RETURNING *;
+
+-- name: SetWebhookSecret :execrows
+UPDATE webhooks SET secret = sqlc.arg(secret), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: DeleteWebhook :execrows
+DELETE FROM webhooks WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: SetWebhookFailing :exec
+-- A delivery used up its retries: the endpoint is failing from now (or
+-- since it started).
+UPDATE webhooks SET failing_since = coalesce(failing_since, now()), last_error = sqlc.arg(last_error)
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: ClearWebhookFailing :exec
+UPDATE webhooks SET failing_since = NULL
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id) AND failing_since IS NOT NULL;
+
+-- name: CreateWebhookDelivery :one
+INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, body)
+VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(webhook_id), sqlc.arg(event_id), sqlc.arg(event_type), sqlc.arg(body))
+RETURNING *;
+
+-- name: GetWebhookDelivery :one
+SELECT * FROM webhook_deliveries WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: GetDeliveryTarget :one
+-- What a delivery attempt needs: the delivery and its endpoint's URL,
+-- state and sealed secret.
+SELECT d.id, d.webhook_id, d.event_id, d.body, d.status, w.url, w.secret, w.enabled
+FROM webhook_deliveries d
+JOIN webhooks w ON w.org_id = d.org_id AND w.id = d.webhook_id
+WHERE d.org_id = sqlc.arg(org_id) AND d.id = sqlc.arg(id);
+
+-- name: ListWebhookDeliveries :many
+SELECT * FROM webhook_deliveries
+WHERE org_id = sqlc.arg(org_id) AND webhook_id = sqlc.arg(webhook_id)
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(before_time)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows);
+
+-- name: SetWebhookDeliveryStatus :exec
+UPDATE webhook_deliveries SET status = sqlc.arg(status), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: RecordWebhookAttempt :exec
+-- One attempt; River numbers them, and a rerun of a number (an attempt
+-- cut before River recorded it) replaces the first.
+INSERT INTO webhook_attempts (org_id, delivery_id, attempt, status_code, duration_ms, error)
+VALUES (sqlc.arg(org_id), sqlc.arg(delivery_id), sqlc.arg(attempt), sqlc.arg(status_code), sqlc.arg(duration_ms), sqlc.arg(error))
+ON CONFLICT (org_id, delivery_id, attempt) DO UPDATE
+SET attempted_at = now(), status_code = EXCLUDED.status_code, duration_ms = EXCLUDED.duration_ms, error = EXCLUDED.error;
+
+-- name: ListWebhookAttempts :many
+-- The attempts of the given deliveries, oldest first.
+SELECT * FROM webhook_attempts
+WHERE org_id = sqlc.arg(org_id) AND delivery_id = ANY (sqlc.arg(delivery_ids)::uuid[])
+ORDER BY delivery_id, attempt;

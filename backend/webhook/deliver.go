@@ -1,0 +1,185 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
+
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// Limits of one attempt.
+const (
+	// AttemptTimeout bounds one attempt: connecting, sending, the answer.
+	AttemptTimeout = 10 * time.Second
+	// responseBytes is how much of an answer is read (its start goes into
+	// the attempt's error).
+	responseBytes = 4 << 10
+	// errorChars bounds an attempt's recorded error.
+	errorChars = 300
+)
+
+// Schedule is the wait before each retry: the first within seconds, then
+// longer, about a day in all (23 h 53 min). After the last retry fails,
+// the delivery is failed and its endpoint marked failing.
+var Schedule = []time.Duration{
+	3 * time.Second, 30 * time.Second, 2 * time.Minute, 5 * time.Minute, 15 * time.Minute, 30 * time.Minute,
+	time.Hour, 2 * time.Hour, 4 * time.Hour, 8 * time.Hour, 8 * time.Hour,
+}
+
+// MaxAttempts is the first attempt and one per retry.
+var MaxAttempts = len(Schedule) + 1
+
+// NextRetry is when to try again after attempt (1 for the first) failed at
+// failedAt.
+func NextRetry(attempt int, failedAt time.Time) time.Time {
+	i := min(max(attempt, 1), len(Schedule)) - 1
+	return failedAt.Add(Schedule[i])
+}
+
+// NewGuard is the client deliveries go through: netguard with the
+// operator's allowed ranges, AttemptTimeout, no redirect followed, a
+// small read of the answer.
+func NewGuard(cfg netguard.Config) *netguard.Client {
+	cfg.Timeout, cfg.MaxBytes, cfg.NoRedirects = AttemptTimeout, responseBytes, true
+	return netguard.New(cfg)
+}
+
+// Deliverer sends deliveries.
+type Deliverer struct {
+	Store  *db.Store
+	Sealer *Sealer
+	// Guard is NewGuard's client.
+	Guard *netguard.Client
+}
+
+// ErrAttempt is a failed attempt that River retries.
+var ErrAttempt = errors.New("webhook delivery attempt failed")
+
+// Deliver makes attempt (1 for the first) at sending delivery id of org,
+// and records it. It returns an error wrapping ErrAttempt when the
+// endpoint did not answer 2xx in time (River then retries); last says no
+// retry follows, and the delivery is then failed and its endpoint marked
+// failing. A delivery that is gone (its endpoint deleted) or already
+// settled is not sent again.
+func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int, last bool) error {
+	var t dbq.GetDeliveryTargetRow
+	// SECURITY: the delivery and its endpoint are read in their
+	// organization's tenant transaction.
+	err := d.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		var err error
+		t, err = q.GetDeliveryTarget(ctx, dbq.GetDeliveryTargetParams{OrgID: org, ID: id})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	if t.Status != "pending" {
+		return nil
+	}
+	if !t.Enabled {
+		return d.record(ctx, org, t, attempt, 0, 0, "the endpoint is disabled", "failed")
+	}
+	key, err := d.Sealer.Open(org, t.WebhookID, t.Secret)
+	if err != nil {
+		return err
+	}
+	hook, err := standardwebhooks.NewWebhookRaw(key)
+	if err != nil {
+		return err
+	}
+	now := time.Now()
+	sig, err := hook.Sign(t.EventID, now, t.Body)
+	if err != nil {
+		return err
+	}
+	header := http.Header{}
+	header.Set("Content-Type", "application/json")
+	header.Set(standardwebhooks.HeaderWebhookID, t.EventID)
+	header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+
+	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
+	defer cancel()
+	start := time.Now()
+	resp, sendErr := d.Guard.Send(actx, netguard.Request{Method: http.MethodPost, URL: t.Url, Header: header, Body: t.Body})
+	took := time.Since(start)
+	status, problem := 0, ""
+	switch {
+	case sendErr != nil:
+		problem = short(sendErr.Error())
+		if errors.Is(sendErr, context.DeadlineExceeded) || actx.Err() != nil && ctx.Err() == nil {
+			problem = "no answer within " + AttemptTimeout.String()
+		}
+	case resp.Status < 200 || resp.Status > 299:
+		status = resp.Status
+		problem = short(fmt.Sprintf("HTTP %d: %s", resp.Status, strings.TrimSpace(string(resp.Body))))
+	default:
+		status = resp.Status
+	}
+	outcome := "succeeded"
+	if problem != "" {
+		outcome = "pending"
+		if last {
+			outcome = "failed"
+		}
+	}
+	if err := d.record(ctx, org, t, attempt, status, took, problem, outcome); err != nil {
+		return err
+	}
+	if problem != "" {
+		return fmt.Errorf("%w: %s", ErrAttempt, problem)
+	}
+	return nil
+}
+
+// record stores an attempt and what it made of the delivery and its
+// endpoint. It runs even when the job's context ended (a worker stopping):
+// the attempt happened.
+func (d *Deliverer) record(ctx context.Context, org uuid.UUID, t dbq.GetDeliveryTargetRow, attempt, status int, took time.Duration, problem, outcome string) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	// SECURITY: written in the delivery's organization.
+	return d.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		if err := q.RecordWebhookAttempt(ctx, dbq.RecordWebhookAttemptParams{
+			OrgID: org, DeliveryID: t.ID, Attempt: int32(attempt), StatusCode: int32(status),
+			DurationMs: took.Milliseconds(), Error: problem,
+		}); err != nil {
+			return err
+		}
+		if outcome == "pending" {
+			return nil
+		}
+		if err := q.SetWebhookDeliveryStatus(ctx, dbq.SetWebhookDeliveryStatusParams{OrgID: org, ID: t.ID, Status: outcome}); err != nil {
+			return err
+		}
+		if outcome == "succeeded" {
+			return q.ClearWebhookFailing(ctx, dbq.ClearWebhookFailingParams{OrgID: org, ID: t.WebhookID})
+		}
+		return q.SetWebhookFailing(ctx, dbq.SetWebhookFailingParams{OrgID: org, ID: t.WebhookID, LastError: problem})
+	})
+}
+
+// short cuts an error to errorChars characters on one line.
+func short(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= errorChars {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:errorChars-1]) + "…"
+}

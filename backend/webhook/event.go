@@ -1,0 +1,130 @@
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+)
+
+// The event types an endpoint may subscribe to (the schema's list in
+// webhook.proto says the same).
+const (
+	ConversationCreated        = "conversation.created"
+	ConversationHumanRequested = "conversation.human_requested"
+	ConversationResolved       = "conversation.resolved"
+	MessageCreated             = "message.created"
+	LeadCreated                = "lead.created"
+	FormSubmitted              = "form.submitted"
+	DatasourceSynced           = "datasource.synced"
+	DatasourceFailed           = "datasource.failed"
+	// Test is what TestWebhook sends; no endpoint subscribes to it.
+	Test = "webhook.test"
+)
+
+// Events lists the event types endpoints subscribe to.
+var Events = []string{
+	ConversationCreated, ConversationHumanRequested, ConversationResolved, MessageCreated,
+	LeadCreated, FormSubmitted, DatasourceSynced, DatasourceFailed,
+}
+
+// Enqueuer enqueues the River job of one delivery in tx (backend/jobs).
+type Enqueuer interface {
+	EnqueueDelivery(ctx context.Context, tx pgx.Tx, org, delivery uuid.UUID) error
+}
+
+// Emitter turns events into deliveries. A nil Emitter emits nothing (a
+// process without webhooks, tests of other packages).
+type Emitter struct {
+	Jobs Enqueuer
+	// Now is the clock of payload timestamps; time.Now when nil.
+	Now func() time.Time
+}
+
+// Emit records event for every enabled endpoint of org subscribed to it:
+// one delivery row and its job each, in tx, which must be org's tenant
+// transaction (db.Store.TenantTx). data is the resource as the API returns
+// it; it is built only when some endpoint subscribes, so an event nobody
+// receives costs one indexed query.
+func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, org uuid.UUID, event string, data func() (proto.Message, error)) error {
+	if e == nil {
+		return nil
+	}
+	q := dbq.New(tx)
+	// SECURITY: the organization's endpoints only, in its tenant transaction.
+	hooks, err := q.SubscribedWebhooks(ctx, dbq.SubscribedWebhooksParams{OrgID: org, EventType: event})
+	if err != nil || len(hooks) == 0 {
+		return err
+	}
+	msg, err := data()
+	if err != nil {
+		return err
+	}
+	body, err := e.payload(event, msg)
+	if err != nil {
+		return err
+	}
+	eventID, err := newEventID()
+	if err != nil {
+		return err
+	}
+	for _, hook := range hooks {
+		if _, err := e.deliver(ctx, tx, q, org, hook, eventID, event, body); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// deliver writes one delivery of an event to one endpoint and enqueues it.
+func (e *Emitter) deliver(ctx context.Context, tx pgx.Tx, q *dbq.Queries, org, hook uuid.UUID, eventID, event string, body []byte) (dbq.WebhookDelivery, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return dbq.WebhookDelivery{}, err
+	}
+	d, err := q.CreateWebhookDelivery(ctx, dbq.CreateWebhookDeliveryParams{
+		OrgID: org, ID: id, WebhookID: hook, EventID: eventID, EventType: event, Body: body,
+	})
+	if err != nil {
+		return dbq.WebhookDelivery{}, err
+	}
+	return d, e.Jobs.EnqueueDelivery(ctx, tx, org, id)
+}
+
+// payload is the body sent: {type, timestamp, data}, data in the API's
+// JSON (protojson, every field present).
+func (e *Emitter) payload(event string, msg proto.Message) ([]byte, error) {
+	data, err := protojson.MarshalOptions{EmitUnpopulated: true}.Marshal(msg)
+	if err != nil {
+		return nil, err
+	}
+	now := time.Now
+	if e.Now != nil {
+		now = e.Now
+	}
+	return json.Marshal(struct {
+		Type      string          `json:"type"`
+		Timestamp string          `json:"timestamp"`
+		Data      json.RawMessage `json:"data"`
+	}{event, now().UTC().Format(time.RFC3339Nano), data})
+}
+
+// newEventID is a webhook-id: msg_ and a time-ordered unique id.
+func newEventID() (string, error) {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return "", err
+	}
+	return "msg_" + id.String(), nil
+}
+
+// Of wraps an already-built message for Emit.
+func Of(m proto.Message) func() (proto.Message, error) {
+	return func() (proto.Message, error) { return m, nil }
+}

@@ -1,0 +1,426 @@
+package webhook
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// Page sizes of the listings.
+const (
+	DefaultPageSize = 50
+	MaxPageSize     = 100
+)
+
+// Service is WebhookService: it acts for the principal in the context (an
+// API key admitted by access with the admin scope, or a console member).
+// Requests were validated by the schema (protovalidate).
+type Service struct {
+	Store *db.Store
+	// Sealer seals signing keys; without one (no --secrets-key) endpoints
+	// cannot be created.
+	Sealer *Sealer
+	// Guard refuses, at create and update, a URL it would not dial.
+	Guard *netguard.Client
+	// Hooks enqueues the deliveries of TestWebhook and ReplayWebhookDelivery.
+	Hooks *Emitter
+}
+
+var _ parleyv1connect.WebhookServiceHandler = (*Service)(nil)
+
+// CreateWebhook registers an endpoint and returns its secret.
+func (s *Service) CreateWebhook(ctx context.Context, req *parleyv1.CreateWebhookRequest) (*parleyv1.CreateWebhookResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.checkURL(ctx, req.GetUrl()); err != nil {
+		return nil, err
+	}
+	if s.Sealer == nil {
+		return nil, errNoKey
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	key, secret, err := newSecret()
+	if err != nil {
+		return nil, err
+	}
+	sealed, err := s.Sealer.Seal(p.OrgID, id, key)
+	if err != nil {
+		return nil, err
+	}
+	var out *parleyv1.Webhook
+	// SECURITY: written in the principal's organization only.
+	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		w, err := q.CreateWebhook(ctx, dbq.CreateWebhookParams{
+			OrgID: p.OrgID, ID: id, Url: req.GetUrl(), Description: req.GetDescription(), Events: req.GetEvents(), Secret: sealed,
+		})
+		out = toProto(w)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.CreateWebhookResponse{Webhook: out, Secret: secret}, nil
+}
+
+var errNoKey = apperr.New(apperr.FailedPrecondition,
+	"webhooks need the server's secrets key (--secrets-key or PARLEY_SECRETS_KEY) to store signing secrets sealed")
+
+// checkURL refuses a URL the guard would not dial: another scheme,
+// credentials, a private, loopback or metadata address (or a name that
+// resolves to one now), unless --fetch-allow opens it.
+func (s *Service) checkURL(ctx context.Context, raw string) error {
+	if err := s.Guard.CheckDestination(ctx, raw); err != nil {
+		msg := strings.TrimPrefix(err.Error(), netguard.ErrBlocked.Error()+": ")
+		return apperr.InvalidField("url", "%s", msg)
+	}
+	return nil
+}
+
+// GetWebhook returns one of the organization's endpoints.
+func (s *Service) GetWebhook(ctx context.Context, req *parleyv1.GetWebhookRequest) (*parleyv1.GetWebhookResponse, error) {
+	var out *parleyv1.Webhook
+	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+		w, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id})
+		out = toProto(w)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.GetWebhookResponse{Webhook: out}, nil
+}
+
+// ListWebhooks lists the organization's endpoints, newest first, by cursor.
+func (s *Service) ListWebhooks(ctx context.Context, req *parleyv1.ListWebhooksRequest) (*parleyv1.ListWebhooksResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limit := pageSize(req.GetLimit())
+	params := dbq.ListWebhooksParams{OrgID: p.OrgID, MaxRows: limit + 1}
+	if c := req.GetCursor(); c != "" {
+		t, id, err := parseCursor(c)
+		if err != nil {
+			return nil, err
+		}
+		params.BeforeTime, params.BeforeID = &t, &id
+	}
+	out := &parleyv1.ListWebhooksResponse{Webhooks: []*parleyv1.Webhook{}}
+	// SECURITY: the principal's organization, by tenant transaction and an
+	// explicit org_id filter.
+	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		rows, err := q.ListWebhooks(ctx, params)
+		if err != nil {
+			return err
+		}
+		if len(rows) > int(limit) {
+			rows = rows[:limit]
+			last := rows[len(rows)-1]
+			out.NextCursor = cursorOf(last.CreatedAt, last.ID)
+		}
+		for _, r := range rows {
+			out.Webhooks = append(out.Webhooks, toProto(r))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// UpdateWebhook changes what update_mask names.
+func (s *Service) UpdateWebhook(ctx context.Context, req *parleyv1.UpdateWebhookRequest) (*parleyv1.UpdateWebhookResponse, error) {
+	var params dbq.UpdateWebhookParams
+	for _, path := range req.GetUpdateMask().GetPaths() {
+		missing := false
+		switch path {
+		case "url":
+			if missing = req.Url == nil; !missing {
+				if err := s.checkURL(ctx, req.GetUrl()); err != nil {
+					return nil, err
+				}
+				params.Url = req.Url
+			}
+		case "events":
+			if len(req.GetEvents()) == 0 {
+				return nil, apperr.InvalidField("events", "must name at least one event")
+			}
+			params.Events = req.GetEvents()
+		case "description":
+			missing, params.Description = req.Description == nil, req.Description
+		case "enabled":
+			missing, params.Enabled = req.Enabled == nil, req.Enabled
+		default:
+			return nil, apperr.InvalidField("update_mask", "unknown path %q", path)
+		}
+		if missing {
+			return nil, apperr.InvalidField(path, "named in update_mask but not given")
+		}
+	}
+	var out *parleyv1.Webhook
+	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+		params.OrgID, params.ID = org, id
+		w, err := q.UpdateWebhook(ctx, params)
+		out = toProto(w)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.UpdateWebhookResponse{Webhook: out}, nil
+}
+
+// DeleteWebhook removes an endpoint and its deliveries.
+func (s *Service) DeleteWebhook(ctx context.Context, req *parleyv1.DeleteWebhookRequest) (*parleyv1.DeleteWebhookResponse, error) {
+	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+		n, err := q.DeleteWebhook(ctx, dbq.DeleteWebhookParams{OrgID: org, ID: id})
+		if err == nil && n == 0 {
+			return pgx.ErrNoRows
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.DeleteWebhookResponse{}, nil
+}
+
+// RotateWebhookSecret gives an endpoint a new secret and returns it.
+func (s *Service) RotateWebhookSecret(ctx context.Context, req *parleyv1.RotateWebhookSecretRequest) (*parleyv1.RotateWebhookSecretResponse, error) {
+	if s.Sealer == nil {
+		return nil, errNoKey
+	}
+	key, secret, err := newSecret()
+	if err != nil {
+		return nil, err
+	}
+	err = s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+		sealed, err := s.Sealer.Seal(org, id, key)
+		if err != nil {
+			return err
+		}
+		n, err := q.SetWebhookSecret(ctx, dbq.SetWebhookSecretParams{OrgID: org, ID: id, Secret: sealed})
+		if err == nil && n == 0 {
+			return pgx.ErrNoRows
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.RotateWebhookSecretResponse{Secret: secret}, nil
+}
+
+// TestWebhook sends the endpoint a webhook.test event whose data is the
+// endpoint itself.
+func (s *Service) TestWebhook(ctx context.Context, req *parleyv1.TestWebhookRequest) (*parleyv1.TestWebhookResponse, error) {
+	var out *parleyv1.WebhookDelivery
+	err := s.withWebhook(ctx, req.GetId(), func(tx pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+		w, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id})
+		if err != nil {
+			return err
+		}
+		body, err := s.Hooks.payload(Test, toProto(w))
+		if err != nil {
+			return err
+		}
+		eventID, err := newEventID()
+		if err != nil {
+			return err
+		}
+		d, err := s.Hooks.deliver(ctx, tx, q, org, id, eventID, Test, body)
+		out = deliveryProto(d, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.TestWebhookResponse{Delivery: out}, nil
+}
+
+// ListWebhookDeliveries lists an endpoint's deliveries, newest first, with
+// their attempts.
+func (s *Service) ListWebhookDeliveries(ctx context.Context, req *parleyv1.ListWebhookDeliveriesRequest) (*parleyv1.ListWebhookDeliveriesResponse, error) {
+	limit := pageSize(req.GetLimit())
+	params := dbq.ListWebhookDeliveriesParams{MaxRows: limit + 1}
+	if c := req.GetCursor(); c != "" {
+		t, id, err := parseCursor(c)
+		if err != nil {
+			return nil, err
+		}
+		params.BeforeTime, params.BeforeID = &t, &id
+	}
+	out := &parleyv1.ListWebhookDeliveriesResponse{Deliveries: []*parleyv1.WebhookDelivery{}}
+	err := s.withWebhook(ctx, req.GetWebhookId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+		if _, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id}); err != nil {
+			return err
+		}
+		params.OrgID, params.WebhookID = org, id
+		rows, err := q.ListWebhookDeliveries(ctx, params)
+		if err != nil {
+			return err
+		}
+		if len(rows) > int(limit) {
+			rows = rows[:limit]
+			last := rows[len(rows)-1]
+			out.NextCursor = cursorOf(last.CreatedAt, last.ID)
+		}
+		ids := make([]uuid.UUID, len(rows))
+		for i, r := range rows {
+			ids[i] = r.ID
+		}
+		attempts, err := q.ListWebhookAttempts(ctx, dbq.ListWebhookAttemptsParams{OrgID: org, DeliveryIds: ids})
+		if err != nil {
+			return err
+		}
+		by := map[uuid.UUID][]dbq.WebhookAttempt{}
+		for _, a := range attempts {
+			by[a.DeliveryID] = append(by[a.DeliveryID], a)
+		}
+		for _, r := range rows {
+			out.Deliveries = append(out.Deliveries, deliveryProto(r, by[r.ID]))
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// ReplayWebhookDelivery sends a delivery's event again as a new delivery
+// (same webhook-id and body, a new signature and timestamp).
+func (s *Service) ReplayWebhookDelivery(ctx context.Context, req *parleyv1.ReplayWebhookDeliveryRequest) (*parleyv1.ReplayWebhookDeliveryResponse, error) {
+	deliveryID, err := uuid.Parse(req.GetDeliveryId())
+	if err != nil {
+		return nil, deliveryNotFound(req.GetDeliveryId())
+	}
+	var out *parleyv1.WebhookDelivery
+	err = s.withWebhook(ctx, req.GetWebhookId(), func(tx pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+		if _, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id}); err != nil {
+			return err
+		}
+		d, err := q.GetWebhookDelivery(ctx, dbq.GetWebhookDeliveryParams{OrgID: org, ID: deliveryID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return db.Missing(ctx, q, "webhook_delivery", "delivery", deliveryID)
+		}
+		if err != nil {
+			return err
+		}
+		if d.WebhookID != id {
+			return deliveryNotFound(req.GetDeliveryId())
+		}
+		again, err := s.Hooks.deliver(ctx, tx, q, org, id, d.EventID, d.EventType, d.Body)
+		out = deliveryProto(again, nil)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.ReplayWebhookDeliveryResponse{Delivery: out}, nil
+}
+
+// withWebhook runs fn in the principal's tenant transaction for the
+// webhook id. When fn finds no row, the id is NotFound, or Forbidden if it
+// is another organization's webhook (db.Missing).
+func (s *Service) withWebhook(ctx context.Context, rawID string, fn func(tx pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error) error {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return err
+	}
+	id, err := uuid.Parse(rawID)
+	if err != nil {
+		return notFound(rawID)
+	}
+	// SECURITY: the principal's organization, by tenant transaction; fn's
+	// queries name it too.
+	return s.Store.TenantTx(ctx, p.OrgID, func(tx pgx.Tx, q *dbq.Queries) error {
+		err := fn(tx, q, p.OrgID, id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return db.Missing(ctx, q, "webhook", "webhook", id)
+		}
+		return err
+	})
+}
+
+func notFound(id string) error {
+	return apperr.New(apperr.NotFound, "webhook %q not found", id)
+}
+
+func deliveryNotFound(id string) error {
+	return apperr.New(apperr.NotFound, "delivery %q not found", id)
+}
+
+// ToProto is an endpoint as the API shows it (never its secret).
+func ToProto(w dbq.Webhook) *parleyv1.Webhook { return toProto(w) }
+
+func toProto(w dbq.Webhook) *parleyv1.Webhook {
+	out := &parleyv1.Webhook{
+		Id: w.ID.String(), Url: w.Url, Description: w.Description, Events: w.Events, Enabled: w.Enabled,
+		Failing: w.FailingSince != nil, LastError: w.LastError,
+		CreateTime: timestamppb.New(w.CreatedAt), UpdateTime: timestamppb.New(w.UpdatedAt),
+	}
+	if out.Events == nil {
+		out.Events = []string{}
+	}
+	if w.FailingSince != nil {
+		out.FailingSince = timestamppb.New(*w.FailingSince)
+	}
+	return out
+}
+
+func deliveryProto(d dbq.WebhookDelivery, attempts []dbq.WebhookAttempt) *parleyv1.WebhookDelivery {
+	out := &parleyv1.WebhookDelivery{
+		Id: d.ID.String(), WebhookId: d.WebhookID.String(), EventId: d.EventID, EventType: d.EventType, Status: d.Status,
+		Attempts: []*parleyv1.WebhookAttempt{}, CreateTime: timestamppb.New(d.CreatedAt), UpdateTime: timestamppb.New(d.UpdatedAt),
+	}
+	for _, a := range attempts {
+		out.Attempts = append(out.Attempts, &parleyv1.WebhookAttempt{
+			Attempt: a.Attempt, Time: timestamppb.New(a.AttemptedAt), StatusCode: a.StatusCode, DurationMs: a.DurationMs, Error: a.Error,
+		})
+	}
+	return out
+}
+
+func pageSize(n int32) int32 {
+	if n <= 0 {
+		return DefaultPageSize
+	}
+	return min(n, MaxPageSize)
+}
+
+// A cursor is the last row of a page: its creation time (microseconds) and
+// id.
+func cursorOf(t time.Time, id uuid.UUID) string {
+	return strconv.FormatInt(t.UnixMicro(), 10) + "_" + id.String()
+}
+
+func parseCursor(c string) (time.Time, uuid.UUID, error) {
+	us, raw, ok := strings.Cut(c, "_")
+	n, err := strconv.ParseInt(us, 10, 64)
+	id, idErr := uuid.Parse(raw)
+	if !ok || err != nil || idErr != nil {
+		return time.Time{}, uuid.Nil, apperr.InvalidField("cursor", "not a cursor of this listing")
+	}
+	return time.UnixMicro(n), id, nil
+}
