@@ -186,6 +186,8 @@ func vectorOnly(l ranked) []Result {
 
 func textOnly(l ranked) []Result { return l.text }
 
+func hybrid(l ranked) []Result { return fuse(l, TextWeight) }
+
 type evalScore struct {
 	n, hit1, hit5 int
 	rr            float64
@@ -240,11 +242,21 @@ func TestEvalRetrieval(t *testing.T) {
 	}
 	embedders := []Embedder{Lexical{}, neural}
 	methods := []evalMethod{
-		{"lexical hybrid", Lexical{}.Model(), fuse},
+		{"lexical hybrid", Lexical{}.Model(), hybrid},
 		{"lexical vector", Lexical{}.Model(), vectorOnly},
 		{"full text", Lexical{}.Model(), textOnly},
 		{"use-lite vector", neural.Model(), vectorOnly},
-		{"use-lite hybrid", neural.Model(), fuse},
+		{"use-lite hybrid", neural.Model(), hybrid},
+	}
+	// The fusion's weight of the full-text list, tried on the same lists.
+	for _, w := range []float64{0.5, 1.5, 2} {
+		for _, m := range []string{"lexical", "use-lite"} {
+			model := Lexical{}.Model()
+			if m == "use-lite" {
+				model = neural.Model()
+			}
+			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, text weight %.2f", m, w), model, func(l ranked) []Result { return fuse(l, w) }})
+		}
 	}
 	scores := map[string]map[string]*evalScore{} // method -> doc -> score
 	all := map[string]*evalScore{}

@@ -55,7 +55,7 @@ func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, d
 	if err != nil {
 		return nil, err
 	}
-	out := fuse(l)
+	out := fuse(l, TextWeight)
 	if len(out) > topK {
 		out = out[:topK]
 	}
@@ -69,14 +69,19 @@ type ranked struct {
 	text   []Result
 }
 
-// fuse merges the lists by reciprocal rank fusion, best first.
-func fuse(l ranked) []Result {
+// TextWeight is the weight of the full-text list in the fusion, the vector
+// lists weighing 1.
+var TextWeight = 1.0
+
+// fuse merges the lists by weighted reciprocal rank fusion, best first:
+// a chunk scores the sum over the lists of weight/(rrfK+rank).
+func fuse(l ranked, textWeight float64) []Result {
 	type hit struct {
 		row   Result
 		score float64
 	}
 	hits := map[uuid.UUID]*hit{}
-	add := func(rank int, r Result) {
+	add := func(rank int, r Result, w float64) {
 		h := hits[r.ChunkID]
 		if h == nil {
 			h = &hit{row: r}
@@ -84,18 +89,18 @@ func fuse(l ranked) []Result {
 		} else if r.Similarity > 0 {
 			h.row.Similarity = r.Similarity
 		}
-		h.score += 1.0 / float64(rrfK+rank+1)
+		h.score += w / float64(rrfK+rank+1)
 	}
 	for _, list := range l.vector {
 		for i, r := range list {
-			add(i, r)
+			add(i, r, 1)
 		}
 	}
 	for i, r := range l.text {
-		add(i, r)
+		add(i, r, textWeight)
 	}
 	out := make([]Result, 0, len(hits))
-	best := 2.0 / float64(rrfK+1)
+	best := (1 + textWeight) / float64(rrfK+1)
 	for _, h := range hits {
 		h.row.Score = min(h.score/best, 1)
 		out = append(out, h.row)
