@@ -59,6 +59,10 @@ fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)
 	go test -run '^$$' -bench . -benchmem -count 5 ./backend/server/ ./backend/chat/ ./console/
 
+.PHONY: eval-knowledge
+eval-knowledge: db ## Retrieval quality: hit@1, hit@5 and MRR per document and search method on testdata/eval (about 2 minutes)
+	PARLEY_EVAL=1 go test -count=1 -run 'TestEval' -v -timeout 30m ./backend/knowledge/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'
+
 .PHONY: bench-knowledge
 bench-knowledge: db ## Ingestion throughput, search p50/p95 and recall@10 at 100k chunks and on real English (about 12 minutes)
 	go test -run '^$$' -bench 'Search/(hybrid|vector)' -benchtime 200x -timeout 60m ./backend/knowledge/

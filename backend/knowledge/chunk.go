@@ -89,6 +89,25 @@ func Chunk(doc Document, opt ChunkOptions) []Piece {
 	return out
 }
 
+// EmbedText is what is embedded for a chunk: its document's title and its
+// heading path, then its text, so that a chunk whose text does not say what
+// it is about ("It opens at nine") is still found by a question naming its
+// section ("opening hours"). The full-text half indexes the same title and
+// heading (weighted A, migrations/00003_knowledge.sql).
+func EmbedText(title, heading, text string) string {
+	var ctx []string
+	if title != "" && !strings.HasPrefix(heading, title) {
+		ctx = append(ctx, title)
+	}
+	if heading != "" {
+		ctx = append(ctx, heading)
+	}
+	if len(ctx) == 0 {
+		return text
+	}
+	return strings.Join(ctx, " > ") + "\n\n" + text
+}
+
 type unit struct {
 	text   string
 	tokens int

@@ -142,8 +142,12 @@ func empty(d Document) bool {
 	return true
 }
 
-// Markdown splits text into sections at its headings (# ...), each with its
-// heading path.
+// Markdown splits text into sections at its headings, each with its heading
+// path: ATX headings (# ...) outside fenced code blocks (a "# comment" line
+// in a code sample is not a heading), and reStructuredText/Setext headings
+// (a line underlined by a run of =, -, ~, ^ or " at least as long as it),
+// whose levels follow the order in which the underline characters first
+// appear, as in reStructuredText.
 func Markdown(text string) Document {
 	var doc Document
 	var path []string
@@ -160,31 +164,83 @@ func Markdown(text string) Document {
 		}
 		b.Reset()
 	}
-	for _, line := range strings.SplitAfter(text, "\n") {
+	heading := func(level int, title string) {
+		flush()
+		if level-1 < len(path) {
+			path = path[:level-1]
+		}
+		for len(path) < level-1 {
+			path = append(path, "")
+		}
+		path = append(path, title)
+		if doc.Title == "" && level == 1 {
+			doc.Title = title
+		}
+	}
+	lines := strings.SplitAfter(text, "\n")
+	fence := ""       // the fence that opened the code block we are in
+	underlines := ""  // underline characters in order of first use
+	prevBlank := true // the line before the current one is blank
+	for i := 0; i < len(lines); i++ {
+		line := lines[i]
 		trim := strings.TrimSpace(line)
+		if fence != "" {
+			if strings.HasPrefix(trim, fence) {
+				fence = ""
+			}
+			b.WriteString(line)
+			continue
+		}
+		if strings.HasPrefix(trim, "```") || strings.HasPrefix(trim, "~~~") {
+			fence = trim[:3]
+			b.WriteString(line)
+			continue
+		}
 		level := 0
 		for level < len(trim) && trim[level] == '#' {
 			level++
 		}
 		if level > 0 && level <= 6 && len(trim) > level && trim[level] == ' ' {
-			flush()
-			title := strings.TrimSpace(trim[level:])
-			if level-1 < len(path) {
-				path = path[:level-1]
-			}
-			for len(path) < level-1 {
-				path = append(path, "")
-			}
-			path = append(path, title)
-			if doc.Title == "" && level == 1 {
-				doc.Title = title
-			}
+			heading(level, strings.TrimSpace(trim[level:]))
+			prevBlank = true
 			continue
 		}
+		// An underlined heading: a short text line after a blank line (or
+		// the start), starting at the margin, followed by its underline.
+		if i+1 < len(lines) && prevBlank && trim != "" && line[0] != ' ' && line[0] != '\t' && utf8.RuneCountInString(trim) <= 120 {
+			if c, ok := underline(strings.TrimSpace(lines[i+1]), utf8.RuneCountInString(trim)); ok {
+				if !strings.ContainsRune(underlines, c) {
+					underlines += string(c)
+				}
+				heading(min(strings.IndexRune(underlines, c)+1, 6), trim)
+				i++
+				prevBlank = true
+				continue
+			}
+		}
+		prevBlank = trim == ""
 		b.WriteString(line)
 	}
 	flush()
 	return doc
+}
+
+// underline reports whether s is a heading underline for a title of n
+// runes: one of =-~^" repeated, at least n times and at least 3.
+func underline(s string, n int) (rune, bool) {
+	if len(s) < 3 || len(s) < n {
+		return 0, false
+	}
+	c := rune(s[0])
+	if !strings.ContainsRune("=-~^\"", c) {
+		return 0, false
+	}
+	for _, r := range s {
+		if r != c {
+			return 0, false
+		}
+	}
+	return c, true
 }
 
 // ExtractHTML keeps a page's main content (readability) as Markdown.

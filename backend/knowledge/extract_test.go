@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/require"
 	"github.com/xuri/excelize/v2"
 )
 
@@ -174,4 +175,50 @@ func TestExtractRefusesBadFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestMarkdownHeadings(t *testing.T) {
+	t.Parallel()
+	doc := Markdown(`# Store FAQ
+## Opening hours
+We open at nine.
+
+` + "```" + `
+# not a heading: a comment in a code sample
+` + "```" + `
+## Returns
+Thirty days.
+
+Packages
+========
+
+Binary packages must be .deb files.
+
+Versions
+--------
+Dates sort year first.
+
+Names
+-----
+Unique.
+`)
+	var got []string
+	for _, s := range doc.Sections {
+		got = append(got, s.Heading+"|"+strings.TrimSpace(s.Text))
+	}
+	require.Equal(t, []string{
+		"Store FAQ > Opening hours|We open at nine.\n\n```\n# not a heading: a comment in a code sample\n```",
+		"Store FAQ > Returns|Thirty days.",
+		"Packages|Binary packages must be .deb files.",
+		"Packages > Versions|Dates sort year first.",
+		"Packages > Names|Unique.",
+	}, got)
+	require.Equal(t, "Store FAQ", doc.Title)
+}
+
+func TestEmbedText(t *testing.T) {
+	t.Parallel()
+	require.Equal(t, "Store FAQ > Opening hours\n\nWe open at nine.", EmbedText("Store FAQ", "Store FAQ > Opening hours", "We open at nine."))
+	require.Equal(t, "faq.txt > Hours\n\nNine.", EmbedText("faq.txt", "Hours", "Nine."))
+	require.Equal(t, "Nine.", EmbedText("", "", "Nine."))
 }

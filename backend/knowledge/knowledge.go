@@ -267,7 +267,7 @@ func (r *run) write(ctx context.Context, datastore uuid.UUID, emb Embedder, piec
 		batch := todo[start:min(start+r.k.batch, len(todo))]
 		texts := make([]string, 0, len(batch))
 		for _, i := range batch {
-			texts = append(texts, pieces[i].Text)
+			texts = append(texts, EmbedText(owners[i].Title, pieces[i].Heading, pieces[i].Text))
 		}
 		vecs, err := emb.Embed(ctx, texts)
 		if err != nil {
@@ -331,7 +331,8 @@ func (r *run) publish(ctx context.Context, count int) error {
 // fingerprint identifies what a run writes: the embedder and every chunk.
 func fingerprint(emb Embedder, pieces []Piece, owners []Document) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%d\x00%d\x00", emb.Model(), emb.Dimension(), len(pieces))
+	// "context": chunks are embedded with their title and heading (EmbedText).
+	fmt.Fprintf(h, "context\x00%s\x00%d\x00%d\x00", emb.Model(), emb.Dimension(), len(pieces))
 	for i, p := range pieces {
 		d := owners[i]
 		fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d\x00%s\x00%s\x00%d\x00", i, p.Text, p.Heading, p.Page, d.Title, d.URL, p.Tokens)

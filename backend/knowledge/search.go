@@ -51,74 +51,56 @@ func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, d
 	if len(datastores) == 0 || topK <= 0 {
 		return nil, nil
 	}
-	if datasourceIDs == nil {
-		datasourceIDs = []uuid.UUID{}
+	l, err := k.lists(ctx, q, org, datastores, datasourceIDs, query, max(topK*4, 20))
+	if err != nil {
+		return nil, err
 	}
-	candidates := max(topK*4, 20)
+	out := fuse(l, TextWeight)
+	if len(out) > topK {
+		out = out[:topK]
+	}
+	return out, k.name(ctx, q, org, out)
+}
+
+// ranked holds the candidates of each half of a search, best first: one
+// vector list per embedder among the datastores, and the full-text list.
+type ranked struct {
+	vector [][]Result
+	text   []Result
+}
+
+// TextWeight is the weight of the full-text list in the fusion, the vector
+// lists weighing 1.
+var TextWeight = 1.0
+
+// fuse merges the lists by weighted reciprocal rank fusion, best first:
+// a chunk scores the sum over the lists of weight/(rrfK+rank).
+func fuse(l ranked, textWeight float64) []Result {
 	type hit struct {
 		row   Result
 		score float64
 	}
 	hits := map[uuid.UUID]*hit{}
-	add := func(rank int, r Result) {
+	add := func(rank int, r Result, w float64) {
 		h := hits[r.ChunkID]
 		if h == nil {
 			h = &hit{row: r}
 			hits[r.ChunkID] = h
+		} else if r.Similarity > 0 {
+			h.row.Similarity = r.Similarity
 		}
-		h.score += 1.0 / float64(rrfK+rank+1)
+		h.score += w / float64(rrfK+rank+1)
 	}
-
-	// Vector half: one search per embedder among the datastores.
-	byModel := map[string][]uuid.UUID{}
-	dims := map[string]int{}
-	for _, d := range datastores {
-		byModel[d.EmbeddingModel] = append(byModel[d.EmbeddingModel], d.ID)
-		dims[d.EmbeddingModel] = int(d.EmbeddingDim)
-	}
-	if err := q.TuneVectorSearch(ctx, strconv.Itoa(min(max(candidates*2, k.EfSearch), 1000))); err != nil {
-		return nil, err
-	}
-	for model, ids := range byModel {
-		emb, err := k.Embedder(model)
-		if err != nil {
-			return nil, err
-		}
-		vecs, err := emb.Embed(ctx, []string{query})
-		if err != nil {
-			return nil, fmt.Errorf("embedding the query: %w", err)
-		}
-		v := pgvector.NewVector(vecs[0])
-		rows, err := k.vectorSearch(ctx, q, dims[model], dbq.SearchVector512Params{
-			Query: &v, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates),
-		})
-		if err != nil {
-			return nil, err
-		}
-		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Distance < rows[j].Distance }) // relaxed order
-		for i, r := range rows {
-			r.Result.Similarity = 1 - r.Distance
-			add(i, r.Result)
+	for _, list := range l.vector {
+		for i, r := range list {
+			add(i, r, 1)
 		}
 	}
-
-	// Full-text half.
-	if tsq := tsQuery(query); tsq != "" {
-		var ids []uuid.UUID
-		for _, d := range datastores {
-			ids = append(ids, d.ID)
-		}
-		rows, err := q.SearchText(ctx, dbq.SearchTextParams{Query: tsq, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates)})
-		if err != nil {
-			return nil, err
-		}
-		for i, r := range rows {
-			add(i, Result{ChunkID: r.ID, DatasourceID: r.DatasourceID, Text: r.Text, Title: r.Title, Heading: r.Heading, URL: r.Url, Page: int(r.Page)})
-		}
+	for i, r := range l.text {
+		add(i, r, textWeight)
 	}
-
 	out := make([]Result, 0, len(hits))
-	best := 2.0 / float64(rrfK+1)
+	best := (1 + textWeight) / float64(rrfK+1)
 	for _, h := range hits {
 		h.row.Score = min(h.score/best, 1)
 		out = append(out, h.row)
@@ -129,10 +111,70 @@ func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, d
 		}
 		return out[i].ChunkID.String() < out[j].ChunkID.String()
 	})
-	if len(out) > topK {
-		out = out[:topK]
+	return out
+}
+
+// lists runs both halves of a search, each for up to candidates chunks.
+func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query string, candidates int) (ranked, error) {
+	var l ranked
+	if datasourceIDs == nil {
+		datasourceIDs = []uuid.UUID{}
 	}
-	return out, k.name(ctx, q, org, out)
+	// Vector half: one search per embedder among the datastores.
+	byModel := map[string][]uuid.UUID{}
+	dims := map[string]int{}
+	var models []string
+	for _, d := range datastores {
+		if byModel[d.EmbeddingModel] == nil {
+			models = append(models, d.EmbeddingModel)
+		}
+		byModel[d.EmbeddingModel] = append(byModel[d.EmbeddingModel], d.ID)
+		dims[d.EmbeddingModel] = int(d.EmbeddingDim)
+	}
+	if err := q.TuneVectorSearch(ctx, strconv.Itoa(min(max(candidates*2, k.EfSearch), 1000))); err != nil {
+		return l, err
+	}
+	for _, model := range models {
+		ids := byModel[model]
+		emb, err := k.Embedder(model)
+		if err != nil {
+			return l, err
+		}
+		vecs, err := emb.Embed(ctx, []string{query})
+		if err != nil {
+			return l, fmt.Errorf("embedding the query: %w", err)
+		}
+		v := pgvector.NewVector(vecs[0])
+		rows, err := k.vectorSearch(ctx, q, dims[model], dbq.SearchVector512Params{
+			Query: &v, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates),
+		})
+		if err != nil {
+			return l, err
+		}
+		sort.SliceStable(rows, func(i, j int) bool { return rows[i].Distance < rows[j].Distance }) // relaxed order
+		list := make([]Result, len(rows))
+		for i, r := range rows {
+			r.Result.Similarity = 1 - r.Distance
+			list[i] = r.Result
+		}
+		l.vector = append(l.vector, list)
+	}
+
+	// Full-text half.
+	if tsq := tsQuery(query); tsq != "" {
+		var ids []uuid.UUID
+		for _, d := range datastores {
+			ids = append(ids, d.ID)
+		}
+		rows, err := q.SearchText(ctx, dbq.SearchTextParams{Query: tsq, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates)})
+		if err != nil {
+			return l, err
+		}
+		for _, r := range rows {
+			l.text = append(l.text, Result{ChunkID: r.ID, DatasourceID: r.DatasourceID, Text: r.Text, Title: r.Title, Heading: r.Heading, URL: r.Url, Page: int(r.Page)})
+		}
+	}
+	return l, nil
 }
 
 type vectorRow struct {
