@@ -92,6 +92,12 @@ func (s *Store) TenantAsync(ctx context.Context, org uuid.UUID, fn func(q *dbq.Q
 	return s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn), Scope{"synchronous_commit", "off"})
 }
 
+// TenantAsyncTx is TenantAsync with the transaction itself (an answer's
+// webhook deliveries are enqueued with it).
+func (s *Store) TenantAsyncTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
+	return s.scoped(ctx, Scope{"app.org_id", org.String()}, fn, Scope{"synchronous_commit", "off"})
+}
+
 // KeyHolder runs fn in a transaction that may read the one API key whose
 // SHA-256 is hash, and its organization, before the organization is known.
 func (s *Store) KeyHolder(ctx context.Context, hash []byte, fn func(q *dbq.Queries) error) error {

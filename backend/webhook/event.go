@@ -3,6 +3,8 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,22 +43,106 @@ type Enqueuer interface {
 
 // Emitter turns events into deliveries. A nil Emitter emits nothing (a
 // process without webhooks, tests of other packages).
+//
+// Chat emits message.created twice a turn, so what an event costs an
+// organization without endpoints matters: the Emitter remembers, per
+// organization and for CacheTTL, whether it has any enabled endpoint, and
+// an organization without one pays no query at all. Service forgets an
+// organization's answer when it creates, changes or deletes one of its
+// endpoints, so this instance sees the change at once; an endpoint created
+// through another instance may miss the events of its first CacheTTL
+// (as a key revoked elsewhere is trusted for auth.CacheTTL). Only the
+// answer "none" can be stale in a way that loses events: with endpoints,
+// each event still asks which of them subscribe.
 type Emitter struct {
 	Jobs Enqueuer
 	// Now is the clock of payload timestamps; time.Now when nil.
 	Now func() time.Time
+
+	mu sync.Mutex
+	// known: whether an organization has any enabled endpoint, and when
+	// that was read.
+	known map[uuid.UUID]known
+	// epoch counts Forget calls: an answer read across one is not kept.
+	epoch atomic.Uint64
+}
+
+// CacheTTL is how long the Emitter trusts what it read of whether an
+// organization has any enabled endpoint.
+const CacheTTL = 5 * time.Second
+
+// maxKnown bounds the organizations remembered; past it, expired answers
+// are dropped.
+const maxKnown = 10000
+
+type known struct {
+	has  bool
+	read time.Time
+}
+
+// Forget drops what the Emitter knows of org's endpoints: Service calls it
+// after a change to them commits.
+func (e *Emitter) Forget(org uuid.UUID) {
+	if e == nil {
+		return
+	}
+	e.epoch.Add(1)
+	e.mu.Lock()
+	delete(e.known, org)
+	e.mu.Unlock()
+}
+
+// hasWebhooks reports whether org has any enabled endpoint, from the
+// cache or by asking q (org's tenant transaction).
+func (e *Emitter) hasWebhooks(ctx context.Context, q *dbq.Queries, org uuid.UUID) (bool, error) {
+	now := time.Now()
+	e.mu.Lock()
+	k, ok := e.known[org]
+	e.mu.Unlock()
+	if ok && now.Sub(k.read) < CacheTTL {
+		return k.has, nil
+	}
+	epoch := e.epoch.Load()
+	has, err := q.OrgHasWebhooks(ctx, org)
+	if err != nil {
+		return false, err
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.epoch.Load() != epoch {
+		// An endpoint changed meanwhile: what was read may predate it.
+		return has, nil
+	}
+	if e.known == nil {
+		e.known = map[uuid.UUID]known{}
+	}
+	if len(e.known) >= maxKnown {
+		for id, k := range e.known {
+			if now.Sub(k.read) >= CacheTTL {
+				delete(e.known, id)
+			}
+		}
+	}
+	if len(e.known) < maxKnown {
+		e.known[org] = known{has: has, read: now}
+	}
+	return has, nil
 }
 
 // Emit records event for every enabled endpoint of org subscribed to it:
 // one delivery row and its job each, in tx, which must be org's tenant
 // transaction (db.Store.TenantTx). data is the resource as the API returns
 // it; it is built only when some endpoint subscribes, so an event nobody
-// receives costs one indexed query.
+// receives costs one indexed query, and none at all for an organization
+// known (within CacheTTL) to have no enabled endpoint.
 func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, org uuid.UUID, event string, data func() (proto.Message, error)) error {
 	if e == nil {
 		return nil
 	}
 	q := dbq.New(tx)
+	if has, err := e.hasWebhooks(ctx, q, org); err != nil || !has {
+		return err
+	}
 	// SECURITY: the organization's endpoints only, in its tenant transaction.
 	hooks, err := q.SubscribedWebhooks(ctx, dbq.SubscribedWebhooksParams{OrgID: org, EventType: event})
 	if err != nil || len(hooks) == 0 {

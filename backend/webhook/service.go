@@ -78,6 +78,7 @@ func (s *Service) CreateWebhook(ctx context.Context, req *parleyv1.CreateWebhook
 	if err != nil {
 		return nil, err
 	}
+	s.Hooks.Forget(p.OrgID)
 	return &parleyv1.CreateWebhookResponse{Webhook: out, Secret: secret}, nil
 }
 
@@ -178,8 +179,9 @@ func (s *Service) UpdateWebhook(ctx context.Context, req *parleyv1.UpdateWebhook
 		}
 	}
 	var out *parleyv1.Webhook
-	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
-		params.OrgID, params.ID = org, id
+	var org uuid.UUID
+	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, o, id uuid.UUID) error {
+		org, params.OrgID, params.ID = o, o, id
 		w, err := q.UpdateWebhook(ctx, params)
 		out = toProto(w)
 		return err
@@ -187,13 +189,16 @@ func (s *Service) UpdateWebhook(ctx context.Context, req *parleyv1.UpdateWebhook
 	if err != nil {
 		return nil, err
 	}
+	s.Hooks.Forget(org)
 	return &parleyv1.UpdateWebhookResponse{Webhook: out}, nil
 }
 
 // DeleteWebhook removes an endpoint and its deliveries.
 func (s *Service) DeleteWebhook(ctx context.Context, req *parleyv1.DeleteWebhookRequest) (*parleyv1.DeleteWebhookResponse, error) {
-	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
-		n, err := q.DeleteWebhook(ctx, dbq.DeleteWebhookParams{OrgID: org, ID: id})
+	var org uuid.UUID
+	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, o, id uuid.UUID) error {
+		org = o
+		n, err := q.DeleteWebhook(ctx, dbq.DeleteWebhookParams{OrgID: o, ID: id})
 		if err == nil && n == 0 {
 			return pgx.ErrNoRows
 		}
@@ -202,6 +207,7 @@ func (s *Service) DeleteWebhook(ctx context.Context, req *parleyv1.DeleteWebhook
 	if err != nil {
 		return nil, err
 	}
+	s.Hooks.Forget(org)
 	return &parleyv1.DeleteWebhookResponse{}, nil
 }
 

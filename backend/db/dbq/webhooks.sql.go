@@ -369,6 +369,19 @@ func (q *Queries) ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]W
 	return items, nil
 }
 
+const orgHasWebhooks = `-- name: OrgHasWebhooks :one
+SELECT EXISTS (SELECT 1 FROM webhooks WHERE org_id = $1 AND enabled)
+`
+
+// Whether org has any enabled endpoint: what the Emitter caches so that an
+// organization without webhooks pays no query per event.
+func (q *Queries) OrgHasWebhooks(ctx context.Context, orgID uuid.UUID) (bool, error) {
+	row := q.db.QueryRow(ctx, orgHasWebhooks, orgID)
+	var exists bool
+	err := row.Scan(&exists)
+	return exists, err
+}
+
 const recordWebhookAttempt = `-- name: RecordWebhookAttempt :exec
 INSERT INTO webhook_attempts (org_id, delivery_id, attempt, status_code, duration_ms, error)
 VALUES ($1, $2, $3, $4, $5, $6)

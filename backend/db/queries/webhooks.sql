@@ -24,6 +24,11 @@ LIMIT sqlc.arg(max_rows);
 SELECT id FROM webhooks
 WHERE org_id = sqlc.arg(org_id) AND enabled AND sqlc.arg(event_type)::text = ANY (events);
 
+-- name: OrgHasWebhooks :one
+-- Whether org has any enabled endpoint: what the Emitter caches so that an
+-- organization without webhooks pays no query per event.
+SELECT EXISTS (SELECT 1 FROM webhooks WHERE org_id = sqlc.arg(org_id) AND enabled);
+
 -- name: UpdateWebhook :one
 -- Sets what is given; null keeps the stored value.
 UPDATE webhooks SET
