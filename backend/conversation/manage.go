@@ -122,7 +122,7 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 		if err := q.TouchConversation(ctx, dbq.TouchConversationParams{OrgID: p.Org, ID: c.ID}); err != nil {
 			return err
 		}
-		msg = &Message{ID: row.ID.String(), Role: "human", Content: text, CreateTime: row.CreatedAt, Author: by}
+		msg = &Message{ID: row.ID.String(), ConversationID: c.ID, Role: "human", Content: text, CreateTime: row.CreatedAt, Author: by}
 		sum, _, err = summary(ctx, q, p, c.ID)
 		return err
 	})

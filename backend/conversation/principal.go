@@ -15,10 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -169,82 +168,21 @@ func (s *Service) Find(ctx context.Context, p *Party, f Filter) (*Page, error) {
 	return out, nil
 }
 
-// summaryOf is a conversation's summary; withContact adds its contact (not
-// for visitors: an organization's notes on them are its own).
-func summaryOf(ctx context.Context, r dbq.SearchConversationsRow, withContact bool) *parleyv1.ConversationSummary {
-	out := &parleyv1.ConversationSummary{
-		Id: r.ID, CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
-		MessagesCount: r.MessagesCount, LastMessage: r.LastMessage, Status: r.Status, VisitorId: deref(r.VisitorID),
-		Channel: r.Channel, AgentId: r.AgentID.String(), StatusReason: r.StatusReason, StatusChangedBy: r.StatusBy,
-	}
-	if r.Rating != nil {
-		out.Rating = int32(*r.Rating)
-	}
-	if withContact && r.ContactID != nil {
-		out.ContactId = r.ContactID.String()
-		out.Contact = &parleyv1.Contact{
-			Email: deref(r.ContactEmail), PhoneNumber: deref(r.ContactPhoneNumber),
-			FirstName: deref(r.ContactFirstName), LastName: deref(r.ContactLastName),
-		}
-		if len(r.ContactCustomFields) > 0 && string(r.ContactCustomFields) != "{}" {
-			cf := &structpb.Struct{}
-			if err := protojson.Unmarshal(r.ContactCustomFields, cf); err != nil {
-				slog.WarnContext(ctx, "unreadable contact custom fields", "conversation", r.ID, "err", err)
-			} else {
-				out.Contact.CustomFields = cf
-			}
-		}
-	}
-	return out
-}
+// summaryOf is a conversation's summary (view.SummaryOf).
+var summaryOf = view.SummaryOf
 
 // summary reads one conversation's summary in q's transaction, and its
 // latest event number.
 func summary(ctx context.Context, q *dbq.Queries, p *Party, id string) (*parleyv1.ConversationSummary, int64, error) {
-	r, err := q.ConversationSummary(ctx, dbq.ConversationSummaryParams{OrgID: p.Org, ID: id})
+	s, seq, err := view.Summary(ctx, q, p.Org, id, !p.IsVisitor())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, notFound(id)
 	}
-	if err != nil {
-		return nil, 0, err
-	}
-	return summaryOf(ctx, dbq.SearchConversationsRow{
-		ID: r.ID, AgentID: r.AgentID, CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt, Status: r.Status,
-		VisitorID: r.VisitorID, Channel: r.Channel, Rating: r.Rating, StatusReason: r.StatusReason,
-		StatusBy: r.StatusBy, ContactID: r.ContactID, MessagesCount: r.MessagesCount, LastMessage: r.LastMessage,
-		ContactEmail: r.ContactEmail, ContactPhoneNumber: r.ContactPhoneNumber, ContactFirstName: r.ContactFirstName,
-		ContactLastName: r.ContactLastName, ContactCustomFields: r.ContactCustomFields,
-	}, !p.IsVisitor()), r.EventSeq, nil
+	return s, seq, err
 }
 
-// Message is one message of a transcript.
-type Message struct {
-	ID         string
-	Role       string
-	Content    string
-	CreateTime time.Time
-	// Author is who wrote a person's reply (role human).
-	Author string
-	// Sources are the passages an answer was made from.
-	Sources []*parleyv1.Source
-	// ToolCalls are the tools the model called for an answer.
-	ToolCalls []*parleyv1.ToolCall
-	// Model, Provider and Latency are set on answers.
-	Model, Provider string
-	Latency         *time.Duration
-	// PromptTokens and CompletionTokens are set on answers.
-	PromptTokens, CompletionTokens *int32
-	// Incomplete marks an answer cut short.
-	Incomplete bool
-}
-
-// Proto is the message as the API returns it.
-func (m Message) Proto() *parleyv1.ConversationMessage {
-	return &parleyv1.ConversationMessage{
-		Id: m.ID, Role: m.Role, Text: m.Content, Author: m.Author, Sources: m.Sources, ToolCalls: m.ToolCalls,
-		CreateTime: timestamppb.New(m.CreateTime), Model: m.Model, Incomplete: m.Incomplete,
-	}
-}
+// Message is one message of a transcript (view.Message).
+type Message = view.Message
 
 // Transcript is a conversation and its messages, oldest first.
 type Transcript struct {
@@ -295,7 +233,7 @@ func (s *Service) Transcript(ctx context.Context, p *Party, id string) (*Transcr
 		}
 		for _, r := range rows {
 			m := Message{
-				ID: r.ID.String(), Role: r.Role, Content: r.Content, CreateTime: r.CreatedAt, Author: r.Author,
+				ID: r.ID.String(), ConversationID: c.ID, Role: r.Role, Content: r.Content, CreateTime: r.CreatedAt, Author: r.Author,
 				Model: deref(r.Model), Provider: deref(r.Provider), PromptTokens: r.PromptTokens,
 				CompletionTokens: r.CompletionTokens, Incomplete: r.Incomplete,
 			}

@@ -150,7 +150,7 @@ func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversation
 		return 0, err
 	}
 	for _, r := range rows {
-		if err := send(eventOf(ctx, r)); err != nil {
+		if err := send(eventOf(ctx, w.conv, r)); err != nil {
 			return 0, err
 		}
 		w.after = r.Seq
@@ -159,7 +159,7 @@ func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversation
 }
 
 // eventOf is a stored event as the API sends it.
-func eventOf(ctx context.Context, r dbq.ConversationEventsRow) *parleyv1.WatchConversationResponse {
+func eventOf(ctx context.Context, conv string, r dbq.ConversationEventsRow) *parleyv1.WatchConversationResponse {
 	out := &parleyv1.WatchConversationResponse{EventId: r.Seq, CreateTime: timestamppb.New(r.CreatedAt)}
 	if r.Kind == "status" {
 		out.Event = &parleyv1.WatchConversationResponse_Status{Status: &parleyv1.StatusChange{
@@ -167,7 +167,7 @@ func eventOf(ctx context.Context, r dbq.ConversationEventsRow) *parleyv1.WatchCo
 		}}
 		return out
 	}
-	m := Message{Role: deref(r.Role), Content: deref(r.Content), Author: deref(r.Author), Model: deref(r.Model)}
+	m := Message{ConversationID: conv, Role: deref(r.Role), Content: deref(r.Content), Author: deref(r.Author), Model: deref(r.Model)}
 	if r.MessageID != nil {
 		m.ID = r.MessageID.String()
 		m.Sources, m.ToolCalls = readJSON(ctx, *r.MessageID, r.Sources, r.ToolCalls)

@@ -351,9 +351,11 @@ type ConversationMessage struct {
 	// The model of an answer.
 	Model string `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
 	// An answer cut short.
-	Incomplete    bool `protobuf:"varint,9,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Incomplete bool `protobuf:"varint,9,opt,name=incomplete,proto3" json:"incomplete,omitempty"`
+	// The conversation the message belongs to.
+	ConversationId string `protobuf:"bytes,10,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConversationMessage) Reset() {
@@ -447,6 +449,13 @@ func (x *ConversationMessage) GetIncomplete() bool {
 		return x.Incomplete
 	}
 	return false
+}
+
+func (x *ConversationMessage) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
 }
 
 type GetConversationRequest struct {
@@ -1154,7 +1163,7 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\x19ListConversationsResponse\x12D\n" +
 	"\rconversations\x18\x01 \x03(\v2\x1e.parley.v1.ConversationSummaryR\rconversations\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\xb9\x02\n" +
+	"nextCursor\"\xe2\x02\n" +
 	"\x13ConversationMessage\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04role\x18\x02 \x01(\tR\x04role\x12\x12\n" +
@@ -1168,7 +1177,9 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\x05model\x18\b \x01(\tR\x05model\x12\x1e\n" +
 	"\n" +
 	"incomplete\x18\t \x01(\bR\n" +
-	"incomplete\"\xa0\x01\n" +
+	"incomplete\x12'\n" +
+	"\x0fconversation_id\x18\n" +
+	" \x01(\tR\x0econversationId\"\xa0\x01\n" +
 	"\x16GetConversationRequest\x123\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12%\n" +
