@@ -29,6 +29,7 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/webhook"
 	"github.com/parleyhq/parley/compat/wire"
 )
 
@@ -45,6 +46,9 @@ type Deps struct {
 	Admit      *chat.Admitter // the playground's turns, as the signed-in member
 	Limits     *ratelimit.Limiter
 	Validator  protovalidate.Validator
+	// Hooks emits the webhook events of the inbox's changes (status,
+	// people's replies); nil: none.
+	Hooks *webhook.Emitter
 	// Secure marks the session cookie Secure: the public URL is https.
 	Secure bool
 	// PublicURL is where people reach the console (invitation links).

@@ -23,7 +23,7 @@ const convAgentsShown = 100
 
 // conversations reads as the member: its organization scopes every query.
 func (c *Console) conversations() *conversation.Service {
-	return &conversation.Service{Store: c.Store}
+	return &conversation.Service{Store: c.Store, Hooks: c.Hooks}
 }
 
 // convListView is what the conversations page shows.

@@ -20,6 +20,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // DefaultLimit and MaxLimit bound a listing (SPEC §4.2).
@@ -39,6 +40,9 @@ type Service struct {
 	// Drain ends when the server shuts down: streams end, and their
 	// clients reconnect (to another instance) where they left off.
 	Drain context.Context
+	// Hooks emits the webhook events of status changes and people's
+	// replies; nil: none.
+	Hooks *webhook.Emitter
 	// Heartbeat is how often a quiet stream says it is alive; 0 means
 	// HeartbeatEvery.
 	Heartbeat time.Duration

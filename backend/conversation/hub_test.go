@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -167,8 +168,8 @@ func TestWatchRunAndRequestHuman(t *testing.T) {
 	require.Equal(t, int64(1), hb.GetEventId(), "from now: after the one message so far")
 
 	var changed bool
-	require.NoError(t, s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
-		changed, err = handoff.RequestHuman(ctx, q, s.org, "c1", "the visitor asked for a person")
+	require.NoError(t, s.db.TenantTx(ctx, s.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		changed, err = handoff.RequestHuman(ctx, tx, nil, s.org, "c1", "the visitor asked for a person")
 		return err
 	}))
 	require.True(t, changed)
@@ -179,13 +180,13 @@ func TestWatchRunAndRequestHuman(t *testing.T) {
 	require.Equal(t, "the visitor asked for a person", ev.GetStatus().GetReason())
 
 	// Asked again: nothing changes, nothing is sent.
-	require.NoError(t, s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
-		changed, err = handoff.RequestHuman(ctx, q, s.org, "c1", "again")
+	require.NoError(t, s.db.TenantTx(ctx, s.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		changed, err = handoff.RequestHuman(ctx, tx, nil, s.org, "c1", "again")
 		return err
 	}))
 	require.False(t, changed)
-	err = s.db.Tenant(ctx, s.org, func(q *dbq.Queries) error {
-		_, err := handoff.RequestHuman(ctx, q, s.org, "nope", "")
+	err = s.db.TenantTx(ctx, s.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := handoff.RequestHuman(ctx, tx, nil, s.org, "nope", "")
 		return err
 	})
 	require.ErrorIs(t, err, handoff.ErrNotFound)

@@ -6,6 +6,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -51,7 +52,7 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 		return nil, apperr.InvalidField("rating", "must be an integer from 1 to 5")
 	}
 	var out *parleyv1.ConversationSummary
-	err := s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+	err := s.Store.TenantTx(ctx, p.Org, func(tx pgx.Tx, q *dbq.Queries) error {
 		c, err := p.own(ctx, q, id)
 		if err != nil {
 			return err
@@ -61,7 +62,7 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 			if err != nil {
 				return err
 			}
-			if _, err := handoff.SetStatus(ctx, q, p.Org, c.ID, *ch.Status, ch.Reason, by); err != nil {
+			if _, err := handoff.SetStatus(ctx, tx, s.Hooks, p.Org, c.ID, *ch.Status, ch.Reason, by); err != nil {
 				return err
 			}
 		}
@@ -95,7 +96,7 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 	}
 	var msg *Message
 	var sum *parleyv1.ConversationSummary
-	err := s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+	err := s.Store.TenantTx(ctx, p.Org, func(tx pgx.Tx, q *dbq.Queries) error {
 		c, err := p.own(ctx, q, id)
 		if err != nil {
 			return err
@@ -106,7 +107,7 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 		}
 		// The status change comes first, so that a stream shows people
 		// taking over before their first words.
-		if _, err := handoff.SetStatus(ctx, q, p.Org, c.ID, handoff.HumanRequested, "a person replied", by); err != nil {
+		if _, err := handoff.SetStatus(ctx, tx, s.Hooks, p.Org, c.ID, handoff.HumanRequested, "a person replied", by); err != nil {
 			return err
 		}
 		mid, err := uuid.NewV7()

@@ -19,7 +19,11 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"google.golang.org/protobuf/proto"
+
+	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // A conversation's statuses.
@@ -71,14 +75,18 @@ var ErrNotFound = errors.New("handoff: no such conversation")
 
 // SetStatus gives a conversation of org a new status, recording why and who
 // (a key's name, a member's email, ByAgent); changed is false when it
-// already had that status (nothing is recorded then). q must be in org's
-// tenant transaction. ErrNotFound when org has no such conversation.
-func SetStatus(ctx context.Context, q *dbq.Queries, org uuid.UUID, conversationID, status, reason, by string) (changed bool, err error) {
+// already had that status (nothing is recorded then). tx must be org's
+// tenant transaction (db.Store.TenantTx). ErrNotFound when org has no such
+// conversation. A change to human_requested or resolved is the webhook
+// event conversation.human_requested or conversation.resolved (its data the
+// conversation's summary), emitted by hooks in tx: sent only if tx commits.
+func SetStatus(ctx context.Context, tx pgx.Tx, hooks *webhook.Emitter, org uuid.UUID, conversationID, status, reason, by string) (changed bool, err error) {
+	q := dbq.New(tx)
 	_, err = q.SetConversationStatus(ctx, dbq.SetConversationStatusParams{
 		OrgID: org, ID: conversationID, Status: status, Reason: reason, ChangedBy: by,
 	})
 	if err == nil {
-		return true, nil
+		return true, emitStatus(ctx, tx, q, hooks, org, conversationID, status)
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
 		return false, err
@@ -92,12 +100,25 @@ func SetStatus(ctx context.Context, q *dbq.Queries, org uuid.UUID, conversationI
 	return false, nil
 }
 
+// emitStatus emits the webhook event of a conversation's new status, if it
+// has one (unresolved has none).
+func emitStatus(ctx context.Context, tx pgx.Tx, q *dbq.Queries, hooks *webhook.Emitter, org uuid.UUID, conversationID, status string) error {
+	event := map[string]string{HumanRequested: webhook.ConversationHumanRequested, Resolved: webhook.ConversationResolved}[status]
+	if event == "" {
+		return nil
+	}
+	return hooks.Emit(ctx, tx, org, event, func() (proto.Message, error) {
+		return view.OrgSummary(ctx, q, org, conversationID)
+	})
+}
+
 // RequestHuman hands a conversation of org to people, as the request_human
 // tool does: its status becomes human_requested (changed by ByAgent, with
 // the model's reason), the change is recorded and the streams following the
-// conversation are notified when q's transaction commits. From then on the
-// model is not called for it until a person resolves it or gives it back.
-// changed is false when people already had it.
-func RequestHuman(ctx context.Context, q *dbq.Queries, org uuid.UUID, conversationID, reason string) (changed bool, err error) {
-	return SetStatus(ctx, q, org, conversationID, HumanRequested, reason, ByAgent)
+// conversation are notified when tx commits, and hooks emits
+// conversation.human_requested. From then on the model is not called for
+// it until a person resolves it or gives it back. changed is false when
+// people already had it.
+func RequestHuman(ctx context.Context, tx pgx.Tx, hooks *webhook.Emitter, org uuid.UUID, conversationID, reason string) (changed bool, err error) {
+	return SetStatus(ctx, tx, hooks, org, conversationID, HumanRequested, reason, ByAgent)
 }

@@ -275,6 +275,7 @@ func (a *App) routes() (http.Handler, error) {
 	tools := &tool.Deps{
 		Store: a.Store, Knowledge: a.K, Search: tool.NewSearcher(a.cfg.WebSearch),
 		Guard: netguard.New(netguard.Config{Allow: a.cfg.FetchAllow, Timeout: tool.HTTPTimeout, MaxBytes: tool.HTTPMaxBytes}),
+		Hooks: a.hooks,
 	}
 	if tools.Search != nil {
 		slog.Info("web search", "backend", tools.Search.Backend())
@@ -289,7 +290,7 @@ func (a *App) routes() (http.Handler, error) {
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
-	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain}
+	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool), Drain: a.drain, Hooks: a.hooks}
 	contacts := &contact.Service{Store: a.Store}
 	webhooks := &webhook.Service{
 		Store: a.Store, Sealer: a.sealer, Hooks: a.hooks,
@@ -322,7 +323,7 @@ func (a *App) routes() (http.Handler, error) {
 
 	cons := console.New(console.Deps{
 		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
-		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator,
+		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator, Hooks: a.hooks,
 		Secure: strings.HasPrefix(a.cfg.PublicURL, "https://"), PublicURL: a.cfg.PublicURL,
 	}).Handler()
 	mux.Handle("GET /{$}", cons)

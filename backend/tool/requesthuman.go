@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/handoff"
 )
@@ -65,8 +67,8 @@ func (h *Handoff) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	reason := clip(strings.TrimSpace(args.Reason), maxReason)
 	// SECURITY: the turn's organization and conversation only.
-	err := h.Store.Tenant(ctx, h.Org, func(q *dbq.Queries) error {
-		_, err := handoff.RequestHuman(ctx, q, h.Org, h.ConversationID, reason)
+	err := h.Store.TenantTx(ctx, h.Org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := handoff.RequestHuman(ctx, tx, h.Hooks, h.Org, h.ConversationID, reason)
 		return err
 	})
 	if err != nil {

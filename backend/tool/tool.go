@@ -26,6 +26,7 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // Tool is one function a model may call.
@@ -90,6 +91,9 @@ type Deps struct {
 	// Guard sends http_request's calls (with HTTPTimeout and HTTPMaxBytes);
 	// nil: http_request is offered to no agent.
 	Guard *netguard.Client
+	// Hooks emits the webhook events of what tools change (a conversation
+	// handed to people, a new lead); nil: none.
+	Hooks *webhook.Emitter
 }
 
 // Profile is what decides which tools an agent can use.
