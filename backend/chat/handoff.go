@@ -4,7 +4,9 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/handoff"
@@ -26,17 +28,22 @@ func (s *Service) answerForPeople(ctx context.Context, t *turn) (*parleyv1.ChatR
 	}
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
-	err := s.Store.Tenant(storeCtx, t.org, func(q *dbq.Queries) error {
+	err := s.Store.TenantTx(storeCtx, t.org, func(tx pgx.Tx, q *dbq.Queries) error {
 		id, err := uuid.NewV7()
 		if err != nil {
 			return err
 		}
 		resp.MessageId = id.String()
-		_, err = q.CreateMessage(storeCtx, dbq.CreateMessageParams{
+		row, err := q.CreateMessage(storeCtx, dbq.CreateMessageParams{
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: text, Channel: t.channel,
 			Attachments: []byte("[]"), Sources: []byte("[]"),
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return s.emitMessage(storeCtx, tx, t.org, view.Message{
+			ID: row.ID.String(), ConversationID: t.conv.ID, Role: "assistant", Content: text, CreateTime: row.CreatedAt,
+		})
 	})
 	if err != nil {
 		return nil, err

@@ -49,8 +49,11 @@ func (s *statements) during(fn func()) []string {
 // cannot creep back up (issue 13): a JSON turn of a key whose record is
 // cached, on an agent without datastores, continuing a conversation and
 // starting one. Each BEGIN carries its transaction's settings, and the
-// answer's insert touches the conversation. The limits are today's counts;
-// lower them when a change saves a round trip.
+// answer's insert touches the conversation. The turn's webhook events
+// (conversation.created, message.created) cost nothing here: the
+// organization has no endpoint, which the Emitter remembers (CacheTTL) from
+// the warm-up turn on. The limits are today's counts; lower them when a
+// change saves a round trip.
 func TestStatementsPerTurn(t *testing.T) {
 	t.Parallel()
 	var st statements

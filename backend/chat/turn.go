@@ -18,6 +18,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/contact"
+	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -28,6 +29,7 @@ import (
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/telemetry"
 	"github.com/parleyhq/parley/backend/tool"
+	"github.com/parleyhq/parley/backend/webhook"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 )
@@ -55,6 +57,9 @@ type Service struct {
 	// Drain ends when the server shuts down: turns still running stop their
 	// model call, send an error event and store what they generated.
 	Drain context.Context
+	// Hooks emits the webhook events of turns (conversation.created,
+	// message.created) with the rows that cause them; nil: none.
+	Hooks *webhook.Emitter
 	Now   func() time.Time
 }
 
@@ -158,16 +163,26 @@ func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (
 // load reads the conversation (or starts it), its history, the agent's
 // datastores and the passages they hold for the question, and stores the
 // question, all before the model is called; then the passages go out as
-// source events.
+// source events. A new conversation and the question are webhook events,
+// enqueued in the same transaction.
 func (s *Service) load(ctx context.Context, t *turn) error {
 	org, req := t.org, t.req
-	err := s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+	err := s.Store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
 		contactID, err := mergeContact(ctx, q, org, req.GetContact())
 		if err != nil {
 			return err
 		}
-		if t.conv, err = s.conversation(ctx, q, t.a, req, t.channel, contactID); err != nil {
+		var created bool
+		if t.conv, created, err = s.conversation(ctx, q, t.a, req, t.channel, contactID); err != nil {
 			return err
+		}
+		if created {
+			err := s.Hooks.Emit(ctx, tx, org, webhook.ConversationCreated, func() (proto.Message, error) {
+				return view.OrgSummary(ctx, q, org, t.conv.ID)
+			})
+			if err != nil {
+				return err
+			}
 		}
 		if t.history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: t.conv.ID, MaxRows: historyRows}); err != nil {
 			return err
@@ -191,11 +206,16 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 		if err != nil {
 			return err
 		}
-		_, err = q.CreateMessage(ctx, dbq.CreateMessageParams{
+		row, err := q.CreateMessage(ctx, dbq.CreateMessageParams{
 			OrgID: org, ID: id, ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(),
 			Channel: t.channel, Attachments: atts, Sources: []byte("[]"),
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return s.emitMessage(ctx, tx, org, view.Message{
+			ID: row.ID.String(), ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(), CreateTime: row.CreatedAt,
+		})
 	})
 	if err != nil {
 		return err
@@ -475,7 +495,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	defer cancel()
 	// The question is durable already: the answer's commit does not wait
 	// for the disk (Store.TenantAsync says what that risks).
-	err := s.Store.TenantAsync(storeCtx, t.org, func(q *dbq.Queries) error {
+	err := s.Store.TenantAsyncTx(storeCtx, t.org, func(tx pgx.Tx, q *dbq.Queries) error {
 		id, err := uuid.NewV7()
 		if err != nil {
 			return err
@@ -490,18 +510,30 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		if err != nil {
 			return err
 		}
-		_, err = q.CreateMessage(storeCtx, dbq.CreateMessageParams{
+		row, err := q.CreateMessage(storeCtx, dbq.CreateMessageParams{
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: g.text, Channel: t.channel,
 			Attachments: []byte("[]"), Sources: srcJSON, Model: &t.modelName, Provider: &provider,
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
 			ToolCalls: callsJSON,
 		})
-		return err
+		if err != nil {
+			return err
+		}
+		return s.emitMessage(storeCtx, tx, t.org, view.Message{
+			ID: row.ID.String(), ConversationID: t.conv.ID, Role: "assistant", Content: g.text, CreateTime: row.CreatedAt,
+			Sources: t.sources, ToolCalls: t.calls, Model: t.modelName, Incomplete: g.err != nil,
+		})
 	})
 	if err != nil {
 		return nil, err
 	}
 	return resp, nil
+}
+
+// emitMessage emits message.created for a message stored in tx, its data
+// the message as GET /api/v2/conversations/{id} shows it.
+func (s *Service) emitMessage(ctx context.Context, tx pgx.Tx, org uuid.UUID, m view.Message) error {
+	return s.Hooks.Emit(ctx, tx, org, webhook.MessageCreated, func() (proto.Message, error) { return m.Proto(), nil })
 }
 
 // finish ends the turn as its transport needs: the reply, or the error of
@@ -545,7 +577,8 @@ const passagesPerTurn = 5
 // client's id is kept when it is new, or when it names a conversation of the
 // same agent and caller; an id that is someone else's is never joined: a new
 // conversation with a server-made id starts instead.
-func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted, req *parleyv1.ChatRequest, channel string, contactID *uuid.UUID) (dbq.Conversation, error) {
+// created reports that the conversation is new.
+func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted, req *parleyv1.ChatRequest, channel string, contactID *uuid.UUID) (conv dbq.Conversation, created bool, err error) {
 	org, id := a.OrgID(), req.GetConversationId()
 	var visitor *string
 	if v := req.GetVisitorId(); v != "" {
@@ -557,18 +590,18 @@ func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted,
 		case err == nil && c.AgentID == a.Agent.ID && sameCaller(a, c, req.GetVisitorId()):
 			if contactID == nil {
 				// The question's insert touches the conversation.
-				return c, nil
+				return c, false, nil
 			}
-			return c, q.TouchConversation(ctx, dbq.TouchConversationParams{OrgID: org, ID: id, ContactID: contactID})
+			return c, false, q.TouchConversation(ctx, dbq.TouchConversationParams{OrgID: org, ID: id, ContactID: contactID})
 		case err == nil:
 			// SECURITY: another agent's or visitor's conversation is never joined.
 			nid, err := uuid.NewV7()
 			if err != nil {
-				return dbq.Conversation{}, err
+				return dbq.Conversation{}, false, err
 			}
 			id = nid.String()
 		case !errors.Is(err, pgx.ErrNoRows):
-			return dbq.Conversation{}, err
+			return dbq.Conversation{}, false, err
 		}
 		c, err = q.CreateConversation(ctx, dbq.CreateConversationParams{
 			OrgID: org, ID: id, AgentID: a.Agent.ID, VisitorID: visitor, Channel: channel, ContactID: contactID,
@@ -582,11 +615,11 @@ func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted,
 		if db.ForeignKeyViolation(err) {
 			// The agent was deleted since it was admitted (another
 			// instance's cache may hold it for a few seconds).
-			return dbq.Conversation{}, apperr.New(apperr.NotFound, "agent %q not found", a.Agent.ID.String())
+			return dbq.Conversation{}, false, apperr.New(apperr.NotFound, "agent %q not found", a.Agent.ID.String())
 		}
-		return c, err
+		return c, err == nil, err
 	}
-	return dbq.Conversation{}, apperr.New(apperr.Conflict, "conversation %q is being created by another request; retry", id)
+	return dbq.Conversation{}, false, apperr.New(apperr.Conflict, "conversation %q is being created by another request; retry", id)
 }
 
 // sameCaller: a key of the organization may continue any conversation of its

@@ -7,11 +7,13 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/handoff"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // Changes to a conversation: its status (who has it: the model or people),
@@ -124,6 +126,10 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 			return err
 		}
 		msg = &Message{ID: row.ID.String(), ConversationID: c.ID, Role: "human", Content: text, CreateTime: row.CreatedAt, Author: by}
+		err = s.Hooks.Emit(ctx, tx, p.Org, webhook.MessageCreated, func() (proto.Message, error) { return msg.Proto(), nil })
+		if err != nil {
+			return err
+		}
 		sum, _, err = summary(ctx, q, p, c.ID)
 		return err
 	})

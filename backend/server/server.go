@@ -286,7 +286,7 @@ func (a *App) routes() (http.Handler, error) {
 	admitter := &chat.Admitter{Store: a.Store, Gate: gate, Agents: agentCache}
 	turns := &chat.Service{
 		Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools,
-		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}),
+		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}), Hooks: a.hooks,
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
