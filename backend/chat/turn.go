@@ -168,7 +168,7 @@ func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (
 func (s *Service) load(ctx context.Context, t *turn) error {
 	org, req := t.org, t.req
 	err := s.Store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
-		contactID, err := mergeContact(ctx, q, org, req.GetContact())
+		contactID, err := s.mergeContact(ctx, tx, q, org, req.GetContact())
 		if err != nil {
 			return err
 		}
@@ -715,15 +715,21 @@ func hasAnySuffix(s string, suffixes ...string) bool {
 }
 
 // mergeContact records the request's contact in the organization's
-// contacts and returns its id; nil when the request names nobody.
-func mergeContact(ctx context.Context, q *dbq.Queries, org uuid.UUID, c *parleyv1.Contact) (*uuid.UUID, error) {
+// contacts and returns its id; nil when the request names nobody. A new
+// contact is a lead: lead.created, as when lead_capture records one.
+func (s *Service) mergeContact(ctx context.Context, tx pgx.Tx, q *dbq.Queries, org uuid.UUID, c *parleyv1.Contact) (*uuid.UUID, error) {
 	f, ok, err := contact.FromRequest(c)
 	if !ok || err != nil {
 		return nil, err
 	}
-	id, err := contact.Merge(ctx, q, org, f, nil)
+	id, created, err := contact.Merge(ctx, q, org, f, nil)
 	if err != nil {
 		return nil, err
+	}
+	if created {
+		if err := contact.EmitCreated(ctx, tx, s.Hooks, org, id); err != nil {
+			return nil, err
+		}
 	}
 	return &id, nil
 }

@@ -16,10 +16,12 @@ import (
 	"buf.build/go/protovalidate"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // MaxNote bounds one note, in characters.
@@ -94,14 +96,14 @@ func FromRequest(c *parleyv1.Contact) (f Fields, ok bool, err error) {
 }
 
 // Merge records f (normalized) in org's contacts and returns the contact's
-// id. The contact is, in order: the one with f's email; the conversation's
+// id, and whether it is a new contact. The contact is, in order: the one with f's email; the conversation's
 // own contact (prefer, may be nil) when f does not change what identifies
 // it; the one with f's phone number (without an email, when f brings one);
 // else a new one. What f adds is merged in (Fields).
 //
 // It runs in the caller's tenant transaction for org. Two requests creating
 // the same contact at once both end with it: the second finds it.
-func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *uuid.UUID) (uuid.UUID, error) {
+func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *uuid.UUID) (id uuid.UUID, created bool, err error) {
 	custom := f.CustomFields
 	if custom == nil {
 		custom = []byte("{}")
@@ -110,18 +112,19 @@ func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer 
 	for range 3 {
 		target, err := find(ctx, q, org, f, prefer)
 		if err != nil {
-			return uuid.Nil, err
+			return uuid.Nil, false, err
 		}
 		if target != nil {
 			// SECURITY: target was read by org; the update names org too.
-			return q.MergeContact(ctx, dbq.MergeContactParams{
+			id, err := q.MergeContact(ctx, dbq.MergeContactParams{
 				OrgID: org, ID: target.ID, Email: email, PhoneNumber: phone,
 				FirstName: f.FirstName, LastName: f.LastName, CustomFields: custom, Note: f.Note,
 			})
+			return id, false, err
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
-			return uuid.Nil, err
+			return uuid.Nil, false, err
 		}
 		got, err := q.InsertContact(ctx, dbq.InsertContactParams{
 			OrgID: org, ID: id, Email: email, PhoneNumber: phone,
@@ -130,9 +133,23 @@ func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer 
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // created meanwhile: find it
 		}
-		return got, err
+		return got, err == nil, err
 	}
-	return uuid.Nil, apperr.New(apperr.Conflict, "the contact is being changed by another request; retry")
+	return uuid.Nil, false, apperr.New(apperr.Conflict, "the contact is being changed by another request; retry")
+}
+
+// EmitCreated emits lead.created for the contact id that Merge has just
+// created in tx (org's tenant transaction), its data the contact as
+// GET /api/contacts/{id} shows it.
+func EmitCreated(ctx context.Context, tx pgx.Tx, hooks *webhook.Emitter, org, id uuid.UUID) error {
+	return hooks.Emit(ctx, tx, org, webhook.LeadCreated, func() (proto.Message, error) {
+		// SECURITY: read by org, in org's tenant transaction.
+		c, err := dbq.New(tx).GetContact(ctx, dbq.GetContactParams{OrgID: org, ID: id})
+		if err != nil {
+			return nil, err
+		}
+		return Record(c)
+	})
 }
 
 // find is the contact f merges into, nil when f is a new contact.

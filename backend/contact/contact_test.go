@@ -84,7 +84,7 @@ func (x *fixture) merge(t *testing.T, org uuid.UUID, f contact.Fields, prefer *u
 	var id uuid.UUID
 	require.NoError(t, x.store.Tenant(x.ctx, org, func(q *dbq.Queries) error {
 		var err error
-		id, err = contact.Merge(x.ctx, q, org, f, prefer)
+		id, _, err = contact.Merge(x.ctx, q, org, f, prefer)
 		return err
 	}))
 	return id
@@ -165,11 +165,13 @@ func TestMerge(t *testing.T) {
 	require.Equal(t, "+442079460958", deref(x.get(t, x.orgA, ada).PhoneNumber))
 }
 
-// Requests creating one new contact at once all end with the same one.
+// Requests creating one new contact at once all end with the same one, and
+// exactly one of them reports creating it (lead.created is sent once).
 func TestMergeConcurrent(t *testing.T) {
 	t.Parallel()
 	x := setup(t)
 	ids := make([]uuid.UUID, 6)
+	created := make([]bool, len(ids))
 	errs := make([]error, len(ids))
 	var wg sync.WaitGroup
 	for i := range ids {
@@ -180,7 +182,7 @@ func TestMergeConcurrent(t *testing.T) {
 			}
 			errs[i] = x.store.Tenant(x.ctx, x.orgA, func(q *dbq.Queries) error {
 				var err error
-				ids[i], err = contact.Merge(x.ctx, q, x.orgA, f, nil)
+				ids[i], created[i], err = contact.Merge(x.ctx, q, x.orgA, f, nil)
 				return err
 			})
 		})
@@ -191,4 +193,11 @@ func TestMergeConcurrent(t *testing.T) {
 		require.Equal(t, ids[i%2], ids[i])
 	}
 	require.NotEqual(t, ids[0], ids[1])
+	n := 0
+	for _, c := range created {
+		if c {
+			n++
+		}
+	}
+	require.Equal(t, 2, n, "each of the two contacts is created once")
 }

@@ -76,7 +76,7 @@ func (s *Service) ListContacts(ctx context.Context, req *parleyv1.ListContactsRe
 				out.NextCursor = cursorOf(last.CreatedAt, last.ID)
 				break
 			}
-			c, err := record(r)
+			c, err := Record(r)
 			if err != nil {
 				return err
 			}
@@ -113,7 +113,7 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 		if err != nil {
 			return err
 		}
-		if out.Contact, err = record(c); err != nil {
+		if out.Contact, err = Record(c); err != nil {
 			return err
 		}
 		ids, err := q.ContactConversations(ctx, dbq.ContactConversationsParams{OrgID: p.OrgID, ContactID: &id, MaxRows: maxConversations})
@@ -126,8 +126,8 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 	return out, nil
 }
 
-// record is a stored contact as the API shows it.
-func record(c dbq.Contact) (*parleyv1.ContactRecord, error) {
+// Record is a stored contact as the API shows it.
+func Record(c dbq.Contact) (*parleyv1.ContactRecord, error) {
 	custom := &structpb.Struct{}
 	if len(c.CustomFields) > 0 {
 		if err := custom.UnmarshalJSON(c.CustomFields); err != nil {

@@ -95,7 +95,7 @@ func (l *Lead) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	// SECURITY: the turn's organization, for the conversation, the contact
 	// and the link between them.
-	err := l.Store.Tenant(ctx, l.Org, func(q *dbq.Queries) error {
+	err := l.Store.TenantTx(ctx, l.Org, func(tx pgx.Tx, q *dbq.Queries) error {
 		var prefer *uuid.UUID
 		if l.ConversationID != "" {
 			c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: l.Org, ID: l.ConversationID})
@@ -104,9 +104,17 @@ func (l *Lead) Run(ctx context.Context, call Call) (Result, error) {
 			}
 			prefer = c.ContactID
 		}
-		id, err := contact.Merge(ctx, q, l.Org, f, prefer)
-		if err != nil || l.ConversationID == "" {
+		id, created, err := contact.Merge(ctx, q, l.Org, f, prefer)
+		if err != nil {
 			return err
+		}
+		if created {
+			if err := contact.EmitCreated(ctx, tx, l.Hooks, l.Org, id); err != nil {
+				return err
+			}
+		}
+		if l.ConversationID == "" {
+			return nil
 		}
 		return q.LinkConversationContact(ctx, dbq.LinkConversationContactParams{OrgID: l.Org, ConversationID: l.ConversationID, ContactID: &id})
 	})
