@@ -32,7 +32,9 @@ const usage = `parley: hosts AI agents.
 
 Usage:
   parley serve [flags]        run the API server (parley serve --help)
-  parley worker [flags]       run ingestion jobs only (same flags as serve; no HTTP)
+  parley worker [flags]       run jobs only: ingestion, webhook deliveries (serve's flags; no HTTP);
+                              --workers N jobs at once (default 4). parley serve --workers 0
+                              serves without running jobs
   parley migrate [flags]      apply pending database migrations
   parley admin bootstrap --org NAME --plan free|starter|pro|enterprise [--email E] [--json]
                               create an organization, its first admin+chat API key and
@@ -185,7 +187,9 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg.Workers = true
+	if cfg.Workers == 0 {
+		return errors.New("parley worker runs jobs only: --workers (PARLEY_WORKERS) must be 1 or more")
+	}
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
 		return err
 	}
@@ -204,7 +208,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopMetrics()
-	slog.Info("running ingestion jobs")
+	slog.Info("running jobs", "workers", cfg.Workers)
 	return app.RunWorkers(ctx)
 }
 

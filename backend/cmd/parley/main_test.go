@@ -58,9 +58,13 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 		{"admin", "create-key", "--database-url", u, "--org", got.OrganizationID, "--scopes", "root"},
 		{"admin", "create-key", "--database-url", u, "--org", got.OrganizationID, "--plan", "enterprise"},
 		{"frobnicate"},
+		{"serve", "--database-url", u, "--workers", "-1"},
 	} {
 		require.Error(t, run(context.Background(), bad, &out, &errOut), "%v", bad)
 	}
+	// A worker with no workers would run nothing: refused before it starts.
+	err = run(context.Background(), []string{"worker", "--database-url", u, "--workers", "0"}, &out, &errOut)
+	require.ErrorContains(t, err, "--workers (PARLEY_WORKERS) must be 1 or more")
 }
 
 // The command serves, answers with the bootstrap key, and when its context
