@@ -37,6 +37,14 @@ chromium: ## Make headless Chromium ready (the console's browser tests)
 build: ## Build bin/parley
 	go build -o $(BIN)/parley ./backend/cmd/parley
 
+IMAGE ?= parley:dev
+
+.PHONY: image
+image: ## Build the container image IMAGE (default parley:dev) with Docker; compose.yaml runs it
+	@command -v docker >/dev/null || { echo "make image: docker is not installed on this machine; the image needs Docker (or another engine: docker build -t $(IMAGE) . with its own CLI)" >&2; exit 1; }
+	@docker info >/dev/null 2>&1 || { echo "make image: the docker CLI is here but reaches no Docker engine (is the daemon running, or DOCKER_HOST set?)" >&2; exit 1; }
+	DOCKER_BUILDKIT=1 docker build -t $(IMAGE) .
+
 .PHONY: run
 run: db build ## Set up the database, migrate, create a demo organization, serve on :8080
 	@$(BIN)/parley migrate

@@ -60,7 +60,7 @@ func TestStatementsPerTurn(t *testing.T) {
 	fake := testenv.NewFakeProvider(t)
 	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
 		c.DBTracer = &st
-		c.Workers = false // no job polling on the pool while counting
+		c.Workers = 0 // no job polling on the pool while counting
 	})
 	f := &fixture{Env: e, fake: fake}
 	agent := f.agent(t, `{"name":"Counted","instructions":"Be brief."}`)

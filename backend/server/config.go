@@ -45,9 +45,10 @@ type Config struct {
 	LogLevel        string
 	LastUsedFlush   time.Duration
 	ModelsFile      string
-	// Workers runs ingestion jobs in this process (parley serve); parley
-	// worker runs them alone.
-	Workers    bool
+	// Workers is how many ingestion jobs this process runs at once (River's
+	// MaxWorkers); 0 runs none: the instance only enqueues them, for
+	// `parley worker` processes elsewhere to run.
+	Workers    int
 	Embeddings string
 	// SearchEf is the HNSW search breadth (hnsw.ef_search).
 	SearchEf int
@@ -116,7 +117,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogLevel, "log-level", env("PARLEY_LOG_LEVEL", "info"), "debug, info, warn or error (PARLEY_LOG_LEVEL)")
 	fs.StringVar(&c.ModelsFile, "models-file", env("PARLEY_MODELS_FILE", ""),
 		"JSON file mapping model names to providers and upstream models, see docs/models.md (PARLEY_MODELS_FILE)")
-	fs.BoolVar(&c.Workers, "workers", c.envBool("PARLEY_WORKERS", true), "run ingestion jobs in this process (PARLEY_WORKERS)")
+	c.Workers = c.envWorkers("PARLEY_WORKERS", DefaultWorkers)
+	fs.Var(workerCount{&c.Workers}, "workers",
+		"how many ingestion jobs this process runs at once (webhook deliveries: 4 times as many); 0 runs none (an API-only instance), true is 4, false is 0 (PARLEY_WORKERS)")
 	fs.IntVar(&c.SearchEf, "search-ef", c.envInt("PARLEY_SEARCH_EF", knowledge.DefaultEfSearch),
 		"HNSW search breadth: higher finds more of the nearest chunks, slower; see docs/benchmarks.md (PARLEY_SEARCH_EF)")
 	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
@@ -139,6 +142,64 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"the Tavily API's base URL; empty: https://api.tavily.com (PARLEY_TAVILY_BASE_URL)")
 	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
 		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
+}
+
+// DefaultWorkers is how many ingestion jobs a process runs at once unless
+// told otherwise (and what --workers=true means).
+const DefaultWorkers = 4
+
+// maxWorkers keeps every queue within River's bound of 10,000 workers:
+// webhook deliveries get 4 times the count (backend/jobs).
+const maxWorkers = 2_500
+
+// workerCount is --workers: a count, or (as when it was a bool flag) true
+// for the default count and false for none. It is not a bool flag: a bare
+// --workers would swallow the count that follows it (--workers 0).
+type workerCount struct{ n *int }
+
+func (w workerCount) String() string {
+	if w.n == nil {
+		return ""
+	}
+	return strconv.Itoa(*w.n)
+}
+
+func (w workerCount) Set(v string) error {
+	n, err := parseWorkers(v)
+	if err != nil {
+		return err
+	}
+	*w.n = n
+	return nil
+}
+
+func parseWorkers(v string) (int, error) {
+	if n, err := strconv.Atoi(v); err == nil {
+		if n < 0 || n > maxWorkers {
+			return 0, fmt.Errorf("%d workers: use 0 (none) to %d", n, maxWorkers)
+		}
+		return n, nil
+	}
+	if b, err := strconv.ParseBool(v); err == nil {
+		if b {
+			return DefaultWorkers, nil
+		}
+		return 0, nil
+	}
+	return 0, fmt.Errorf("%q is not a number of workers (0 for none; true or false also work)", v)
+}
+
+func (c *Config) envWorkers(name string, def int) int {
+	v := env(name, "")
+	if v == "" {
+		return def
+	}
+	n, err := parseWorkers(v)
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s: %w", name, err))
+		return def
+	}
+	return n
 }
 
 // prefixes binds a repeatable CIDR flag, and its variable (comma-separated).

@@ -2,6 +2,7 @@ package server
 
 import (
 	"flag"
+	"io"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,4 +65,62 @@ func TestMetricsAddrConfig(t *testing.T) {
 			require.NoError(t, err, "%+v", tc)
 		}
 	}
+}
+
+// --workers is a count (0: an API-only instance) and still takes the true
+// and false it took as a bool flag; the flag wins over PARLEY_WORKERS.
+func TestWorkersFlag(t *testing.T) {
+	parse := func(args ...string) (Config, error) {
+		var c Config
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.Flags(fs)
+		if err := fs.Parse(args); err != nil {
+			return c, err
+		}
+		return c, c.Err()
+	}
+	for _, tc := range []struct {
+		args []string
+		want int
+	}{
+		{nil, DefaultWorkers},
+		{[]string{"--workers", "0"}, 0},
+		{[]string{"--workers=0"}, 0},
+		{[]string{"--workers", "12"}, 12},
+		{[]string{"--workers", "2500"}, 2500},
+		{[]string{"--workers=false"}, 0},
+		{[]string{"--workers=true"}, DefaultWorkers},
+		{[]string{"--workers", "false"}, 0},
+	} {
+		c, err := parse(tc.args...)
+		require.NoError(t, err, "%v", tc.args)
+		require.Equal(t, tc.want, c.Workers, "%v", tc.args)
+	}
+	// A count does not end the flags (as it would after a bool flag).
+	c, err := parse("--workers", "0", "--addr", ":9999")
+	require.NoError(t, err)
+	require.Equal(t, 0, c.Workers)
+	require.Equal(t, ":9999", c.Addr)
+
+	for _, bad := range []string{"-1", "2501", "many", ""} {
+		_, err := parse("--workers=" + bad)
+		require.Error(t, err, "--workers=%q", bad)
+		require.Contains(t, err.Error(), "workers")
+	}
+
+	t.Setenv("PARLEY_WORKERS", "0")
+	c, err = parse()
+	require.NoError(t, err)
+	require.Equal(t, 0, c.Workers)
+	c, err = parse("--workers", "2")
+	require.NoError(t, err)
+	require.Equal(t, 2, c.Workers, "the flag wins over its variable")
+	t.Setenv("PARLEY_WORKERS", "false")
+	c, err = parse()
+	require.NoError(t, err)
+	require.Equal(t, 0, c.Workers)
+	t.Setenv("PARLEY_WORKERS", "lots")
+	_, err = parse()
+	require.ErrorContains(t, err, `PARLEY_WORKERS: "lots" is not a number of workers`)
 }

@@ -169,7 +169,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 }
 
 // knowledge sets up ingestion and search: the embedder of new datastores,
-// the guarded web fetcher, and River (workers only when cfg.Workers).
+// the guarded web fetcher, and River (running jobs only when cfg.Workers > 0).
 func (a *App) knowledge() error {
 	// The default (an empty name: tests) is the fast lexical embedder; the
 	// serve flag's default is the neural one.
@@ -222,9 +222,10 @@ func (a *App) knowledge() error {
 		deliverer = nil // no endpoint can exist without the key
 	}
 	a.jobs, err = jobs.New(a.Pool, a.K, jobs.Config{
-		Workers:  a.cfg.Workers,
-		Logger:   slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
-		Webhooks: deliverer,
+		Workers:    a.cfg.Workers > 0,
+		MaxWorkers: a.cfg.Workers,
+		Logger:     slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
+		Webhooks:   deliverer,
 	})
 	if err != nil {
 		return err
@@ -234,8 +235,8 @@ func (a *App) knowledge() error {
 	return nil
 }
 
-// RunWorkers runs ingestion jobs until ctx ends (parley worker, and within
-// Serve when cfg.Workers).
+// RunWorkers runs jobs (ingestion, webhook deliveries) until ctx ends (parley worker, and within
+// Serve when cfg.Workers > 0); with no workers it only waits for ctx.
 func (a *App) RunWorkers(ctx context.Context) error {
 	return a.jobs.Run(ctx, a.cfg.ShutdownTimeout)
 }

@@ -70,7 +70,7 @@ func NewOn(t testing.TB, dbURL string, opts ...Option) *Env {
 		}
 	})
 	cfg := server.Config{
-		DatabaseURL: dbURL, Migrate: true, ShutdownTimeout: 5 * time.Second, LastUsedFlush: time.Hour, Workers: true,
+		DatabaseURL: dbURL, Migrate: true, ShutdownTimeout: 5 * time.Second, LastUsedFlush: time.Hour, Workers: server.DefaultWorkers,
 		SecretsKey: TestSecretsKey,
 	}
 	for _, o := range opts {

@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strings"
@@ -32,8 +33,12 @@ const usage = `parley: hosts AI agents.
 
 Usage:
   parley serve [flags]        run the API server (parley serve --help)
-  parley worker [flags]       run ingestion jobs only (same flags as serve; no HTTP)
+  parley worker [flags]       run jobs only: ingestion, webhook deliveries (serve's flags; no HTTP);
+                              --workers N jobs at once (default 4). parley serve --workers 0
+                              serves without running jobs
   parley migrate [flags]      apply pending database migrations
+  parley healthcheck [--url U] exit 0 when the instance answers /readyz with 200 (container
+                              health checks: the image has no shell nor curl)
   parley admin bootstrap --org NAME --plan free|starter|pro|enterprise [--email E] [--json]
                               create an organization, its first admin+chat API key and
                               its owner, with a one-time console sign-in link
@@ -70,6 +75,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return worker(ctx, args[1:], stderr)
 	case "migrate":
 		return migrate(ctx, args[1:], stderr)
+	case "healthcheck":
+		return healthcheck(ctx, args[1:], stdout, stderr)
 	case "admin":
 		if len(args) < 2 {
 			fmt.Fprint(stderr, usage)
@@ -185,7 +192,9 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	cfg.Workers = true
+	if cfg.Workers == 0 {
+		return errors.New("parley worker runs jobs only: --workers (PARLEY_WORKERS) must be 1 or more")
+	}
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
 		return err
 	}
@@ -204,7 +213,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	defer stopMetrics()
-	slog.Info("running ingestion jobs")
+	slog.Info("running jobs", "workers", cfg.Workers)
 	return app.RunWorkers(ctx)
 }
 
@@ -231,6 +240,51 @@ func migrate(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	fmt.Fprintf(stderr, "database is up to date (%d applied now)\n", len(res))
 	return nil
+}
+
+// healthcheck asks an instance whether it is ready, for container health
+// checks (the image is distroless: no shell, no curl). The default URL is
+// this container's own /readyz, on the port of PARLEY_ADDR.
+func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley healthcheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var cfg server.Config
+	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
+	url := fs.String("url", readyURL(cfg.Addr), "the URL to ask; ready when it answers 200")
+	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, *url, nil)
+	if err != nil {
+		return fmt.Errorf("--url %q: %w", *url, err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("not ready: %w", err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("not ready: %s answered %d: %s", *url, resp.StatusCode, strings.TrimSpace(string(body)))
+	}
+	fmt.Fprint(stdout, string(body))
+	return nil
+}
+
+// readyURL is /readyz on loopback at the port of a listen address (":8080",
+// "0.0.0.0:8080", "[::]:9000").
+func readyURL(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil || port == "" {
+		return "http://127.0.0.1:8080/readyz"
+	}
+	if ip := net.ParseIP(host); host == "" || (ip != nil && ip.IsUnspecified()) {
+		host = "127.0.0.1"
+	}
+	return "http://" + net.JoinHostPort(host, port) + "/readyz"
 }
 
 func openStore(ctx context.Context, url string) (*db.Store, func(), error) {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"strings"
 	"sync"
@@ -58,9 +59,13 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 		{"admin", "create-key", "--database-url", u, "--org", got.OrganizationID, "--scopes", "root"},
 		{"admin", "create-key", "--database-url", u, "--org", got.OrganizationID, "--plan", "enterprise"},
 		{"frobnicate"},
+		{"serve", "--database-url", u, "--workers", "-1"},
 	} {
 		require.Error(t, run(context.Background(), bad, &out, &errOut), "%v", bad)
 	}
+	// A worker with no workers would run nothing: refused before it starts.
+	err = run(context.Background(), []string{"worker", "--database-url", u, "--workers", "0"}, &out, &errOut)
+	require.ErrorContains(t, err, "--workers (PARLEY_WORKERS) must be 1 or more")
 }
 
 // The command serves, answers with the bootstrap key, and when its context
@@ -132,6 +137,11 @@ func TestServeAndShutdown(t *testing.T) {
 	resp.Body.Close()
 	require.Equal(t, 404, resp.StatusCode)
 
+	// The container health check: ready, and the answer printed.
+	var hc bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"healthcheck", "--url", base + "/readyz"}, &hc, io.Discard))
+	require.Equal(t, "ready\n", hc.String())
+
 	stop() // what SIGTERM does to main's context
 	select {
 	case err := <-exited:
@@ -193,4 +203,37 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
+}
+
+// parley healthcheck fails (exit status 2 in main) on anything but 200, and
+// says why; by default it asks the port of PARLEY_ADDR on loopback.
+func TestHealthcheck(t *testing.T) {
+	t.Parallel()
+	notReady := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		require.Equal(t, "/readyz", r.URL.Path)
+		w.WriteHeader(http.StatusServiceUnavailable)
+		_, _ = io.WriteString(w, "2 migrations pending; run parley migrate\n")
+	}))
+	defer notReady.Close()
+	var out bytes.Buffer
+	err := run(context.Background(), []string{"healthcheck", "--url", notReady.URL + "/readyz"}, &out, io.Discard)
+	require.ErrorContains(t, err, "answered 503: 2 migrations pending; run parley migrate")
+	require.Empty(t, out.String())
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := "http://" + ln.Addr().String() + "/readyz"
+	ln.Close()
+	require.ErrorContains(t, run(context.Background(), []string{"healthcheck", "--url", closed}, &out, io.Discard), "not ready")
+	require.ErrorContains(t, run(context.Background(), []string{"healthcheck", "--url", "::nope"}, &out, io.Discard), "--url")
+
+	for addr, want := range map[string]string{
+		":8080":        "http://127.0.0.1:8080/readyz",
+		"0.0.0.0:9000": "http://127.0.0.1:9000/readyz",
+		"[::]:9001":    "http://127.0.0.1:9001/readyz",
+		"10.0.0.5:80":  "http://10.0.0.5:80/readyz",
+		"nonsense":     "http://127.0.0.1:8080/readyz",
+	} {
+		require.Equal(t, want, readyURL(addr), addr)
+	}
 }
