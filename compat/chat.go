@@ -92,6 +92,7 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 	textDialect := r.URL.Query().Get("streamFormat") == "text"
 	sse := newSSE(w)
 	defer sse.Close()
+	sse.StartAfter(chatStreamStart, "waiting for the model")
 	emit := func(ev *parleyv1.ChatStreamResponse) error {
 		m := eventJSON(ev, textDialect)
 		if m == nil {
@@ -105,32 +106,31 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 	}
 	_, err = h.turns.Run(r.Context(), adm, req, emit)
 	if err != nil {
-		if sse.Started() || r.Context().Err() != nil {
+		if sse.Evented() || r.Context().Err() != nil {
 			return nil // the stream carried its own end, or nobody is listening
 		}
 		// Failed before its first event (the provider refused, say): the
 		// client asked for a stream, so the error comes as one, with the
-		// error's status for clients that read it.
-		writeStreamError(w, r, err)
+		// error's status when the stream has not started yet.
+		writeStreamError(sse, r, err, func(body errorBody) []byte {
+			data, _ := json.Marshal(map[string]any{"type": "error", "error": body.Error})
+			return fmt.Appendf(nil, "data: %s\n\ndata: [DONE]\n\n", data)
+		})
 		return nil
 	}
 	return sse.Event("", []byte("[DONE]"))
 }
 
-// writeStreamError answers a stream that failed before it began: err's
-// status (and Retry-After), then an error event and [DONE].
-func writeStreamError(w http.ResponseWriter, r *http.Request, err error) {
+// writeStreamError ends a stream that failed before its first event: with
+// err's status (and Retry-After) when nothing went out yet, then the frames
+// frame makes of the error body.
+func writeStreamError(sse *sseStream, r *http.Request, err error, frame func(errorBody) []byte) {
 	status, body := errorFor(r, err)
-	ev := map[string]any{"type": "error", "error": body.Error}
-	data, _ := json.Marshal(ev)
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream")
-	h.Set("Cache-Control", "no-cache")
+	h := http.Header{}
 	if ra := body.Error.RetryAfter; ra != nil {
 		h.Set("Retry-After", strconv.FormatInt(*ra, 10))
 	}
-	w.WriteHeader(status)
-	_, _ = fmt.Fprintf(w, "data: %s\n\ndata: [DONE]\n\n", data)
+	sse.Fail(status, h, frame(body))
 }
 
 // replyJSON is SPEC §2.6's reply: the text under answer and response.
@@ -267,6 +267,7 @@ func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
 	}
 	sse := newSSE(w)
 	defer sse.Close()
+	sse.StartAfter(chatStreamStart, "waiting for the model")
 	var answer strings.Builder
 	emit := func(ev *parleyv1.ChatStreamResponse) error {
 		switch e := ev.GetEvent().(type) {
@@ -286,10 +287,18 @@ func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if _, err := h.turns.Run(r.Context(), adm, req, emit); err != nil {
-		if sse.Started() || errors.Is(err, context.Canceled) {
+		if sse.Evented() || errors.Is(err, context.Canceled) {
 			return nil
 		}
-		return err
+		if sse.Unstarted() {
+			return err // the ordinary JSON error, as v1 always answered
+		}
+		// The stream started while the turn ran: its error is v1's error event.
+		writeStreamError(sse, r, err, func(body errorBody) []byte {
+			data, _ := json.Marshal(body)
+			return append(wire.Frame("error", data), "data: [DONE]\n\n"...)
+		})
+		return nil
 	}
 	return sse.Event("", []byte("[DONE]"))
 }

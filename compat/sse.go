@@ -11,20 +11,30 @@ import (
 
 // SSE timing: a comment line keeps idle connections (and proxies) alive;
 // each write must finish within eventWriteTimeout or the stream is dropped.
+// A chat stream whose first event has not come within chatStreamStart starts
+// anyway (headers and a comment), so that a client and the proxies between
+// see bytes while the model is awaited; a turn that fails sooner (a bad
+// attachment, a provider that refuses) still answers with its error status.
 const (
 	heartbeatEvery    = 15 * time.Second
 	eventWriteTimeout = 10 * time.Second
+	chatStreamStart   = time.Second
 )
 
 // sseStream writes Server-Sent Events, flushing each one through
 // http.ResponseController (which unwraps middleware writers). Headers go out
-// with the first event, so a request that fails before any can still get an
-// ordinary error status.
+// with the first event (or at StartAfter's time), so a request that fails
+// before can still get an ordinary error status.
 type sseStream struct {
 	w       http.ResponseWriter
 	rc      *http.ResponseController
 	mu      sync.Mutex
 	started bool
+	// evented: an event (not a comment) went out.
+	evented bool
+	// closed: the handler is done with w; nothing may be written.
+	closed  bool
+	timer   *time.Timer
 	stop    chan struct{}
 	stopped sync.Once
 }
@@ -55,10 +65,28 @@ func (s *sseStream) heartbeat() {
 			return
 		case <-t.C:
 			s.mu.Lock()
-			_ = s.writeLocked([]byte(": keep-alive\n\n"))
+			if !s.closed {
+				_ = s.writeLocked([]byte(": keep-alive\n\n"))
+			}
 			s.mu.Unlock()
 		}
 	}
+}
+
+// StartAfter starts the stream (status 200, headers and a comment) after d
+// unless something was sent by then; the heartbeat follows.
+func (s *sseStream) StartAfter(d time.Duration, comment string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.timer = time.AfterFunc(d, func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.closed || s.started {
+			return
+		}
+		s.startLocked()
+		_ = s.writeLocked([]byte(": " + comment + "\n\n"))
+	})
 }
 
 // Started reports whether anything was sent.
@@ -68,11 +96,54 @@ func (s *sseStream) Started() bool {
 	return s.started
 }
 
+// Unstarted reports whether nothing was sent; if so, the stream is closed
+// and the caller may answer on the ResponseWriter itself.
+func (s *sseStream) Unstarted() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.started {
+		return false
+	}
+	s.closed = true
+	return true
+}
+
+// Evented reports whether an event went out (comments do not count).
+func (s *sseStream) Evented() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.evented
+}
+
+// Fail ends a stream with frames: as the whole reply, with status and
+// header, when nothing was sent yet; after what was sent otherwise (the
+// status is then 200, already gone).
+func (s *sseStream) Fail(status int, header http.Header, frames []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		return
+	}
+	if !s.started {
+		s.started = true
+		h := s.w.Header()
+		for k, v := range header {
+			h[k] = v
+		}
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		s.w.WriteHeader(status)
+	}
+	s.evented = true
+	_ = s.writeLocked(frames)
+}
+
 // Event sends one event; name may be empty (the default "message" event).
 func (s *sseStream) Event(name string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.startLocked()
+	s.evented = true
 	return s.writeLocked(wire.Frame(name, data))
 }
 
@@ -82,6 +153,7 @@ func (s *sseStream) EventWithID(id string, data []byte) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.startLocked()
+	s.evented = true
 	return s.writeLocked(append([]byte("id: "+strings.NewReplacer("\r", "", "\n", "").Replace(id)+"\n"), wire.Frame("", data)...))
 }
 
@@ -101,7 +173,14 @@ func (s *sseStream) writeLocked(b []byte) error {
 	return s.rc.Flush()
 }
 
-// Close stops the heartbeat.
+// Close stops the heartbeat and the start timer; nothing is written after
+// it (the handler may return).
 func (s *sseStream) Close() {
+	s.mu.Lock()
+	s.closed = true
+	if s.timer != nil {
+		s.timer.Stop()
+	}
+	s.mu.Unlock()
 	s.stopped.Do(func() { close(s.stop) })
 }

@@ -28,7 +28,11 @@ const (
 	RateLimited        Code = "rate_limited"
 	Unavailable        Code = "unavailable"
 	Upstream           Code = "upstream"
-	Internal           Code = "internal"
+	// Timeout: the model gave no complete answer within a turn's deadline
+	// (--turn-timeout). A gateway timeout, as Connect maps
+	// deadline_exceeded: the service waited on a provider for the client.
+	Timeout  Code = "timeout"
+	Internal Code = "internal"
 )
 
 // Mapping is how one code appears on each transport.
@@ -49,6 +53,7 @@ var table = map[Code]Mapping{
 	RateLimited:        {connect.CodeResourceExhausted, http.StatusTooManyRequests, "RATE_LIMIT_EXCEEDED"},
 	Unavailable:        {connect.CodeUnavailable, http.StatusServiceUnavailable, "UPSTREAM_UNAVAILABLE"},
 	Upstream:           {connect.CodeUnavailable, http.StatusBadGateway, "UPSTREAM_ERROR"},
+	Timeout:            {connect.CodeDeadlineExceeded, http.StatusGatewayTimeout, "UPSTREAM_TIMEOUT"},
 	Internal:           {connect.CodeInternal, http.StatusInternalServerError, "INTERNAL_ERROR"},
 }
 

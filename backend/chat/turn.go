@@ -60,7 +60,12 @@ type Service struct {
 	// Hooks emits the webhook events of turns (conversation.created,
 	// message.created) with the rows that cause them; nil: none.
 	Hooks *webhook.Emitter
-	Now   func() time.Time
+	// TurnTimeout bounds a turn, counted from its start: the model calls
+	// (every try the provider's retry policy makes) and the tool rounds
+	// must be over by then, or the turn fails with apperr.Timeout and keeps
+	// what was generated as incomplete. 0: no bound.
+	TurnTimeout time.Duration
+	Now         func() time.Time
 }
 
 // Emit receives a streaming turn's events in order. An error from it (the
@@ -112,8 +117,11 @@ type turn struct {
 	emit Emit
 
 	// Admit.
-	now       func() time.Time
-	start     time.Time
+	now   func() time.Time
+	start time.Time
+	// deadline is when the model and tool work must be over (zero: never),
+	// on the wall clock whatever now says.
+	deadline  time.Time
 	org       uuid.UUID
 	modelName string
 	route     llm.Route
@@ -147,6 +155,9 @@ func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (
 		t.now = time.Now
 	}
 	t.start = t.now()
+	if s.TurnTimeout > 0 {
+		t.deadline = time.Now().Add(s.TurnTimeout)
+	}
 	if req.GetSelectedModel() != "" {
 		t.modelName = req.GetSelectedModel()
 	}
@@ -294,6 +305,8 @@ type generation struct {
 	err error
 	// drained: the server's shutdown cut the turn.
 	drained bool
+	// timedOut: the turn's deadline cut it; err is then apperr.Timeout.
+	timedOut bool
 	// prompt is the last request, for counting its tokens when the provider
 	// reports no usage.
 	prompt llm.Request
@@ -307,6 +320,11 @@ type generation struct {
 func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm.Request) generation {
 	modelCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if !t.deadline.IsZero() {
+		var cancelDeadline context.CancelFunc
+		modelCtx, cancelDeadline = context.WithDeadlineCause(modelCtx, t.deadline, errTurnDeadline)
+		defer cancelDeadline()
+	}
 	var draining atomic.Bool
 	if s.Drain != nil {
 		stop := context.AfterFunc(s.Drain, func() { draining.Store(true); cancel() })
@@ -350,8 +368,17 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 		}
 	}
 	g.text, g.drained, g.prompt = answer.String(), draining.Load(), prompt
+	if g.err != nil && !g.drained && ctx.Err() == nil && errors.Is(context.Cause(modelCtx), errTurnDeadline) {
+		// The provider (or a tool) saw only its context end: say why.
+		g.timedOut = true
+		g.err = apperr.New(apperr.Timeout, "the model gave no complete answer within %s; try again", s.TurnTimeout)
+	}
 	return g
 }
+
+// errTurnDeadline is the cause of a turn's model context ending at its
+// deadline (Service.TurnTimeout).
+var errTurnDeadline = errors.New("the turn's deadline passed")
 
 // callModel makes one model call: its text joins the answer (and goes out
 // as token events), its usage adds up, its tool calls are returned with
@@ -547,9 +574,12 @@ func (t *turn) finish(ctx context.Context, resp *parleyv1.ChatResponse, g genera
 		return nil, upstreamError(g.err)
 	case g.err != nil:
 		code, msg := "UPSTREAM_ERROR", "the model provider failed mid-answer; what was generated is stored as incomplete"
-		if g.drained {
+		switch {
+		case g.drained:
 			code, msg = "SHUTTING_DOWN", "the server is shutting down; send the message again"
-		} else {
+		case g.timedOut:
+			code, msg = apperr.Lookup(apperr.Timeout).SpecCode, g.err.Error()+"; what was generated is stored as incomplete"
+		default:
 			slog.WarnContext(ctx, "model failed mid-stream", "provider", t.route.Model.Provider(), "err", g.err)
 		}
 		_ = t.emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Error{Error: &parleyv1.ChatError{Code: code, Message: msg}}})

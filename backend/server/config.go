@@ -22,6 +22,11 @@ import (
 // DefaultDatabaseURL is what scripts/db-setup.sh makes ready.
 const DefaultDatabaseURL = "postgres://parley:parley@127.0.0.1:5432/parley?sslmode=disable"
 
+// DefaultTurnTimeout is well under the 60 s idle timeout common to reverse
+// proxies and load balancers: a JSON turn sends nothing before its answer, so
+// it must end (answer or error) before a proxy gives up on it.
+const DefaultTurnTimeout = 45 * time.Second
+
 // Config is every setting of `parley serve`. Each has a flag and a PARLEY_*
 // environment variable (DATABASE_URL is also read); a flag wins over its
 // variable.
@@ -42,9 +47,11 @@ type Config struct {
 	RedisPrefix     string
 	Migrate         bool
 	ShutdownTimeout time.Duration
-	LogLevel        string
-	LastUsedFlush   time.Duration
-	ModelsFile      string
+	// TurnTimeout bounds a chat turn's model and tool work; 0: no bound.
+	TurnTimeout   time.Duration
+	LogLevel      string
+	LastUsedFlush time.Duration
+	ModelsFile    string
 	// Workers is how many ingestion jobs this process runs at once (River's
 	// MaxWorkers); 0 runs none: the instance only enqueues them, for
 	// `parley worker` processes elsewhere to run.
@@ -114,6 +121,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Migrate, "migrate", c.envBool("PARLEY_MIGRATE", true), "apply pending migrations at start (PARLEY_MIGRATE)")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("PARLEY_SHUTDOWN_TIMEOUT", 30*time.Second),
 		"how long SIGTERM waits for requests in flight (PARLEY_SHUTDOWN_TIMEOUT)")
+	fs.DurationVar(&c.TurnTimeout, "turn-timeout", c.envDuration("PARLEY_TURN_TIMEOUT", DefaultTurnTimeout),
+		"the longest a chat turn waits for the model (all tries and tool rounds) before it fails with 504 UPSTREAM_TIMEOUT; 0: no bound (PARLEY_TURN_TIMEOUT)")
 	fs.StringVar(&c.LogLevel, "log-level", env("PARLEY_LOG_LEVEL", "info"), "debug, info, warn or error (PARLEY_LOG_LEVEL)")
 	fs.StringVar(&c.ModelsFile, "models-file", env("PARLEY_MODELS_FILE", ""),
 		"JSON file mapping model names to providers and upstream models, see docs/models.md (PARLEY_MODELS_FILE)")

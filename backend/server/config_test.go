@@ -4,6 +4,7 @@ import (
 	"flag"
 	"io"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -123,4 +124,23 @@ func TestWorkersFlag(t *testing.T) {
 	t.Setenv("PARLEY_WORKERS", "lots")
 	_, err = parse()
 	require.ErrorContains(t, err, `PARLEY_WORKERS: "lots" is not a number of workers`)
+}
+
+// A turn's deadline defaults under a proxy's usual 60 s idle timeout; its
+// variable sets it and a bad value is reported.
+func TestTurnTimeoutConfig(t *testing.T) {
+	var c Config
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	require.Equal(t, 45*time.Second, c.TurnTimeout)
+
+	t.Setenv("PARLEY_TURN_TIMEOUT", "20s")
+	c = Config{}
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	require.NoError(t, c.Err())
+	require.Equal(t, 20*time.Second, c.TurnTimeout)
+
+	t.Setenv("PARLEY_TURN_TIMEOUT", "soon")
+	c = Config{}
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	require.ErrorContains(t, c.Err(), "PARLEY_TURN_TIMEOUT")
 }

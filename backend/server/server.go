@@ -86,6 +86,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err := cfg.Err(); err != nil {
 		return nil, err
 	}
+	if cfg.TurnTimeout < 0 {
+		return nil, fmt.Errorf("--turn-timeout %s: give a positive duration, or 0 for no bound", cfg.TurnTimeout)
+	}
 	a := &App{cfg: cfg}
 	a.drain, a.startDrain = context.WithCancel(context.Background())
 	a.catalog = cfg.Catalog
@@ -286,7 +289,7 @@ func (a *App) routes() (http.Handler, error) {
 	accounts := account.New(a.Store, a.Auth, a.Limits)
 	admitter := &chat.Admitter{Store: a.Store, Gate: gate, Agents: agentCache}
 	turns := &chat.Service{
-		Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools,
+		Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools, TurnTimeout: a.cfg.TurnTimeout,
 		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}), Hooks: a.hooks,
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
