@@ -31,8 +31,12 @@ const (
 	// Timeout: the model gave no complete answer within a turn's deadline
 	// (--turn-timeout). A gateway timeout, as Connect maps
 	// deadline_exceeded: the service waited on a provider for the client.
-	Timeout  Code = "timeout"
-	Internal Code = "internal"
+	Timeout Code = "timeout"
+	// ShuttingDown: the instance stopped the work because it is shutting
+	// down; the same request sent again reaches another instance (or this
+	// one, restarted).
+	ShuttingDown Code = "shutting_down"
+	Internal     Code = "internal"
 )
 
 // Mapping is how one code appears on each transport.
@@ -54,6 +58,7 @@ var table = map[Code]Mapping{
 	Unavailable:        {connect.CodeUnavailable, http.StatusServiceUnavailable, "UPSTREAM_UNAVAILABLE"},
 	Upstream:           {connect.CodeUnavailable, http.StatusBadGateway, "UPSTREAM_ERROR"},
 	Timeout:            {connect.CodeDeadlineExceeded, http.StatusGatewayTimeout, "UPSTREAM_TIMEOUT"},
+	ShuttingDown:       {connect.CodeUnavailable, http.StatusServiceUnavailable, "SHUTTING_DOWN"},
 	Internal:           {connect.CodeInternal, http.StatusInternalServerError, "INTERNAL_ERROR"},
 }
 

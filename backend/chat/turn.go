@@ -99,8 +99,11 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	}
 	kit, prompt := s.buildPrompt(t)
 	g := s.rounds(ctx, t, kit, prompt)
-	if g.err != nil && g.text == "" && !t.sent && ctx.Err() == nil && !g.drained {
+	if g.err != nil && g.text == "" && !t.sent && ctx.Err() == nil {
 		// Nothing went out: a plain error, and nothing but the question is stored.
+		if g.drained {
+			return nil, errShuttingDown
+		}
 		return nil, upstreamError(g.err)
 	}
 	resp, err := s.persist(ctx, t, g)
@@ -376,6 +379,9 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 	return g
 }
 
+// errShuttingDown ends a turn the server's shutdown cut.
+var errShuttingDown = &apperr.Error{Code: apperr.ShuttingDown, Message: "the server is shutting down; send the message again"}
+
 // errTurnDeadline is the cause of a turn's model context ending at its
 // deadline (Service.TurnTimeout).
 var errTurnDeadline = errors.New("the turn's deadline passed")
@@ -570,13 +576,18 @@ func (t *turn) finish(ctx context.Context, resp *parleyv1.ChatResponse, g genera
 	switch {
 	case ctx.Err() != nil:
 		return nil, ctx.Err()
+	case g.err != nil && t.emit == nil && g.drained:
+		// A JSON turn still running when the drain began (near the end of
+		// the shutdown grace): what was generated is stored as incomplete,
+		// the client is told to send the message again.
+		return nil, errShuttingDown
 	case g.err != nil && t.emit == nil:
 		return nil, upstreamError(g.err)
 	case g.err != nil:
 		code, msg := "UPSTREAM_ERROR", "the model provider failed mid-answer; what was generated is stored as incomplete"
 		switch {
 		case g.drained:
-			code, msg = "SHUTTING_DOWN", "the server is shutting down; send the message again"
+			code, msg = apperr.Lookup(apperr.ShuttingDown).SpecCode, errShuttingDown.Message
 		case g.timedOut:
 			code, msg = apperr.Lookup(apperr.Timeout).SpecCode, g.err.Error()+"; what was generated is stored as incomplete"
 		default:

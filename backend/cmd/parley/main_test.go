@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -15,6 +17,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/dbtest"
@@ -235,5 +238,118 @@ func TestHealthcheck(t *testing.T) {
 		"nonsense":     "http://127.0.0.1:8080/readyz",
 	} {
 		require.Equal(t, want, readyURL(addr), addr)
+	}
+}
+
+// SIGTERM during non-streaming JSON chats: one the provider finishes within
+// the drain time answers 200; one still running when the drain begins is
+// 503 SHUTTING_DOWN (never a 500), its partial answer stored as incomplete;
+// serve returns within the shutdown timeout. In-process, with the models
+// file pointing every model at a fake provider.
+func TestShutdownDuringJSONChat(t *testing.T) {
+	t.Parallel()
+	u := dbtest.New(t)
+	var out, errOut bytes.Buffer
+	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme", "--plan", "pro", "--json"}, &out, &errOut), errOut.String())
+	var boot struct{ OrganizationID, APIKey string }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &boot))
+
+	fake := testenv.NewFakeProvider(t)
+	fake.Reply = func(_ int, body map[string]any) testenv.FakeReply {
+		msgs := body["messages"].([]any)
+		if msgs[len(msgs)-1].(map[string]any)["content"] == "quick" {
+			return testenv.FakeReply{Tokens: []string{"Done", " in", " time."}, Delay: 100 * time.Millisecond}
+		}
+		return testenv.FakeReply{Tokens: []string{"tick "}, Delay: 100 * time.Millisecond, Forever: true}
+	}
+	models := filepath.Join(t.TempDir(), "models.json")
+	require.NoError(t, os.WriteFile(models, []byte(`{"providers":{"fake":{"type":"openai","baseURL":"`+fake.URL+`/v1"}},
+		"models":{"gpt-4o-mini":{"provider":"fake","model":"fake-mini"}}}`), 0o600))
+
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	t.Cleanup(stop)
+	exited := make(chan error, 1)
+	go func() {
+		exited <- run(ctx, []string{"serve", "--addr", addr, "--database-url", u, "--shutdown-timeout", "3s",
+			"--turn-timeout", "0", "--embeddings", "lexical", "--models-file", models}, io.Discard, io.Discard)
+	}()
+	base := "http://" + addr
+	require.Eventually(t, func() bool {
+		resp, err := http.Get(base + "/readyz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}, 15*time.Second, 50*time.Millisecond)
+	post := func(path, body string) (int, []byte) {
+		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
+		req.Header.Set("Authorization", "Bearer "+boot.APIKey)
+		req.Header.Set("Content-Type", "application/json")
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, b
+	}
+	status, b := post("/api/agents", `{"name":"n","instructions":"i"}`)
+	require.Equal(t, 201, status, "%s", b)
+	var agent struct{ ID string }
+	require.NoError(t, json.Unmarshal(b, &agent))
+
+	type reply struct {
+		status int
+		body   []byte
+	}
+	quick, slow := make(chan reply, 1), make(chan reply, 1)
+	go func() {
+		s, b := post("/api/v2/agent/"+agent.ID+"/chat", `{"query":"quick","conversationId":"term-quick"}`)
+		quick <- reply{s, b}
+	}()
+	go func() {
+		s, b := post("/api/v2/agent/"+agent.ID+"/chat", `{"query":"slow","conversationId":"term-slow"}`)
+		slow <- reply{s, b}
+	}()
+	require.Eventually(t, func() bool { return len(fake.Requests()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	stop() // what SIGTERM does to main's context
+
+	r := <-quick
+	require.Equal(t, 200, r.status, "a turn that ends within the drain time is answered: %s", r.body)
+	require.Contains(t, string(r.body), `"answer":"Done in time."`)
+	r = <-slow
+	require.Equal(t, 503, r.status, "%s", r.body)
+	var eb struct {
+		Error struct{ Code, Message string }
+	}
+	require.NoError(t, json.Unmarshal(r.body, &eb), "%s", r.body)
+	require.Equal(t, "SHUTTING_DOWN", eb.Error.Code)
+	select {
+	case err := <-exited:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("parley serve did not stop within 10 s of shutdown")
+	}
+
+	// What the conversations hold: the slow one's partial answer, incomplete.
+	conn, err := pgx.Connect(context.Background(), u)
+	require.NoError(t, err)
+	defer conn.Close(context.Background())
+	tx, err := conn.Begin(context.Background())
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background()) //nolint:errcheck
+	_, err = tx.Exec(context.Background(), "SELECT set_config('app.org_id', $1, true)", boot.OrganizationID)
+	require.NoError(t, err)
+	for conv, want := range map[string]bool{"term-quick": false, "term-slow": true} {
+		var content string
+		var incomplete bool
+		require.NoError(t, tx.QueryRow(context.Background(), `SELECT content, incomplete FROM messages
+			WHERE conversation_id = $1 AND role = 'assistant'`, conv).Scan(&content, &incomplete))
+		require.Equal(t, want, incomplete, conv)
+		require.NotEmpty(t, content, conv)
 	}
 }
