@@ -139,6 +139,19 @@ func (a *Authenticator) Forget(keyID uuid.UUID) {
 	}
 }
 
+// ForgetOrg drops an organization's keys from this instance's cache: the
+// organization was deleted (db.Store.OrgGone), so its keys must be looked up
+// again, and found missing, at once.
+func (a *Authenticator) ForgetOrg(org uuid.UUID) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for h, rec := range a.cache {
+		if rec.principal != nil && rec.principal.OrgID == org {
+			delete(a.cache, h)
+		}
+	}
+}
+
 // FlushLastUsed writes the last-use times gathered since the previous flush,
 // one transaction per organization.
 func (a *Authenticator) FlushLastUsed(ctx context.Context) error {

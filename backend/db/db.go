@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/jackc/pgx/v5/stdlib"
 	pgxvec "github.com/pgvector/pgvector-go/pgx"
@@ -33,6 +34,9 @@ var ErrNotFound = errors.New("not found")
 // Store runs transactions over a pgx pool.
 type Store struct {
 	Pool *pgxpool.Pool
+	// OrgGone, when set, hears of an organization found deleted by a
+	// tenant write (auth drops its cached keys, which may outlive it).
+	OrgGone func(org uuid.UUID)
 }
 
 // DefaultMaxConns is the pool's size unless configured: pgx's own default
@@ -72,13 +76,13 @@ func Open(ctx context.Context, url string, maxConns int32, tracer pgx.QueryTrace
 // the transaction, so it is gone at commit or rollback and the next user of
 // the connection starts with none.
 func (s *Store) Tenant(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn))
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn)))
 }
 
 // TenantTx is Tenant with the transaction itself, for work that must commit
 // with the rows (enqueueing a job in the same transaction).
 func (s *Store) TenantTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
-	return s.scoped(ctx, Scope{"app.org_id", org.String()}, fn)
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, fn))
 }
 
 // TenantAsync is Tenant for a write whose loss in a crash costs little and
@@ -89,13 +93,32 @@ func (s *Store) TenantTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, 
 // question is durable before the model is called, and an answer lost in a
 // crash reads as a question without one.
 func (s *Store) TenantAsync(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn), Scope{"synchronous_commit", "off"})
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn), Scope{"synchronous_commit", "off"}))
 }
 
 // TenantAsyncTx is TenantAsync with the transaction itself (an answer's
 // webhook deliveries are enqueued with it).
 func (s *Store) TenantAsyncTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
-	return s.scoped(ctx, Scope{"app.org_id", org.String()}, fn, Scope{"synchronous_commit", "off"})
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, fn, Scope{"synchronous_commit", "off"}))
+}
+
+// orgGone turns a tenant write refused because the organization no longer
+// exists into Unauthenticated, and says so to OrgGone. Authentication caches
+// a key for auth.CacheTTL, so a deleted organization's key may still be let
+// in for that long; its reads find nothing, its writes break the foreign key
+// every tenant table has to organizations (named <table>_org_id_fkey, as
+// Postgres names a column's reference; TestOrganizationForeignKeysAreNamed
+// keeps it so). Without this the write is a 500.
+func (s *Store) orgGone(org uuid.UUID, err error) error {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23503" || !strings.HasSuffix(pgErr.ConstraintName, "_org_id_fkey") {
+		return err
+	}
+	if s.OrgGone != nil {
+		s.OrgGone(org)
+	}
+	// SECURITY: the key outlived its organization; it admits nothing more.
+	return apperr.New(apperr.Unauthenticated, "this API key's organization no longer exists")
 }
 
 // KeyHolder runs fn in a transaction that may read the one API key whose

@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,4 +85,32 @@ func TestScopesAreLiterals(t *testing.T) {
 	require.Equal(t, 1, members)
 	_, err := db.BeginQuery([]db.Scope{{Name: "app.member_email", Value: "a\x00b"}})
 	require.Error(t, err)
+}
+
+// Store.orgGone recognises a write for a deleted organization by the name of
+// the foreign key it breaks: every reference to organizations must be named
+// <table>_org_id_fkey, and no other constraint may end so.
+func TestOrganizationForeignKeysAreNamed(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	rows, err := pool.Query(context.Background(), `SELECT conname, conrelid::regclass::text, confrelid::regclass::text,
+		(SELECT array_agg(a.attname::text) FROM pg_attribute a WHERE a.attrelid = c.conrelid AND a.attnum = ANY (c.conkey))
+		FROM pg_constraint c WHERE contype = 'f' AND connamespace = 'public'::regnamespace`)
+	require.NoError(t, err)
+	defer rows.Close()
+	toOrgs := 0
+	for rows.Next() {
+		var name, table, refs string
+		var cols []string
+		require.NoError(t, rows.Scan(&name, &table, &refs, &cols))
+		if refs == "organizations" {
+			toOrgs++
+			require.Equal(t, table+"_org_id_fkey", name, "a reference to organizations")
+			require.Equal(t, []string{"org_id"}, cols)
+		} else {
+			require.False(t, strings.HasSuffix(name, "_org_id_fkey"), "%s on %s references %s, not organizations", name, table, refs)
+		}
+	}
+	require.NoError(t, rows.Err())
+	require.GreaterOrEqual(t, toOrgs, 7, "the tenant tables reference organizations")
 }

@@ -159,6 +159,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		a.Limits = ratelimit.NewMemory()
 	}
 	a.Auth = auth.NewAuthenticator(a.Store)
+	a.Store.OrgGone = a.Auth.ForgetOrg
 	if err := a.knowledge(); err != nil {
 		a.Close()
 		return nil, err
