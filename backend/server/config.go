@@ -66,6 +66,9 @@ type Config struct {
 	// SecretsKey is the base64 of 32 random bytes that seals stored
 	// signing secrets (webhooks'); without it webhooks cannot be created.
 	SecretsKey string
+	// CORSOrigins are the browser origins allowed to call the API (CORS);
+	// none by default, so no CORS headers are sent.
+	CORSOrigins []string
 	// TrustedProxies are the reverse proxies whose X-Forwarded-For names the
 	// client (public agents' per-IP limits, logs); none by default, so the
 	// header is ignored and the peer is the client.
@@ -139,6 +142,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets; webhooks cannot be created without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
+	c.origins(fs)
 	fs.StringVar(&c.WebSearch.SearxngURL, "searxng-url", env("PARLEY_SEARXNG_URL", ""),
 		"web_search backend: a SearXNG instance's base URL, its JSON API enabled (PARLEY_SEARXNG_URL); the first configured of SearXNG, Brave, Tavily wins")
 	fs.StringVar(&c.WebSearch.BraveAPIKey, "brave-api-key", env("PARLEY_BRAVE_API_KEY", ""),
@@ -229,6 +233,31 @@ func (c *Config) prefixes(fs *flag.FlagSet, dst *[]netip.Prefix, name, envName, 
 				continue
 			}
 			*dst = append(*dst, p)
+		}
+	}
+}
+
+// origins binds the repeatable --cors-origin flag and PARLEY_CORS_ORIGINS
+// (comma-separated); flags replace the variable's list.
+func (c *Config) origins(fs *flag.FlagSet) {
+	flagged := false
+	fs.Func("cors-origin", "a browser origin allowed to call the API (CORS), e.g. https://app.example.com, https://*.example.com or *; repeatable; none by default (PARLEY_CORS_ORIGINS, comma-separated)", func(v string) error {
+		if err := checkOrigin(v); err != nil {
+			return err
+		}
+		if !flagged {
+			flagged, c.CORSOrigins = true, nil // the flag wins over the variable
+		}
+		c.CORSOrigins = append(c.CORSOrigins, v)
+		return nil
+	})
+	for _, v := range strings.Split(env("PARLEY_CORS_ORIGINS", ""), ",") {
+		if v = strings.TrimSpace(v); v != "" {
+			if err := checkOrigin(v); err != nil {
+				c.envErrs = append(c.envErrs, fmt.Errorf("PARLEY_CORS_ORIGINS: %w", err))
+				continue
+			}
+			c.CORSOrigins = append(c.CORSOrigins, v)
 		}
 	}
 }
