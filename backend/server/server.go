@@ -343,7 +343,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		compat.WriteError(w, r, notFoundRoute(r))
 	})
-	var h http.Handler = requestLog(withCORS(a.cfg.CORSOrigins, mux))
+	var h http.Handler = requestLog(withCORS(a.cfg.CORSOrigins, unknownRPC(mux)))
 	if telemetry.Enabled() {
 		h = traceREST(h)
 	}
