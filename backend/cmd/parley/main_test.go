@@ -75,7 +75,8 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 // ends (main cancels it on SIGTERM or Ctrl-C) drains and returns nil. It
 // runs in-process through run(ctx, args): no go build inside a test.
 func TestServeAndShutdown(t *testing.T) {
-	t.Parallel()
+	// Not parallel: serve sets the process's default logger, and this test
+	// reads its own request lines from it.
 	u := dbtest.New(t)
 	var out, errOut bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme", "--plan", "free", "--json"}, &out, &errOut), errOut.String())
@@ -247,7 +248,8 @@ func TestHealthcheck(t *testing.T) {
 // serve returns within the shutdown timeout. In-process, with the models
 // file pointing every model at a fake provider.
 func TestShutdownDuringJSONChat(t *testing.T) {
-	t.Parallel()
+	// Not parallel: serve sets the process's default logger, and this test
+	// reads its own request lines from it.
 	u := dbtest.New(t)
 	var out, errOut bytes.Buffer
 	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme", "--plan", "pro", "--json"}, &out, &errOut), errOut.String())
