@@ -26,6 +26,7 @@ type agentJSON struct {
 	CreatedAt      string                `json:"createdAt"`
 	UpdatedAt      string                `json:"updatedAt"`
 	ToolSettings   wire.ToolSettingsJSON `json:"toolSettings"`
+	AllowedOrigins []string              `json:"allowedOrigins"`
 	Stats          *statsJSON            `json:"stats,omitempty"`
 	// Warnings come with the detail (as stats do): why a listed tool is not
 	// offered to the model.
@@ -43,9 +44,10 @@ func toAgentJSON(a *parleyv1.Agent) agentJSON {
 		ID: a.GetId(), Name: a.GetName(), Description: a.GetDescription(), Instructions: a.GetInstructions(),
 		Model: a.GetModel(), Temperature: a.GetTemperature(), Tools: nonNil(a.GetTools()),
 		Datastores: nonNil(a.GetDatastores()), Visibility: a.GetVisibility(), Status: a.GetStatus(), HandoffMessage: a.GetHandoffMessage(),
-		CreatedAt:    a.GetCreateTime().AsTime().UTC().Format(time.RFC3339Nano),
-		UpdatedAt:    a.GetUpdateTime().AsTime().UTC().Format(time.RFC3339Nano),
-		ToolSettings: wire.ToolSettingsOf(a.GetToolSettings()),
+		CreatedAt:      a.GetCreateTime().AsTime().UTC().Format(time.RFC3339Nano),
+		UpdatedAt:      a.GetUpdateTime().AsTime().UTC().Format(time.RFC3339Nano),
+		ToolSettings:   wire.ToolSettingsOf(a.GetToolSettings()),
+		AllowedOrigins: nonNil(a.GetAllowedOrigins()),
 	}
 	if s := a.GetStats(); s != nil {
 		out.Stats = &statsJSON{s.GetTotalConversations(), s.GetTotalMessages(), s.GetAverageRating()}

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
@@ -44,7 +45,10 @@ type agentForm struct {
 	Model, Temperature, Visibility  string
 	// HandoffMessage is what visitors read while people have a
 	// conversation; blank is the default.
-	HandoffMessage    string
+	HandoffMessage string
+	// AllowedOrigins are the web origins that may call a public agent from
+	// a browser, separated by spaces, commas or lines.
+	AllowedOrigins    string
 	Tools, Datastores []string
 }
 
@@ -58,6 +62,7 @@ func formOf(a *parleyv1.Agent) agentForm {
 		Name: a.GetName(), Description: a.GetDescription(), Instructions: a.GetInstructions(),
 		Model: a.GetModel(), Temperature: temperature(a.GetTemperature()), Visibility: a.GetVisibility(),
 		Tools: a.GetTools(), Datastores: a.GetDatastores(), HandoffMessage: a.GetHandoffMessage(),
+		AllowedOrigins: strings.Join(a.GetAllowedOrigins(), " "),
 	}
 }
 
@@ -85,6 +90,7 @@ func readAgentForm(r *http.Request) agentForm {
 		Name: strings.TrimSpace(f.Get("name")), Description: f.Get("description"), Instructions: f.Get("instructions"),
 		Model: f.Get("model"), Temperature: strings.TrimSpace(f.Get("temperature")), Visibility: f.Get("visibility"),
 		Tools: f["tools"], Datastores: f["datastores"], HandoffMessage: strings.TrimSpace(f.Get("handoffMessage")),
+		AllowedOrigins: f.Get("allowedOrigins"),
 	}
 }
 
@@ -117,12 +123,12 @@ func (f agentForm) createRequest() (*parleyv1.CreateAgentRequest, error) {
 	return &parleyv1.CreateAgentRequest{
 		Name: f.Name, Description: f.Description, Instructions: f.Instructions, Model: optional(f.Model),
 		Temperature: t, Tools: f.Tools, Visibility: optional(f.Visibility), Datastores: f.Datastores,
-		HandoffMessage: optional(f.HandoffMessage),
+		HandoffMessage: optional(f.HandoffMessage), AllowedOrigins: f.origins(),
 	}, nil
 }
 
 // updatePaths are the fields the edit form sets: every one.
-var updatePaths = []string{"name", "description", "instructions", "model", "temperature", "tools", "visibility", "datastores", "handoff_message"}
+var updatePaths = []string{"name", "description", "instructions", "model", "temperature", "tools", "visibility", "datastores", "handoff_message", "allowed_origins"}
 
 // updateRequest is the form as UpdateAgent takes it: every field is in the
 // mask and must be given (a blank one is refused by validation; unticked
@@ -139,8 +145,13 @@ func (f agentForm) updateRequest(id string) (*parleyv1.UpdateAgentRequest, error
 		Id: id, UpdateMask: &fieldmaskpb.FieldMask{Paths: updatePaths},
 		Name: &f.Name, Description: &f.Description, Instructions: &f.Instructions, Model: &f.Model,
 		Temperature: t, Tools: nonNil(f.Tools), Visibility: &f.Visibility, Datastores: nonNil(f.Datastores),
-		HandoffMessage: &f.HandoffMessage,
+		HandoffMessage: &f.HandoffMessage, AllowedOrigins: f.origins(),
 	}, nil
+}
+
+// origins splits the allowed origins field into its origins.
+func (f agentForm) origins() []string {
+	return strings.FieldsFunc(f.AllowedOrigins, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
 func nonNil(s []string) []string {

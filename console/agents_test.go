@@ -24,7 +24,7 @@ type agAPI struct {
 	ID, Name, Description, Instructions, Model, Visibility string
 	HandoffMessage                                         string
 	Temperature                                            float64
-	Tools, Datastores                                      []string
+	Tools, Datastores, AllowedOrigins                      []string
 }
 
 func agGet(t *testing.T, e *env, key, id string) (agAPI, int) {
@@ -104,7 +104,7 @@ func testAgents(t *testing.T, e *env) {
 	p = c.post("/console/agents", agForm("Helper", url.Values{
 		"description": {"Front desk"}, "instructions": {"Answer from the handbook."}, "model": {"gpt-4o"},
 		"temperature": {"0.3"}, "tools": {"web_search", "lead_capture"}, "visibility": {"public"}, "datastores": {store},
-		"handoffMessage": {"Our team replies within the hour."},
+		"handoffMessage": {"Our team replies within the hour."}, "allowedOrigins": {"https://widget.example,\n https://*.shop.example"},
 	}))
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	loc := p.Header.Get("Location")
@@ -114,7 +114,7 @@ func testAgents(t *testing.T, e *env) {
 	require.Equal(t, http.StatusOK, status)
 	require.Equal(t, agAPI{ID: id, Name: "Helper", Description: "Front desk", Instructions: "Answer from the handbook.", Model: "gpt-4o",
 		Visibility: "public", Temperature: 0.3, Tools: []string{"web_search", "lead_capture"}, Datastores: []string{store},
-		HandoffMessage: "Our team replies within the hour."}, a)
+		HandoffMessage: "Our team replies within the hour.", AllowedOrigins: []string{"https://widget.example", "https://*.shop.example"}}, a)
 
 	// The detail shows every field and the stats; the list links to it.
 	p = c.get(loc)
@@ -129,6 +129,7 @@ func testAgents(t *testing.T, e *env) {
 	require.Equal(t, "Handbook", p.Text("[data-testid=agent-datastores]"))
 	require.Equal(t, "Answer from the handbook.", p.Text("[data-testid=agent-instructions]"))
 	require.Equal(t, "Our team replies within the hour.", p.Text("[data-testid=agent-handoff]"))
+	require.Equal(t, "https://widget.example https://*.shop.example", p.Text("[data-testid=agent-origins]"))
 	require.Equal(t, "0", p.Text("[data-testid=stat-conversations]"))
 	// The edit form holds the current values.
 	require.Equal(t, "Helper", p.Doc.Find("#edit-name").AttrOr("value", ""))
@@ -137,6 +138,7 @@ func testAgents(t *testing.T, e *env) {
 	require.Equal(t, "public", p.Doc.Find("[data-testid=edit-agent] input[name=visibility][checked]").AttrOr("value", ""))
 	require.Equal(t, store, p.Doc.Find("#edit-datastores option[selected]").AttrOr("value", ""))
 	require.Equal(t, "Our team replies within the hour.", p.Doc.Find("#edit-handoff").AttrOr("value", ""))
+	require.Equal(t, "https://widget.example https://*.shop.example", p.Doc.Find("#edit-origins").AttrOr("value", ""))
 	require.NotEmpty(t, p.Doc.Find("[data-testid=delete-agent]").AttrOr("data-confirm", ""))
 	require.Equal(t, 1, p.Doc.Find("[data-testid=playground]").Length())
 
@@ -157,7 +159,7 @@ func testAgents(t *testing.T, e *env) {
 	a, _ = agGet(t, e, org.Key, id)
 	require.Equal(t, agAPI{ID: id, Name: "Helper 2", Instructions: "Be terse.", Model: "claude-3-5-sonnet",
 		Visibility: "private", Temperature: 1, Tools: []string{}, Datastores: []string{},
-		HandoffMessage: "A person will answer here shortly."}, a)
+		HandoffMessage: "A person will answer here shortly.", AllowedOrigins: []string{}}, a)
 	saved := c.get(loc)
 	require.Equal(t, "The agent was saved.", saved.Text("[data-testid=flash]"))
 	require.Equal(t, "A person will answer here shortly.", saved.Text("[data-testid=agent-handoff]"))
@@ -176,6 +178,7 @@ func testAgents(t *testing.T, e *env) {
 		{agForm("Hot", url.Values{"model": {"gpt-5"}}), http.StatusBadRequest, "model"},
 		{agForm("Hot", url.Values{"tools": {"shell"}}), http.StatusBadRequest, "tools"},
 		{agForm("Hot", url.Values{"visibility": {"secret"}}), http.StatusBadRequest, "visibility"},
+		{agForm("Hot", url.Values{"allowedOrigins": {"https://ok.example widget.example"}}), http.StatusBadRequest, "allowed_origins[1]"},
 		{agForm("Hot", url.Values{"datastores": {"00000000-0000-0000-0000-000000000001"}}), http.StatusNotFound, "datastore"},
 	} {
 		p = c.post("/console/agents", tc.form)

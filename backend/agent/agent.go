@@ -7,6 +7,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
@@ -20,6 +21,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/handoff"
+	"github.com/parleyhq/parley/backend/origin"
 	"github.com/parleyhq/parley/backend/tool"
 )
 
@@ -78,6 +80,9 @@ func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequ
 		params.Visibility = req.GetVisibility()
 	}
 	params.HandoffMessage = req.GetHandoffMessage()
+	if params.AllowedOrigins, err = allowedOrigins(req.GetAllowedOrigins()); err != nil {
+		return nil, err
+	}
 	if params.Tools == nil {
 		params.Tools = []string{}
 	}
@@ -185,6 +190,10 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 			params.Visibility = ptr(req.GetVisibility())
 		case "handoff_message":
 			params.HandoffMessage = ptr(req.GetHandoffMessage())
+		case "allowed_origins":
+			if params.AllowedOrigins, err = allowedOrigins(req.GetAllowedOrigins()); err != nil {
+				return nil, err
+			}
 		case "datastores", "tool_settings":
 		default:
 			return nil, apperr.InvalidField("update_mask", "unknown path %q", path)
@@ -251,7 +260,7 @@ func requireMasked(req *parleyv1.UpdateAgentRequest) error {
 			set = req.Visibility != nil
 		case "handoff_message":
 			set = req.HandoffMessage != nil
-		default: // tools, datastores, tool_settings: empty is a value
+		default: // tools, datastores, tool_settings, allowed_origins: empty is a value
 			set = true
 		}
 		if !set {
@@ -356,17 +365,32 @@ func setDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, ra
 }
 
 func toProto(a dbq.Agent, stats *parleyv1.AgentStats) *parleyv1.Agent {
-	tools := a.Tools
-	if tools == nil {
-		tools = []string{}
-	}
 	return &parleyv1.Agent{
 		Id: a.ID.String(), Name: a.Name, Description: a.Description, Instructions: a.Instructions,
-		Model: a.Model, Temperature: a.Temperature, Tools: tools, Datastores: []string{},
+		Model: a.Model, Temperature: a.Temperature, Tools: nonNil(a.Tools), Datastores: []string{},
 		Visibility: a.Visibility, Status: a.Status, HandoffMessage: handoff.Message(a.HandoffMessage),
 		CreateTime: timestamppb.New(a.CreatedAt), UpdateTime: timestamppb.New(a.UpdatedAt),
 		Stats: stats, ToolSettings: toolSettingsProto(tool.ParseSettings(a.ToolSettings)),
+		AllowedOrigins: nonNil(a.AllowedOrigins),
 	}
+}
+
+// allowedOrigins checks an agent's allowed origins (origin.Check) and
+// returns them as stored: never nil (an empty list is a value).
+func allowedOrigins(in []string) ([]string, error) {
+	for i, o := range in {
+		if err := origin.Check(o); err != nil {
+			return nil, apperr.InvalidField(fmt.Sprintf("allowed_origins[%d]", i), "%v", err)
+		}
+	}
+	return nonNil(in), nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -23,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/origin"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/backend/reqinfo"
@@ -120,11 +121,16 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 	if visitorID == "" {
 		return nil, apperr.InvalidField("visitor_id", "required for public agents")
 	}
+	// SECURITY: a page on an origin the deployment does not list reaches
+	// the agent only if its owner lists the origin.
+	if err := origin.Admit(ctx, id.String(), row.AllowedOrigins); err != nil {
+		return nil, err
+	}
 	out := &Admitted{Agent: dbq.Agent{
 		OrgID: row.OrgID, ID: row.ID, Name: row.Name, Description: row.Description, Instructions: row.Instructions,
 		Model: row.Model, Temperature: row.Temperature, Tools: row.Tools, Visibility: row.Visibility,
 		Status: row.Status, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt, HandoffMessage: row.HandoffMessage,
-		ToolSettings: row.ToolSettings,
+		ToolSettings: row.ToolSettings, AllowedOrigins: row.AllowedOrigins,
 	}}
 	out.Plan = row.OrgPlan
 	reqinfo.SetCaller(ctx, row.OrgID, uuid.Nil)

@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/origin"
 	"github.com/parleyhq/parley/backend/tool"
 )
 
@@ -242,7 +243,7 @@ func (c *Config) prefixes(fs *flag.FlagSet, dst *[]netip.Prefix, name, envName, 
 func (c *Config) origins(fs *flag.FlagSet) {
 	flagged := false
 	fs.Func("cors-origin", "a browser origin allowed to call the API (CORS), e.g. https://app.example.com, https://*.example.com or *; repeatable; none by default (PARLEY_CORS_ORIGINS, comma-separated)", func(v string) error {
-		if err := checkOrigin(v); err != nil {
+		if err := origin.Check(v); err != nil {
 			return err
 		}
 		if !flagged {
@@ -253,7 +254,7 @@ func (c *Config) origins(fs *flag.FlagSet) {
 	})
 	for _, v := range strings.Split(env("PARLEY_CORS_ORIGINS", ""), ",") {
 		if v = strings.TrimSpace(v); v != "" {
-			if err := checkOrigin(v); err != nil {
+			if err := origin.Check(v); err != nil {
 				c.envErrs = append(c.envErrs, fmt.Errorf("PARLEY_CORS_ORIGINS: %w", err))
 				continue
 			}

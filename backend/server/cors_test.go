@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"flag"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -73,6 +74,9 @@ func TestCORS(t *testing.T) {
 		require.Empty(t, resp.Header.Get("Access-Control-Allow-Credentials"), "no credentials mode")
 		require.Equal(t, "7200", resp.Header.Get("Access-Control-Max-Age"))
 
+		if !strings.Contains(p.headers, "authorization") {
+			continue // a public agent's path without a key: TestCORS/public_agents
+		}
 		refused := preflight(t, e.URL+p.path, "https://evil.example", p.method, p.headers)
 		require.Empty(t, refused.Header.Get("Access-Control-Allow-Origin"), p.path)
 		require.Empty(t, refused.Header.Get("Access-Control-Allow-Methods"), p.path)
@@ -111,6 +115,124 @@ func TestCORS(t *testing.T) {
 	rresp.Body.Close()
 	require.Equal(t, http.StatusUnauthorized, rresp.StatusCode)
 	require.Equal(t, allowedOrigin, rresp.Header.Get("Access-Control-Allow-Origin"))
+
+	t.Run("public agents", func(t *testing.T) { publicAgentOrigins(t, e) })
+}
+
+// A public agent's owner lists the origins whose pages may call it without
+// a key; any other origin is refused before anything runs, and no origin
+// outside the deployment's list may send a key.
+func publicAgentOrigins(t *testing.T, e *testenv.Env) {
+	const widget = "https://widget.example"
+	agent := func(body map[string]any) string {
+		t.Helper()
+		body["name"], body["instructions"] = "Helper", "Be brief."
+		r := e.Do("POST", "/api/agents", e.A.Key, body)
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+		var a struct {
+			ID             string
+			AllowedOrigins []string
+		}
+		r.JSON(t, &a)
+		return a.ID
+	}
+	listed := agent(map[string]any{"visibility": "public", "allowedOrigins": []string{widget, "https://*.shop.example"}})
+	unlisted := agent(map[string]any{"visibility": "public"})
+	private := agent(map[string]any{"allowedOrigins": []string{"*"}})
+
+	// Stored and shown; a bad origin is a 400 naming it, nothing changed.
+	r := e.Do("GET", "/api/agents/"+listed, e.A.Key, nil)
+	require.Contains(t, string(r.Body), `"allowedOrigins":["https://widget.example","https://*.shop.example"]`)
+	for _, bad := range []string{"widget.example", "https://widget.example/", "https://a.*.example", "javascript:alert(1)"} {
+		r = e.Do("PUT", "/api/agents/"+listed, e.A.Key, map[string]any{"allowedOrigins": []string{widget, bad}})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", bad, r.Body)
+		require.Equal(t, "allowedOrigins[1]", r.Err(t).Error.Field, bad)
+	}
+	r = e.Do("GET", "/api/agents/"+listed, e.A.Key, nil)
+	require.Contains(t, string(r.Body), `"allowedOrigins":["https://widget.example","https://*.shop.example"]`)
+
+	chatPath := func(id string) string { return "/api/v2/agent/" + id + "/chat" }
+	chat := func(id, origin, visitor string) *http.Response {
+		t.Helper()
+		h := map[string]string{}
+		if origin != "" {
+			h["Origin"] = origin
+		}
+		resp := e.Post(chatPath(id), h, `{"query":"When do you open?","conversationId":"c-`+visitor+`","visitorId":"`+visitor+`"}`)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Logf("%s from %q: %d %s", id, origin, resp.StatusCode, body)
+		}
+		return resp
+	}
+
+	// Preflights: any origin may ask for a public agent's paths, never with
+	// Authorization (a key needs a deployment origin).
+	for _, path := range []string{chatPath(listed), "/api/v2/conversations", "/parley.v1.ChatService/Chat"} {
+		resp := preflight(t, e.URL+path, "https://elsewhere.example", "POST", "content-type")
+		require.Equal(t, http.StatusNoContent, resp.StatusCode, path)
+		require.Equal(t, "https://elsewhere.example", resp.Header.Get("Access-Control-Allow-Origin"), path)
+		resp = preflight(t, e.URL+path, "https://elsewhere.example", "POST", "authorization,content-type")
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"), path)
+	}
+	resp := preflight(t, e.URL+"/api/agents", "https://elsewhere.example", "GET", "content-type")
+	require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"), "management paths are not a visitor's")
+
+	// The owner's origins, exact and by subdomain, may read the answer.
+	for _, o := range []string{widget, "https://eu.shop.example"} {
+		resp = chat(listed, o, "v-ok")
+		require.Equal(t, http.StatusOK, resp.StatusCode, o)
+		require.Equal(t, o, resp.Header.Get("Access-Control-Allow-Origin"), o)
+		require.Contains(t, strings.ToLower(resp.Header.Get("Access-Control-Expose-Headers")), "x-ratelimit-remaining")
+	}
+	// Another origin is refused before the turn: 403 naming the origin, and
+	// the visitor has no conversation.
+	for _, tc := range []struct{ id, origin string }{
+		{listed, "https://evil.example"}, {listed, "https://shop.example"}, {listed, "http://widget.example"},
+		{unlisted, widget},
+	} {
+		r := e.Post(chatPath(tc.id), map[string]string{"Origin": tc.origin}, `{"query":"hi","conversationId":"c-refused","visitorId":"v-refused"}`)
+		body, _ := io.ReadAll(r.Body)
+		r.Body.Close()
+		require.Equal(t, http.StatusForbidden, r.StatusCode, "%s %s: %s", tc.id, tc.origin, body)
+		require.Contains(t, string(body), tc.origin)
+		require.Empty(t, r.Header.Get("Access-Control-Allow-Origin"))
+		list := e.Do("GET", "/api/v2/conversations?agentId="+tc.id+"&visitorId=v-refused", "", nil)
+		require.Equal(t, http.StatusOK, list.Status, "%s", list.Body)
+		require.Contains(t, string(list.Body), `"conversations":[]`)
+	}
+	// The deployment's own origins reach every public agent; servers (no
+	// Origin) and same-origin pages are not concerned.
+	require.Equal(t, http.StatusOK, chat(unlisted, allowedOrigin, "v-dep").StatusCode)
+	require.Equal(t, http.StatusOK, chat(unlisted, e.URL, "v-same").StatusCode)
+	require.Equal(t, http.StatusOK, chat(unlisted, "", "v-server").StatusCode)
+	// A private agent still needs a key, whatever it lists.
+	require.Equal(t, http.StatusUnauthorized, chat(private, widget, "v-private").StatusCode)
+
+	// "*" opens the agent to any page; the visitor reads its conversation
+	// from there too.
+	r = e.Do("PUT", "/api/agents/"+unlisted, e.A.Key, map[string]any{"allowedOrigins": []string{"*"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Equal(t, http.StatusOK, chat(unlisted, "https://any.example", "v-any").StatusCode)
+	req, _ := http.NewRequest("GET", e.URL+"/api/v2/conversations?agentId="+unlisted+"&visitorId=v-any", nil)
+	req.Header.Set("Origin", "https://any.example")
+	list, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	list.Body.Close()
+	require.Equal(t, http.StatusOK, list.StatusCode)
+	require.Equal(t, "https://any.example", list.Header.Get("Access-Control-Allow-Origin"))
+
+	// Over Connect: granted or refused the same way.
+	o := &withOrigin{origin: widget}
+	c := parleyv1connect.NewChatServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(o.interceptor()))
+	_, err = c.Chat(context.Background(), &parleyv1.ChatRequest{AgentId: listed, Query: "hi", ConversationId: "c-connect", VisitorId: "v-connect"})
+	require.NoError(t, err)
+	require.Equal(t, widget, o.got.Get("Access-Control-Allow-Origin"))
+	o.origin = "https://evil.example"
+	_, err = c.Chat(context.Background(), &parleyv1.ChatRequest{AgentId: listed, Query: "hi", ConversationId: "c-connect", VisitorId: "v-connect"})
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%v", err)
+	require.Empty(t, o.got.Get("Access-Control-Allow-Origin"))
 }
 
 // Without origins (the default) nothing changes: no CORS headers, and a

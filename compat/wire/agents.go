@@ -24,6 +24,7 @@ type agentBody struct {
 	Datastores     *[]string         `json:"datastores"`
 	HandoffMessage *string           `json:"handoffMessage"`
 	ToolSettings   *ToolSettingsJSON `json:"toolSettings"`
+	AllowedOrigins *[]string         `json:"allowedOrigins"`
 
 	ID        json.RawMessage `json:"id"`
 	Status    json.RawMessage `json:"status"`
@@ -111,6 +112,9 @@ func DecodeCreateAgent(body []byte) (*parleyv1.CreateAgentRequest, error) {
 	if b.Datastores != nil {
 		req.Datastores = *b.Datastores
 	}
+	if b.AllowedOrigins != nil {
+		req.AllowedOrigins = *b.AllowedOrigins
+	}
 	return req, nil
 }
 
@@ -141,6 +145,7 @@ func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, er
 	add(b.Datastores != nil, "datastores")
 	add(b.HandoffMessage != nil, "handoff_message")
 	add(b.ToolSettings != nil, "tool_settings")
+	add(b.AllowedOrigins != nil, "allowed_origins")
 	req.HandoffMessage = b.HandoffMessage
 	if b.Tools != nil {
 		req.Tools = *b.Tools
@@ -148,8 +153,11 @@ func DecodeUpdateAgent(id string, body []byte) (*parleyv1.UpdateAgentRequest, er
 	if b.Datastores != nil {
 		req.Datastores = *b.Datastores
 	}
+	if b.AllowedOrigins != nil {
+		req.AllowedOrigins = *b.AllowedOrigins
+	}
 	if len(req.UpdateMask.Paths) == 0 {
-		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, instructions, model, temperature, tools, visibility, datastores, handoffMessage, toolSettings)")
+		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, instructions, model, temperature, tools, visibility, datastores, handoffMessage, toolSettings, allowedOrigins)")
 	}
 	return req, nil
 }

@@ -41,10 +41,11 @@ func (q *Queries) AgentStats(ctx context.Context, arg AgentStatsParams) (AgentSt
 }
 
 const createAgent = `-- name: CreateAgent :one
-INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message)
+INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message, allowed_origins)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9, coalesce($10::jsonb, '{}'::jsonb), $11)
-RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message
+        $6, $7, $8, $9, coalesce($10::jsonb, '{}'::jsonb), $11,
+        $12::text[])
+RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message, allowed_origins
 `
 
 type CreateAgentParams struct {
@@ -59,6 +60,7 @@ type CreateAgentParams struct {
 	Visibility     string
 	ToolSettings   []byte
 	HandoffMessage string
+	AllowedOrigins []string
 }
 
 // A NULL tool_settings (a caller that has none) is stored as no settings.
@@ -75,6 +77,7 @@ func (q *Queries) CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent
 		arg.Visibility,
 		arg.ToolSettings,
 		arg.HandoffMessage,
+		arg.AllowedOrigins,
 	)
 	var i Agent
 	err := row.Scan(
@@ -92,6 +95,7 @@ func (q *Queries) CreateAgent(ctx context.Context, arg CreateAgentParams) (Agent
 		&i.UpdatedAt,
 		&i.ToolSettings,
 		&i.HandoffMessage,
+		&i.AllowedOrigins,
 	)
 	return i, err
 }
@@ -114,7 +118,7 @@ func (q *Queries) DeleteAgent(ctx context.Context, arg DeleteAgentParams) (int64
 }
 
 const getAgent = `-- name: GetAgent :one
-SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message FROM agents WHERE org_id = $1 AND id = $2
+SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message, allowed_origins FROM agents WHERE org_id = $1 AND id = $2
 `
 
 type GetAgentParams struct {
@@ -140,12 +144,13 @@ func (q *Queries) GetAgent(ctx context.Context, arg GetAgentParams) (Agent, erro
 		&i.UpdatedAt,
 		&i.ToolSettings,
 		&i.HandoffMessage,
+		&i.AllowedOrigins,
 	)
 	return i, err
 }
 
 const listAgents = `-- name: ListAgents :many
-SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message FROM agents
+SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message, allowed_origins FROM agents
 WHERE org_id = $1
 ORDER BY created_at DESC, id DESC
 LIMIT $3 OFFSET $2
@@ -181,6 +186,7 @@ func (q *Queries) ListAgents(ctx context.Context, arg ListAgentsParams) ([]Agent
 			&i.UpdatedAt,
 			&i.ToolSettings,
 			&i.HandoffMessage,
+			&i.AllowedOrigins,
 		); err != nil {
 			return nil, err
 		}
@@ -203,9 +209,10 @@ UPDATE agents SET
   visibility = coalesce($7, visibility),
   handoff_message = coalesce($8, handoff_message),
   tool_settings = coalesce($9, tool_settings),
+  allowed_origins = coalesce($10::text[], allowed_origins),
   updated_at = now()
-WHERE org_id = $10 AND id = $11
-RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message
+WHERE org_id = $11 AND id = $12
+RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message, allowed_origins
 `
 
 type UpdateAgentParams struct {
@@ -218,6 +225,7 @@ type UpdateAgentParams struct {
 	Visibility     *string
 	HandoffMessage *string
 	ToolSettings   []byte
+	AllowedOrigins []string
 	OrgID          uuid.UUID
 	ID             uuid.UUID
 }
@@ -234,6 +242,7 @@ func (q *Queries) UpdateAgent(ctx context.Context, arg UpdateAgentParams) (Agent
 		arg.Visibility,
 		arg.HandoffMessage,
 		arg.ToolSettings,
+		arg.AllowedOrigins,
 		arg.OrgID,
 		arg.ID,
 	)
@@ -253,6 +262,7 @@ func (q *Queries) UpdateAgent(ctx context.Context, arg UpdateAgentParams) (Agent
 		&i.UpdatedAt,
 		&i.ToolSettings,
 		&i.HandoffMessage,
+		&i.AllowedOrigins,
 	)
 	return i, err
 }

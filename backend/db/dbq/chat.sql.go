@@ -155,7 +155,7 @@ func (q *Queries) GetConversation(ctx context.Context, arg GetConversationParams
 }
 
 const getPublicAgent = `-- name: GetPublicAgent :one
-SELECT a.org_id, a.id, a.name, a.description, a.instructions, a.model, a.temperature, a.tools, a.visibility, a.status, a.created_at, a.updated_at, a.tool_settings, a.handoff_message, o.plan AS org_plan,
+SELECT a.org_id, a.id, a.name, a.description, a.instructions, a.model, a.temperature, a.tools, a.visibility, a.status, a.created_at, a.updated_at, a.tool_settings, a.handoff_message, a.allowed_origins, o.plan AS org_plan,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS org_requests_per_minute,
        coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS org_requests_per_day
 FROM agents a
@@ -179,6 +179,7 @@ type GetPublicAgentRow struct {
 	UpdatedAt            time.Time
 	ToolSettings         []byte
 	HandoffMessage       string
+	AllowedOrigins       []string
 	OrgPlan              string
 	OrgRequestsPerMinute int32
 	OrgRequestsPerDay    int32
@@ -204,6 +205,7 @@ func (q *Queries) GetPublicAgent(ctx context.Context, id uuid.UUID) (GetPublicAg
 		&i.UpdatedAt,
 		&i.ToolSettings,
 		&i.HandoffMessage,
+		&i.AllowedOrigins,
 		&i.OrgPlan,
 		&i.OrgRequestsPerMinute,
 		&i.OrgRequestsPerDay,

@@ -26,6 +26,7 @@ type Agent struct {
 	UpdatedAt      time.Time
 	ToolSettings   []byte
 	HandoffMessage string
+	AllowedOrigins []string
 }
 
 type AgentDatastore struct {

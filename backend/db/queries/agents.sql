@@ -1,8 +1,9 @@
 -- name: CreateAgent :one
 -- A NULL tool_settings (a caller that has none) is stored as no settings.
-INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message)
+INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message, allowed_origins)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(instructions),
-        sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility), coalesce(sqlc.narg(tool_settings)::jsonb, '{}'::jsonb), sqlc.arg(handoff_message))
+        sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility), coalesce(sqlc.narg(tool_settings)::jsonb, '{}'::jsonb), sqlc.arg(handoff_message),
+        sqlc.arg(allowed_origins)::text[])
 RETURNING *;
 
 -- name: GetAgent :one
@@ -26,6 +27,7 @@ UPDATE agents SET
   visibility = coalesce(sqlc.narg(visibility), visibility),
   handoff_message = coalesce(sqlc.narg(handoff_message), handoff_message),
   tool_settings = coalesce(sqlc.narg(tool_settings), tool_settings),
+  allowed_origins = coalesce(sqlc.narg(allowed_origins)::text[], allowed_origins),
   updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 RETURNING *;

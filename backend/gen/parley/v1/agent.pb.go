@@ -62,6 +62,11 @@ type Agent struct {
 	// Empty means the default, "A person will answer here shortly."
 	// (returned filled in).
 	HandoffMessage string `protobuf:"bytes,16,opt,name=handoff_message,json=handoffMessage,proto3" json:"handoff_message,omitempty"`
+	// Web origins whose pages may call this agent from a browser without a
+	// key while it is public (chat and the visitor's own conversation):
+	// "https://app.example.com", "https://*.example.com" or "*" for any.
+	// Empty: only the origins the deployment allows (--cors-origin).
+	AllowedOrigins []string `protobuf:"bytes,17,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -206,6 +211,13 @@ func (x *Agent) GetHandoffMessage() string {
 		return x.HandoffMessage
 	}
 	return ""
+}
+
+func (x *Agent) GetAllowedOrigins() []string {
+	if x != nil {
+		return x.AllowedOrigins
+	}
+	return nil
 }
 
 // ToolSettings configure an agent's tools.
@@ -466,6 +478,9 @@ type CreateAgentRequest struct {
 	// What a visitor reads while people have a conversation; empty means
 	// the default, "A person will answer here shortly.".
 	HandoffMessage *string `protobuf:"bytes,10,opt,name=handoff_message,json=handoffMessage,proto3,oneof" json:"handoff_message,omitempty"`
+	// Origins whose pages may call the agent from a browser while it is
+	// public (see Agent.allowed_origins).
+	AllowedOrigins []string `protobuf:"bytes,11,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -568,6 +583,13 @@ func (x *CreateAgentRequest) GetHandoffMessage() string {
 		return *x.HandoffMessage
 	}
 	return ""
+}
+
+func (x *CreateAgentRequest) GetAllowedOrigins() []string {
+	if x != nil {
+		return x.AllowedOrigins
+	}
+	return nil
 }
 
 type CreateAgentResponse struct {
@@ -844,6 +866,9 @@ type UpdateAgentRequest struct {
 	// What a visitor reads while people have a conversation; empty means
 	// the default, "A person will answer here shortly.".
 	HandoffMessage *string `protobuf:"bytes,12,opt,name=handoff_message,json=handoffMessage,proto3,oneof" json:"handoff_message,omitempty"`
+	// Replaces the allowed origins when update_mask names allowed_origins
+	// (an empty list clears them).
+	AllowedOrigins []string `protobuf:"bytes,13,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -960,6 +985,13 @@ func (x *UpdateAgentRequest) GetHandoffMessage() string {
 		return *x.HandoffMessage
 	}
 	return ""
+}
+
+func (x *UpdateAgentRequest) GetAllowedOrigins() []string {
+	if x != nil {
+		return x.AllowedOrigins
+	}
+	return nil
 }
 
 type UpdateAgentResponse struct {
@@ -1090,7 +1122,7 @@ var File_parley_v1_agent_proto protoreflect.FileDescriptor
 
 const file_parley_v1_agent_proto_rawDesc = "" +
 	"\n" +
-	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xc1\x04\n" +
+	"\x15parley/v1/agent.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xea\x04\n" +
 	"\x05Agent\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1114,7 +1146,8 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\x05stats\x18\r \x01(\v2\x15.parley.v1.AgentStatsR\x05stats\x12\x1a\n" +
 	"\bwarnings\x18\x0e \x03(\tR\bwarnings\x12<\n" +
 	"\rtool_settings\x18\x0f \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\x12'\n" +
-	"\x0fhandoff_message\x18\x10 \x01(\tR\x0ehandoffMessage\"Q\n" +
+	"\x0fhandoff_message\x18\x10 \x01(\tR\x0ehandoffMessage\x12'\n" +
+	"\x0fallowed_origins\x18\x11 \x03(\tR\x0eallowedOrigins\"Q\n" +
 	"\fToolSettings\x12A\n" +
 	"\fhttp_request\x18\x01 \x01(\v2\x1e.parley.v1.HttpRequestSettingsR\vhttpRequest\"\xaf\x01\n" +
 	"\x13HttpRequestSettings\x12\x97\x01\n" +
@@ -1135,7 +1168,7 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"AgentStats\x12/\n" +
 	"\x13total_conversations\x18\x01 \x01(\x03R\x12totalConversations\x12%\n" +
 	"\x0etotal_messages\x18\x02 \x01(\x03R\rtotalMessages\x12%\n" +
-	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\xd6\b\n" +
+	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\x94\t\n" +
 	"\x12CreateAgentRequest\x12\xa6\x01\n" +
 	"\x04name\x18\x01 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -1158,7 +1191,8 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\rtool_settings\x18\t \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\x12\x81\x01\n" +
 	"\x0fhandoff_message\x18\n" +
 	" \x01(\tBS\xbaHP\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x03R\x0ehandoffMessage\x88\x01\x01B\b\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x03R\x0ehandoffMessage\x88\x01\x01\x12<\n" +
+	"\x0fallowed_origins\x18\v \x03(\tB\x13\xbaH\x10\x92\x01\r\x10\x14\x18\x01\"\ar\x05\x10\x01\x18\xc8\x01R\x0eallowedOriginsB\b\n" +
 	"\x06_modelB\x0e\n" +
 	"\f_temperatureB\r\n" +
 	"\v_visibilityB\x12\n" +
@@ -1176,11 +1210,11 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\x06agents\x18\x01 \x03(\v2\x10.parley.v1.AgentR\x06agents\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x12\n" +
 	"\x04page\x18\x03 \x01(\x05R\x04page\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xe9\f\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xcb\r\n" +
 	"\x12UpdateAgentRequest\x12\x19\n" +
-	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xbc\x03\n" +
-	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xfe\x02\xbaH\xfa\x02\xba\x01\xf3\x02\n" +
-	"\x11update_mask.paths\x12\xa2\x01update_mask paths must be a non-empty subset of name, description, instructions, model, temperature, tools, visibility, datastores, handoff_message, tool_settings\x1a\xb8\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'instructions', 'model', 'temperature', 'tools', 'visibility', 'datastores', 'handoff_message', 'tool_settings'])\xc8\x01\x01R\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xe0\x03\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xa2\x03\xbaH\x9e\x03\xba\x01\x97\x03\n" +
+	"\x11update_mask.paths\x12\xb3\x01update_mask paths must be a non-empty subset of name, description, instructions, model, temperature, tools, visibility, datastores, handoff_message, tool_settings, allowed_origins\x1a\xcb\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'instructions', 'model', 'temperature', 'tools', 'visibility', 'datastores', 'handoff_message', 'tool_settings', 'allowed_origins'])\xc8\x01\x01R\n" +
 	"updateMask\x12\xab\x01\n" +
 	"\x04name\x18\x03 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -1203,7 +1237,8 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"datastores\x12<\n" +
 	"\rtool_settings\x18\v \x01(\v2\x17.parley.v1.ToolSettingsR\ftoolSettings\x12\x81\x01\n" +
 	"\x0fhandoff_message\x18\f \x01(\tBS\xbaHP\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x06R\x0ehandoffMessage\x88\x01\x01B\a\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x06R\x0ehandoffMessage\x88\x01\x01\x12<\n" +
+	"\x0fallowed_origins\x18\r \x03(\tB\x13\xbaH\x10\x92\x01\r\x10\x14\x18\x01\"\ar\x05\x10\x01\x18\xc8\x01R\x0eallowedOriginsB\a\n" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\x0f\n" +
 	"\r_instructionsB\b\n" +

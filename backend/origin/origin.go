@@ -1,0 +1,92 @@
+// Package origin decides which web pages may call a public agent from a
+// browser without a key.
+//
+// The deployment's own allow-list (--cors-origin) is handled whole by the
+// server's CORS middleware: a listed origin may call anything a key allows.
+// Any other origin may reach only the paths of public agents (chat and a
+// visitor's own conversation), and only without a key: the server answers
+// its preflight without allowing Authorization, and marks the request
+// (With). Once the agent is known, the chat admitter asks Admit, which
+// refuses an origin the agent's owner did not list (nothing runs, nothing
+// is stored) and otherwise grants the response the headers a browser
+// needs to read it.
+package origin
+
+import (
+	"context"
+	"fmt"
+	"net/url"
+	"strings"
+
+	"github.com/parleyhq/parley/backend/apperr"
+)
+
+// Check accepts "*", or an origin: http or https, a host (one leading "*."
+// for any subdomain: https://*.example.com), an optional port, no path.
+func Check(o string) error {
+	if o == "*" {
+		return nil
+	}
+	u, err := url.Parse(strings.Replace(o, "://*.", "://wildcard.", 1))
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" ||
+		u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(u.Host, "*") || strings.HasSuffix(o, "/") {
+		return fmt.Errorf("%q is not an origin: give scheme://host[:port], e.g. https://app.example.com, https://*.example.com, or *", o)
+	}
+	return nil
+}
+
+// Match reports whether origin (as a browser sends it) is one of patterns:
+// "*", an exact origin (case-insensitive), or "scheme://*.domain[:port]"
+// for any subdomain of domain (not domain itself).
+func Match(patterns []string, origin string) bool {
+	origin = strings.ToLower(origin)
+	for _, p := range patterns {
+		p = strings.ToLower(p)
+		switch {
+		case p == "*" || p == origin:
+			return true
+		case strings.Contains(p, "://*."):
+			scheme, rest, _ := strings.Cut(p, "://*.")
+			host, ok := strings.CutPrefix(origin, scheme+"://")
+			if ok && strings.HasSuffix(host, "."+rest) && len(host) > len(rest)+1 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Request is a browser request from an origin outside the deployment's
+// allow-list, to a public agent's path.
+type Request struct {
+	// Origin is the request's Origin header.
+	Origin string
+	// Grant adds the CORS response headers that let the page read the
+	// reply; called once the agent accepts the origin.
+	Grant func()
+}
+
+type key struct{}
+
+// With marks ctx as carrying such a request.
+func With(ctx context.Context, r *Request) context.Context {
+	return context.WithValue(ctx, key{}, r)
+}
+
+// Admit lets the request in ctx reach agent (named in the error) when its
+// origin is one of allowed, granting the response its CORS headers; a
+// request the server did not mark (no Origin, the same origin, or a listed
+// one) passes as it is. A refusal is Forbidden and names the origin.
+func Admit(ctx context.Context, agent string, allowed []string) error {
+	r, _ := ctx.Value(key{}).(*Request)
+	if r == nil {
+		return nil
+	}
+	if !Match(allowed, r.Origin) {
+		return apperr.New(apperr.Forbidden, "agent %s does not accept browser calls from %s: its owner can add the origin to the agent's allowedOrigins", agent, r.Origin)
+	}
+	if r.Grant != nil {
+		r.Grant()
+	}
+	return nil
+}
