@@ -3,7 +3,6 @@ package contact
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/page"
 )
 
 // MaxLimit bounds a listing's page; it is also the default.
@@ -42,11 +42,7 @@ func (s *Service) ListContacts(ctx context.Context, req *parleyv1.ListContactsRe
 	if err != nil {
 		return nil, err
 	}
-	limit := req.GetLimit()
-	if limit <= 0 || limit > MaxLimit {
-		limit = MaxLimit
-	}
-	// One more row than the page tells whether a next page exists.
+	limit := page.Size(req.GetLimit(), MaxLimit, MaxLimit)
 	params := dbq.ListContactsParams{OrgID: p.OrgID, MaxRows: limit + 1}
 	if e := strings.ToLower(strings.TrimSpace(req.GetEmail())); e != "" {
 		params.Email = &e
@@ -55,12 +51,8 @@ func (s *Service) ListContacts(ctx context.Context, req *parleyv1.ListContactsRe
 		pattern := "%" + likeEscaper.Replace(t) + "%"
 		params.Pattern = &pattern
 	}
-	if c := req.GetCursor(); c != "" {
-		t, id, err := parseCursor(c)
-		if err != nil {
-			return nil, err
-		}
-		params.BeforeTime, params.BeforeID = &t, &id
+	if params.BeforeTime, params.BeforeID, err = page.After(req.GetCursor()); err != nil {
+		return nil, err
 	}
 	out := &parleyv1.ListContactsResponse{Contacts: []*parleyv1.ContactRecord{}}
 	// SECURITY: the principal's organization, by tenant transaction and an
@@ -70,12 +62,8 @@ func (s *Service) ListContacts(ctx context.Context, req *parleyv1.ListContactsRe
 		if err != nil {
 			return err
 		}
-		for i, r := range rows {
-			if int32(i) == limit {
-				last := rows[i-1]
-				out.NextCursor = cursorOf(last.CreatedAt, last.ID)
-				break
-			}
+		rows, out.NextCursor = page.Cut(rows, limit, func(r dbq.Contact) (time.Time, string) { return r.CreatedAt, r.ID.String() })
+		for _, r := range rows {
 			c, err := Record(r)
 			if err != nil {
 				return err
@@ -143,19 +131,3 @@ func Record(c dbq.Contact) (*parleyv1.ContactRecord, error) {
 
 // likeEscaper makes text match itself in an ILIKE pattern.
 var likeEscaper = strings.NewReplacer(`\`, `\\`, `%`, `\%`, `_`, `\_`)
-
-// A cursor is the last row of a page: its creation time (microseconds) and
-// id.
-func cursorOf(t time.Time, id uuid.UUID) string {
-	return strconv.FormatInt(t.UnixMicro(), 10) + "_" + id.String()
-}
-
-func parseCursor(c string) (time.Time, uuid.UUID, error) {
-	us, raw, ok := strings.Cut(c, "_")
-	n, err := strconv.ParseInt(us, 10, 64)
-	id, idErr := uuid.Parse(raw)
-	if !ok || err != nil || idErr != nil {
-		return time.Time{}, uuid.Nil, apperr.InvalidField("cursor", "not a cursor of this listing")
-	}
-	return time.UnixMicro(n), id, nil
-}

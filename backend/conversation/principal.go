@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -22,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/handoff"
+	"github.com/parleyhq/parley/backend/page"
 )
 
 // Reads for a party: a principal of the organization (an API key, a console
@@ -61,19 +61,6 @@ type Page struct {
 	Next string
 }
 
-func cursorOf(t time.Time, id string) string {
-	return strconv.FormatInt(t.UnixMicro(), 10) + "_" + id
-}
-
-func parseCursor(c string) (time.Time, string, error) {
-	us, id, ok := strings.Cut(c, "_")
-	n, err := strconv.ParseInt(us, 10, 64)
-	if !ok || err != nil || id == "" {
-		return time.Time{}, "", apperr.InvalidField("cursor", "not a cursor of this listing")
-	}
-	return time.UnixMicro(n), id, nil
-}
-
 // agentOf loads one of org's agents, or explains its absence (another
 // organization's agent is Forbidden, as on the API).
 func agentOf(ctx context.Context, q *dbq.Queries, org uuid.UUID, raw string) (dbq.Agent, error) {
@@ -101,12 +88,8 @@ func (s *Service) ListForPrincipal(ctx context.Context, f Filter) (*Page, error)
 // Find lists the party's conversations, newest first. A visitor's listing
 // is always its own conversations with its agent.
 func (s *Service) Find(ctx context.Context, p *Party, f Filter) (*Page, error) {
-	params := dbq.SearchConversationsParams{OrgID: p.Org, MaxRows: f.Limit}
-	if f.Limit <= 0 || f.Limit > MaxLimit {
-		params.MaxRows = MaxLimit
-	}
-	limit := params.MaxRows
-	params.MaxRows++ // one more tells whether a next page exists
+	limit := page.Size(f.Limit, MaxLimit, MaxLimit)
+	params := dbq.SearchConversationsParams{OrgID: p.Org, MaxRows: limit + 1}
 	if f.Status != "" {
 		if !handoff.IsStatus(f.Status) {
 			return nil, apperr.InvalidField("status", "must be one of %s", strings.Join(Statuses, ", "))
@@ -124,7 +107,7 @@ func (s *Service) Find(ctx context.Context, p *Party, f Filter) (*Page, error) {
 	}
 	params.Since = f.Since
 	if f.Cursor != "" {
-		t, id, err := parseCursor(f.Cursor)
+		t, id, err := page.Parse(f.Cursor)
 		if err != nil {
 			return nil, err
 		}
@@ -152,12 +135,8 @@ func (s *Service) Find(ctx context.Context, p *Party, f Filter) (*Page, error) {
 		if err != nil {
 			return err
 		}
-		for i, r := range rows {
-			if int32(i) == limit {
-				last := rows[i-1]
-				out.Next = cursorOf(last.CreatedAt, last.ID)
-				break
-			}
+		rows, out.Next = page.Cut(rows, limit, func(r dbq.SearchConversationsRow) (time.Time, string) { return r.CreatedAt, r.ID })
+		for _, r := range rows {
 			out.Conversations = append(out.Conversations, summaryOf(ctx, r, !p.IsVisitor()))
 		}
 		return nil

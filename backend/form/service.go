@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io"
-	"strconv"
 	"strings"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/page"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/backend/reqinfo"
@@ -183,14 +183,10 @@ func (s *Service) ListForms(ctx context.Context, req *parleyv1.ListFormsRequest)
 	if err != nil {
 		return nil, err
 	}
-	limit := pageSize(req.GetLimit())
+	limit := page.Size(req.GetLimit(), DefaultPageSize, MaxPageSize)
 	params := dbq.ListFormsParams{OrgID: p.OrgID, MaxRows: limit + 1}
-	if c := req.GetCursor(); c != "" {
-		t, id, err := parseCursor(c)
-		if err != nil {
-			return nil, err
-		}
-		params.BeforeTime, params.BeforeID = &t, &id
+	if params.BeforeTime, params.BeforeID, err = page.After(req.GetCursor()); err != nil {
+		return nil, err
 	}
 	out := &parleyv1.ListFormsResponse{Forms: []*parleyv1.Form{}}
 	// SECURITY: the principal's organization, by tenant transaction and an
@@ -200,11 +196,7 @@ func (s *Service) ListForms(ctx context.Context, req *parleyv1.ListFormsRequest)
 		if err != nil {
 			return err
 		}
-		if len(rows) > int(limit) {
-			rows = rows[:limit]
-			last := rows[len(rows)-1]
-			out.NextCursor = cursorOf(last.CreatedAt, last.ID)
-		}
+		rows, out.NextCursor = page.Cut(rows, limit, func(r dbq.Form) (time.Time, string) { return r.CreatedAt, r.ID.String() })
 		ids := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
 			ids[i] = r.ID
@@ -401,14 +393,10 @@ func (s *Service) ListSubmissions(ctx context.Context, req *parleyv1.ListSubmiss
 	if err != nil {
 		return nil, err
 	}
-	limit := pageSize(req.GetLimit())
+	limit := page.Size(req.GetLimit(), DefaultPageSize, MaxPageSize)
 	params := dbq.ListSubmissionsParams{OrgID: p.OrgID, MaxRows: limit + 1}
-	if c := req.GetCursor(); c != "" {
-		t, id, err := parseCursor(c)
-		if err != nil {
-			return nil, err
-		}
-		params.BeforeTime, params.BeforeID = &t, &id
+	if params.BeforeTime, params.BeforeID, err = page.After(req.GetCursor()); err != nil {
+		return nil, err
 	}
 	out := &parleyv1.ListSubmissionsResponse{Submissions: []*parleyv1.Submission{}}
 	err = s.withForm(ctx, p, req.GetFormId(), func(q *dbq.Queries, id uuid.UUID) error {
@@ -420,11 +408,7 @@ func (s *Service) ListSubmissions(ctx context.Context, req *parleyv1.ListSubmiss
 		if err != nil {
 			return err
 		}
-		if len(rows) > int(limit) {
-			rows = rows[:limit]
-			last := rows[len(rows)-1]
-			out.NextCursor = cursorOf(last.CreatedAt, last.ID)
-		}
+		rows, out.NextCursor = page.Cut(rows, limit, func(r dbq.FormSubmission) (time.Time, string) { return r.CreatedAt, r.ID.String() })
 		for _, r := range rows {
 			sub, err := submissionProto(r)
 			if err != nil {
@@ -555,29 +539,6 @@ func submissionProto(r dbq.FormSubmission) (*parleyv1.Submission, error) {
 		Id: r.ID.String(), FormId: r.FormID.String(), Values: values, VisitorId: r.VisitorID,
 		ConversationId: r.ConversationID, CreateTime: timestamppb.New(r.CreatedAt),
 	}, nil
-}
-
-func pageSize(n int32) int32 {
-	if n <= 0 {
-		return DefaultPageSize
-	}
-	return min(n, MaxPageSize)
-}
-
-// A cursor is the last row of a page: its creation time (microseconds) and
-// id.
-func cursorOf(t time.Time, id uuid.UUID) string {
-	return strconv.FormatInt(t.UnixMicro(), 10) + "_" + id.String()
-}
-
-func parseCursor(c string) (time.Time, uuid.UUID, error) {
-	us, raw, ok := strings.Cut(c, "_")
-	n, err := strconv.ParseInt(us, 10, 64)
-	id, idErr := uuid.Parse(raw)
-	if !ok || err != nil || idErr != nil {
-		return time.Time{}, uuid.Nil, apperr.InvalidField("cursor", "not a cursor of this listing")
-	}
-	return time.UnixMicro(n), id, nil
 }
 
 func ptr[T any](v T) *T { return &v }

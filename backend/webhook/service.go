@@ -3,7 +3,6 @@ package webhook
 import (
 	"context"
 	"errors"
-	"strconv"
 	"strings"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/page"
 )
 
 // Page sizes of the listings.
@@ -116,14 +116,10 @@ func (s *Service) ListWebhooks(ctx context.Context, req *parleyv1.ListWebhooksRe
 	if err != nil {
 		return nil, err
 	}
-	limit := pageSize(req.GetLimit())
+	limit := page.Size(req.GetLimit(), DefaultPageSize, MaxPageSize)
 	params := dbq.ListWebhooksParams{OrgID: p.OrgID, MaxRows: limit + 1}
-	if c := req.GetCursor(); c != "" {
-		t, id, err := parseCursor(c)
-		if err != nil {
-			return nil, err
-		}
-		params.BeforeTime, params.BeforeID = &t, &id
+	if params.BeforeTime, params.BeforeID, err = page.After(req.GetCursor()); err != nil {
+		return nil, err
 	}
 	out := &parleyv1.ListWebhooksResponse{Webhooks: []*parleyv1.Webhook{}}
 	// SECURITY: the principal's organization, by tenant transaction and an
@@ -133,11 +129,7 @@ func (s *Service) ListWebhooks(ctx context.Context, req *parleyv1.ListWebhooksRe
 		if err != nil {
 			return err
 		}
-		if len(rows) > int(limit) {
-			rows = rows[:limit]
-			last := rows[len(rows)-1]
-			out.NextCursor = cursorOf(last.CreatedAt, last.ID)
-		}
+		rows, out.NextCursor = page.Cut(rows, limit, func(r dbq.Webhook) (time.Time, string) { return r.CreatedAt, r.ID.String() })
 		for _, r := range rows {
 			out.Webhooks = append(out.Webhooks, toProto(r))
 		}
@@ -267,17 +259,14 @@ func (s *Service) TestWebhook(ctx context.Context, req *parleyv1.TestWebhookRequ
 // ListWebhookDeliveries lists an endpoint's deliveries, newest first, with
 // their attempts.
 func (s *Service) ListWebhookDeliveries(ctx context.Context, req *parleyv1.ListWebhookDeliveriesRequest) (*parleyv1.ListWebhookDeliveriesResponse, error) {
-	limit := pageSize(req.GetLimit())
+	limit := page.Size(req.GetLimit(), DefaultPageSize, MaxPageSize)
 	params := dbq.ListWebhookDeliveriesParams{MaxRows: limit + 1}
-	if c := req.GetCursor(); c != "" {
-		t, id, err := parseCursor(c)
-		if err != nil {
-			return nil, err
-		}
-		params.BeforeTime, params.BeforeID = &t, &id
+	var err error
+	if params.BeforeTime, params.BeforeID, err = page.After(req.GetCursor()); err != nil {
+		return nil, err
 	}
 	out := &parleyv1.ListWebhookDeliveriesResponse{Deliveries: []*parleyv1.WebhookDelivery{}}
-	err := s.withWebhook(ctx, req.GetWebhookId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
+	err = s.withWebhook(ctx, req.GetWebhookId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
 		if _, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id}); err != nil {
 			return err
 		}
@@ -286,11 +275,7 @@ func (s *Service) ListWebhookDeliveries(ctx context.Context, req *parleyv1.ListW
 		if err != nil {
 			return err
 		}
-		if len(rows) > int(limit) {
-			rows = rows[:limit]
-			last := rows[len(rows)-1]
-			out.NextCursor = cursorOf(last.CreatedAt, last.ID)
-		}
+		rows, out.NextCursor = page.Cut(rows, limit, func(r dbq.WebhookDelivery) (time.Time, string) { return r.CreatedAt, r.ID.String() })
 		ids := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
 			ids[i] = r.ID
@@ -406,27 +391,4 @@ func deliveryProto(d dbq.WebhookDelivery, attempts []dbq.WebhookAttempt) *parley
 		})
 	}
 	return out
-}
-
-func pageSize(n int32) int32 {
-	if n <= 0 {
-		return DefaultPageSize
-	}
-	return min(n, MaxPageSize)
-}
-
-// A cursor is the last row of a page: its creation time (microseconds) and
-// id.
-func cursorOf(t time.Time, id uuid.UUID) string {
-	return strconv.FormatInt(t.UnixMicro(), 10) + "_" + id.String()
-}
-
-func parseCursor(c string) (time.Time, uuid.UUID, error) {
-	us, raw, ok := strings.Cut(c, "_")
-	n, err := strconv.ParseInt(us, 10, 64)
-	id, idErr := uuid.Parse(raw)
-	if !ok || err != nil || idErr != nil {
-		return time.Time{}, uuid.Nil, apperr.InvalidField("cursor", "not a cursor of this listing")
-	}
-	return time.UnixMicro(n), id, nil
 }
