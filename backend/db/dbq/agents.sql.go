@@ -44,7 +44,7 @@ const createAgent = `-- name: CreateAgent :one
 INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message, allowed_origins)
 VALUES ($1, $2, $3, $4, $5,
         $6, $7, $8, $9, coalesce($10::jsonb, '{}'::jsonb), $11,
-        $12::text[])
+        coalesce($12::text[], '{}'))
 RETURNING org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message, allowed_origins
 `
 

@@ -3,7 +3,7 @@
 INSERT INTO agents (org_id, id, name, description, instructions, model, temperature, tools, visibility, tool_settings, handoff_message, allowed_origins)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(instructions),
         sqlc.arg(model), sqlc.arg(temperature), sqlc.arg(tools), sqlc.arg(visibility), coalesce(sqlc.narg(tool_settings)::jsonb, '{}'::jsonb), sqlc.arg(handoff_message),
-        sqlc.arg(allowed_origins)::text[])
+        coalesce(sqlc.narg(allowed_origins)::text[], '{}'))
 RETURNING *;
 
 -- name: GetAgent :one
