@@ -3,18 +3,17 @@ package agent
 import (
 	"context"
 	"errors"
-	"sync"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/cache"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 )
 
-// maxCached bounds the cache: past it, it starts again empty.
+// maxCached bounds the cache (the least recently used leave first).
 const maxCached = 10_000
 
 // Cache keeps the agents chat turns read, as the authenticator keeps keys:
@@ -26,57 +25,34 @@ const maxCached = 10_000
 // It is keyed by organization and agent: an organization's entry is only
 // ever filled by a read in that organization's tenant transaction.
 type Cache struct {
-	store *db.Store
-	now   func() time.Time
-
-	mu      sync.Mutex
-	entries map[cacheKey]cached
+	store   *db.Store
+	entries *cache.TTL[cacheKey, dbq.Agent]
 }
 
 type cacheKey struct{ org, id uuid.UUID }
 
-type cached struct {
-	agent   dbq.Agent
-	fetched time.Time
-}
-
 // NewCache returns an empty cache reading from store.
 func NewCache(store *db.Store) *Cache {
-	return &Cache{store: store, now: time.Now, entries: map[cacheKey]cached{}}
+	return &Cache{store: store, entries: cache.New[cacheKey, dbq.Agent](auth.CacheTTL, maxCached)}
 }
 
 // Get returns org's agent id. An agent org does not have is NotFound, or
 // Forbidden when it is another organization's (db.Missing); such answers are
 // not cached.
 func (c *Cache) Get(ctx context.Context, org, id uuid.UUID) (dbq.Agent, error) {
-	k := cacheKey{org, id}
-	now := c.now()
-	c.mu.Lock()
-	e, ok := c.entries[k]
-	c.mu.Unlock()
-	if ok && now.Sub(e.fetched) < auth.CacheTTL {
-		return e.agent, nil
-	}
-	var ag dbq.Agent
-	err := c.store.Tenant(ctx, org, func(q *dbq.Queries) error {
-		var err error
-		ag, err = q.GetAgent(ctx, dbq.GetAgentParams{OrgID: org, ID: id})
-		if errors.Is(err, pgx.ErrNoRows) {
-			// SECURITY: another organization's agent: its id exists, nothing more.
-			return db.Missing(ctx, q, "agent", "agent", id)
-		}
-		return err
+	return c.entries.Get(cacheKey{org, id}, func() (dbq.Agent, error) {
+		var ag dbq.Agent
+		err := c.store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			var err error
+			ag, err = q.GetAgent(ctx, dbq.GetAgentParams{OrgID: org, ID: id})
+			if errors.Is(err, pgx.ErrNoRows) {
+				// SECURITY: another organization's agent: its id exists, nothing more.
+				return db.Missing(ctx, q, "agent", "agent", id)
+			}
+			return err
+		})
+		return ag, err
 	})
-	if err != nil {
-		return dbq.Agent{}, err
-	}
-	c.mu.Lock()
-	if len(c.entries) >= maxCached {
-		clear(c.entries)
-	}
-	c.entries[k] = cached{agent: ag, fetched: now}
-	c.mu.Unlock()
-	return ag, nil
 }
 
 // Forget drops an agent changed or deleted through this instance.
@@ -84,7 +60,5 @@ func (c *Cache) Forget(org, id uuid.UUID) {
 	if c == nil {
 		return
 	}
-	c.mu.Lock()
-	delete(c.entries, cacheKey{org, id})
-	c.mu.Unlock()
+	c.entries.Forget(cacheKey{org, id})
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/apikey"
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/cache"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/plan"
@@ -23,14 +24,14 @@ import (
 // to be seen everywhere (the promise is 5 s).
 const CacheTTL = 4 * time.Second
 
-// maxCacheEntries bounds the cache against floods of well-formed unknown keys.
+// maxCacheEntries bounds the cache against floods of well-formed unknown
+// keys (the least recently used leave first).
 const maxCacheEntries = 100_000
 
 type keyRecord struct {
 	principal *Principal // nil: no such key
 	expiresAt *time.Time
 	revoked   bool
-	fetched   time.Time
 }
 
 // Authenticator resolves keys to principals, caching each answer for CacheTTL,
@@ -39,8 +40,7 @@ type Authenticator struct {
 	store *db.Store
 	now   func() time.Time
 
-	mu    sync.Mutex
-	cache map[apikey.Hash]keyRecord
+	cache *cache.TTL[apikey.Hash, keyRecord]
 
 	usedMu sync.Mutex
 	used   map[uuid.UUID]lastUse // key id → last use, not yet written
@@ -53,7 +53,7 @@ type lastUse struct {
 
 // NewAuthenticator returns an Authenticator over store.
 func NewAuthenticator(store *db.Store) *Authenticator {
-	return &Authenticator{store: store, now: time.Now, cache: map[apikey.Hash]keyRecord{}, used: map[uuid.UUID]lastUse{}}
+	return &Authenticator{store: store, now: time.Now, cache: cache.New[apikey.Hash, keyRecord](CacheTTL, maxCacheEntries), used: map[uuid.UUID]lastUse{}}
 }
 
 // Authenticate resolves an Authorization header value. Missing, malformed,
@@ -91,65 +91,43 @@ func (a *Authenticator) Authenticate(ctx context.Context, authorization string) 
 }
 
 func (a *Authenticator) lookup(ctx context.Context, h apikey.Hash) (keyRecord, error) {
-	now := a.now()
-	a.mu.Lock()
-	rec, ok := a.cache[h]
-	a.mu.Unlock()
-	if ok && now.Sub(rec.fetched) < CacheTTL {
-		return rec, nil
-	}
-	rec = keyRecord{fetched: now}
-	err := a.store.KeyHolder(ctx, h[:], func(q *dbq.Queries) error {
-		row, err := q.GetAPIKeyByHash(ctx, h[:])
-		if errors.Is(err, pgx.ErrNoRows) {
+	return a.cache.Get(h, func() (keyRecord, error) {
+		var rec keyRecord
+		err := a.store.KeyHolder(ctx, h[:], func(q *dbq.Queries) error {
+			row, err := q.GetAPIKeyByHash(ctx, h[:])
+			if errors.Is(err, pgx.ErrNoRows) {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+			rec.principal = &Principal{
+				OrgID: row.OrgID, KeyID: row.KeyID, Plan: row.Plan, Scopes: row.Scopes,
+				Limits: plan.Limits{PerMinute: int64(row.RequestsPerMinute), PerDay: int64(row.RequestsPerDay)},
+			}
+			rec.expiresAt = row.ExpiresAt
+			rec.revoked = row.RevokedAt != nil
 			return nil
-		}
-		if err != nil {
-			return err
-		}
-		rec.principal = &Principal{
-			OrgID: row.OrgID, KeyID: row.KeyID, Plan: row.Plan, Scopes: row.Scopes,
-			Limits: plan.Limits{PerMinute: int64(row.RequestsPerMinute), PerDay: int64(row.RequestsPerDay)},
-		}
-		rec.expiresAt = row.ExpiresAt
-		rec.revoked = row.RevokedAt != nil
-		return nil
+		})
+		return rec, err
 	})
-	if err != nil {
-		return keyRecord{}, err
-	}
-	a.mu.Lock()
-	if len(a.cache) >= maxCacheEntries {
-		clear(a.cache)
-	}
-	a.cache[h] = rec
-	a.mu.Unlock()
-	return rec, nil
 }
 
 // Forget drops a key from this instance's cache, so that a revocation made
 // here takes effect at once (other instances see it within CacheTTL).
 func (a *Authenticator) Forget(keyID uuid.UUID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for h, rec := range a.cache {
-		if rec.principal != nil && rec.principal.KeyID == keyID {
-			delete(a.cache, h)
-		}
-	}
+	a.cache.ForgetFunc(func(_ apikey.Hash, rec keyRecord) bool {
+		return rec.principal != nil && rec.principal.KeyID == keyID
+	})
 }
 
 // ForgetOrg drops an organization's keys from this instance's cache: the
 // organization was deleted (db.Store.OrgGone), so its keys must be looked up
 // again, and found missing, at once.
 func (a *Authenticator) ForgetOrg(org uuid.UUID) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	for h, rec := range a.cache {
-		if rec.principal != nil && rec.principal.OrgID == org {
-			delete(a.cache, h)
-		}
-	}
+	a.cache.ForgetFunc(func(_ apikey.Hash, rec keyRecord) bool {
+		return rec.principal != nil && rec.principal.OrgID == org
+	})
 }
 
 // FlushLastUsed writes the last-use times gathered since the previous flush,

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,6 +11,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/parleyhq/parley/backend/cache"
 	"github.com/parleyhq/parley/backend/db/dbq"
 )
 
@@ -59,25 +59,23 @@ type Emitter struct {
 	// Now is the clock of payload timestamps; time.Now when nil.
 	Now func() time.Time
 
-	mu sync.Mutex
-	// known: whether an organization has any enabled endpoint, and when
-	// that was read.
-	known map[uuid.UUID]known
-	// epoch counts Forget calls: an answer read across one is not kept.
-	epoch atomic.Uint64
+	// known: whether an organization has any enabled endpoint (made on
+	// first use, so that the zero Emitter works).
+	once  sync.Once
+	known *cache.TTL[uuid.UUID, bool]
 }
 
 // CacheTTL is how long the Emitter trusts what it read of whether an
 // organization has any enabled endpoint.
 const CacheTTL = 5 * time.Second
 
-// maxKnown bounds the organizations remembered; past it, expired answers
-// are dropped.
+// maxKnown bounds the organizations remembered (the least recently used
+// leave first).
 const maxKnown = 10000
 
-type known struct {
-	has  bool
-	read time.Time
+func (e *Emitter) orgs() *cache.TTL[uuid.UUID, bool] {
+	e.once.Do(func() { e.known = cache.New[uuid.UUID, bool](CacheTTL, maxKnown) })
+	return e.known
 }
 
 // Forget drops what the Emitter knows of org's endpoints: Service calls it
@@ -86,47 +84,13 @@ func (e *Emitter) Forget(org uuid.UUID) {
 	if e == nil {
 		return
 	}
-	e.epoch.Add(1)
-	e.mu.Lock()
-	delete(e.known, org)
-	e.mu.Unlock()
+	e.orgs().Forget(org)
 }
 
 // hasWebhooks reports whether org has any enabled endpoint, from the
 // cache or by asking q (org's tenant transaction).
 func (e *Emitter) hasWebhooks(ctx context.Context, q *dbq.Queries, org uuid.UUID) (bool, error) {
-	now := time.Now()
-	e.mu.Lock()
-	k, ok := e.known[org]
-	e.mu.Unlock()
-	if ok && now.Sub(k.read) < CacheTTL {
-		return k.has, nil
-	}
-	epoch := e.epoch.Load()
-	has, err := q.OrgHasWebhooks(ctx, org)
-	if err != nil {
-		return false, err
-	}
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	if e.epoch.Load() != epoch {
-		// An endpoint changed meanwhile: what was read may predate it.
-		return has, nil
-	}
-	if e.known == nil {
-		e.known = map[uuid.UUID]known{}
-	}
-	if len(e.known) >= maxKnown {
-		for id, k := range e.known {
-			if now.Sub(k.read) >= CacheTTL {
-				delete(e.known, id)
-			}
-		}
-	}
-	if len(e.known) < maxKnown {
-		e.known[org] = known{has: has, read: now}
-	}
-	return has, nil
+	return e.orgs().Get(org, func() (bool, error) { return q.OrgHasWebhooks(ctx, org) })
 }
 
 // Emit records event for every enabled endpoint of org subscribed to it:
