@@ -25,6 +25,9 @@ type FakeReply struct {
 	Forever bool
 	// CutAfter > 0 drops the connection after that many tokens.
 	CutAfter int
+	// StallAfter > 0 sends nothing more after that many tokens, until the
+	// client goes away.
+	StallAfter int
 	// ToolCalls are sent after the tokens, as OpenAI streams them (a
 	// tool_calls delta each, then finish_reason "tool_calls").
 	ToolCalls []llm.ToolCall
@@ -101,6 +104,13 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{"content":%s},"finish_reason":null}]}`+"\n\n", tj)
 			w.(http.Flusher).Flush()
 			sent++
+			if reply.StallAfter > 0 && sent >= reply.StallAfter {
+				<-r.Context().Done()
+				f.mu.Lock()
+				f.canceled++
+				f.mu.Unlock()
+				return
+			}
 			if reply.CutAfter > 0 && sent >= reply.CutAfter {
 				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 					conn.Close()
