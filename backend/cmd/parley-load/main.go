@@ -100,7 +100,8 @@ func run(ctx context.Context, c config) error {
 	direct := r.closed(ctx, "model direct", c.clients, r.modelJSON)
 	floor := r.closed(ctx, "floor (INSERT)", c.clients, r.floor)
 	parley := r.closed(ctx, "parley", c.clients, r.parleyJSON)
-	fmt.Printf("   parley/floor throughput: %.2f×; parley/model-direct: %.2f×\n\n", parley.rps()/floor.rps(), parley.rps()/direct.rps())
+	fmt.Printf("   parley/floor throughput: %.2f×; parley/model-direct: %.2f×\n", parley.rps()/floor.rps(), parley.rps()/direct.rps())
+	fmt.Printf("   sockets in TIME_WAIT on the model's port after the phases: %d (connections not kept for reuse)\n\n", env.timeWait())
 
 	fmt.Printf("== JSON chat, open loop, %d req/s, %s each (latency from each request's scheduled start) ==\n", c.rate, c.duration)
 	header()

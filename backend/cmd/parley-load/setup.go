@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -294,4 +295,43 @@ func (e *env) close() {
 	if e.dbURL != "" && !e.cfg.keep {
 		e.dropDatabase()
 	}
+}
+
+// timeWait counts the sockets in TIME_WAIT to or from the fake model's port
+// (/proc/net/tcp): connections Parley opened to the model and closed rather
+// than kept for the next turn.
+func (e *env) timeWait() int {
+	u, err := url.Parse(e.modelURL)
+	if err != nil {
+		return -1
+	}
+	port := u.Port()
+	n := 0
+	for _, f := range []string{"/proc/net/tcp", "/proc/net/tcp6"} {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, line := range strings.Split(string(b), "\n")[1:] {
+			fs := strings.Fields(line)
+			if len(fs) < 4 || fs[3] != "06" {
+				continue
+			}
+			for _, addr := range fs[1:3] {
+				if _, p, ok := strings.Cut(addr, ":"); ok && hexPort(p) == port {
+					n++
+					break
+				}
+			}
+		}
+	}
+	return n
+}
+
+func hexPort(h string) string {
+	var p int
+	if _, err := fmt.Sscanf(h, "%X", &p); err != nil {
+		return ""
+	}
+	return strconv.Itoa(p)
 }
