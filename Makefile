@@ -70,6 +70,15 @@ fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)
 	go test -run '^$$' -bench . -benchmem -count 5 ./backend/server/ ./backend/chat/ ./console/
 
+# Flags of the load generator, e.g. LOAD_FLAGS="--duration 30s --held 2000,5000,10000";
+# bin/parley-load --help lists them.
+LOAD_FLAGS ?=
+
+.PHONY: load
+load: db build ## Load test: JSON chat (closed/open loop), SSE first token, held streams vs a fake model and an INSERT floor (about 2 minutes)
+	go build -o $(BIN)/parley-load ./backend/cmd/parley-load
+	$(BIN)/parley-load --parley $(BIN)/parley $(LOAD_FLAGS)
+
 .PHONY: eval-knowledge
 eval-knowledge: db ## Retrieval quality: hit@1, hit@5 and MRR per document and search method on testdata/eval (about 2 minutes)
 	PARLEY_EVAL=1 go test -count=1 -run 'TestEval' -v -timeout 30m ./backend/knowledge/ | grep -v -e '^=== ' -e '^--- ' -e '^PASS' -e '^ok'

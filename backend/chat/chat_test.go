@@ -618,3 +618,27 @@ func TestFirstMessagesRacingJoinOneConversation(t *testing.T) {
 	require.Len(t, list.Conversations, 1)
 	require.Equal(t, 2*n, list.Conversations[0].MessagesCount)
 }
+
+// A provider that goes quiet mid-answer fails the turn with the provider
+// timeout once its idle deadline (llm.Timeouts) passes, well before the
+// turn's own deadline, and the stalled call is closed.
+func TestProviderStallTimesOut(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " sent"}, StallAfter: 2}
+	}
+	e := testenv.New(t, func(c *server.Config) {
+		hc := llm.NewHTTPClient(llm.Timeouts{Headers: time.Second, Idle: 300 * time.Millisecond})
+		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1", HTTPClient: hc})
+		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m})
+		c.TurnTimeout = time.Minute
+	})
+	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"n","instructions":"i"}`)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	r = e.Do("POST", "/api/v2/agent/"+a.ID+"/chat", e.A.Key, `{"query":"q","conversationId":"stall"}`)
+	require.Equal(t, http.StatusServiceUnavailable, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), "the model provider openai timed out")
+	require.Eventually(t, func() bool { return fake.Canceled() == 1 }, 5*time.Second, 20*time.Millisecond, "the stalled call was closed")
+}

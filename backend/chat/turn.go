@@ -709,6 +709,10 @@ func promptTokens(r llm.Request) int {
 func upstreamError(err error) error {
 	var pe *llm.ProviderError
 	if errors.As(err, &pe) {
+		if llm.IsProviderTimeout(pe) {
+			// A per-phase deadline of the provider's call (llm.Timeouts).
+			return apperr.New(apperr.Unavailable, "the model provider %s timed out; try again", pe.Provider)
+		}
 		if pe.Status == 429 || pe.Status == 0 || pe.Status == 503 {
 			return &apperr.Error{Code: apperr.Unavailable, Message: fmt.Sprintf("the model provider %s is unavailable; try again", pe.Provider), RetryAfter: pe.RetryAfter}
 		}

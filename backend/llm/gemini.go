@@ -28,7 +28,7 @@ type GeminiConfig struct {
 func NewGemini(cfg GeminiConfig) (*Gemini, error) {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Minute}
+		hc = NewHTTPClient(DefaultTimeouts)
 	}
 	c, err := genai.NewClient(context.Background(), &genai.ClientConfig{
 		APIKey: cfg.APIKey, Backend: genai.BackendGeminiAPI, HTTPClient: hc,

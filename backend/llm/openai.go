@@ -27,7 +27,8 @@ type OpenAIConfig struct {
 	Name    string
 	APIKey  string
 	BaseURL string
-	// HTTPClient defaults to one with a 2-minute timeout.
+	// HTTPClient defaults to NewHTTPClient(DefaultTimeouts): the shared
+	// transport, per-phase deadlines.
 	HTTPClient *http.Client
 }
 
@@ -36,7 +37,7 @@ type OpenAIConfig struct {
 func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	hc := cfg.HTTPClient
 	if hc == nil {
-		hc = &http.Client{Timeout: 2 * time.Minute}
+		hc = NewHTTPClient(DefaultTimeouts)
 	}
 	opts := []option.RequestOption{option.WithHTTPClient(hc), option.WithMaxRetries(0), option.WithAPIKey(cfg.APIKey)}
 	if cfg.BaseURL != "" {

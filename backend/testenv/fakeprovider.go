@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/llm/fakeopenai"
 	"github.com/parleyhq/parley/backend/server"
 )
 
@@ -25,6 +26,9 @@ type FakeReply struct {
 	Forever bool
 	// CutAfter > 0 drops the connection after that many tokens.
 	CutAfter int
+	// StallAfter > 0 sends nothing more after that many tokens, until the
+	// client goes away.
+	StallAfter int
 	// ToolCalls are sent after the tokens, as OpenAI streams them (a
 	// tool_calls delta each, then finish_reason "tool_calls").
 	ToolCalls []llm.ToolCall
@@ -97,10 +101,16 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 				return
 			case <-time.After(reply.Delay):
 			}
-			tj, _ := json.Marshal(tok)
-			fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{"content":%s},"finish_reason":null}]}`+"\n\n", tj)
+			fakeopenai.Token(w, tok)
 			w.(http.Flusher).Flush()
 			sent++
+			if reply.StallAfter > 0 && sent >= reply.StallAfter {
+				<-r.Context().Done()
+				f.mu.Lock()
+				f.canceled++
+				f.mu.Unlock()
+				return
+			}
 			if reply.CutAfter > 0 && sent >= reply.CutAfter {
 				if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
 					conn.Close()
@@ -115,15 +125,13 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	for i, c := range reply.ToolCalls {
 		call, _ := json.Marshal(map[string]any{"index": i, "id": c.ID, "type": "function",
 			"function": map[string]string{"name": c.Name, "arguments": c.Arguments}})
-		fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{"tool_calls":[%s]},"finish_reason":null}]}`+"\n\n", call)
+		fakeopenai.Chunk(w, `{"tool_calls":[`+string(call)+`]}`)
 	}
 	finish := "stop"
 	if len(reply.ToolCalls) > 0 {
 		finish = "tool_calls"
 	}
-	fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":%q}]}`+"\n\n", finish)
-	fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],"usage":{"prompt_tokens":11,"completion_tokens":5,"total_tokens":16}}`+"\n\n")
-	fmt.Fprint(w, "data: [DONE]\n\n")
+	fakeopenai.End(w, finish, 11, 5)
 }
 
 // WithFakeModels routes every spec model name to f (as provider "openai",

@@ -1,0 +1,63 @@
+package main
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/dbtest"
+)
+
+func TestEvents(t *testing.T) {
+	t.Parallel()
+	stream := "data: {\"type\":\"token\",\"value\":\"Hi\"}\n\n: comment\ndata: {\"type\":\"done\"}\n\ndata: [DONE]"
+	var types []string
+	require.NoError(t, events(strings.NewReader(stream), func(d []byte) bool {
+		types = append(types, eventType(d)+"|"+string(d))
+		return true
+	}))
+	require.Equal(t, []string{`token|{"type":"token","value":"Hi"}`, `done|{"type":"done"}`, `|[DONE]`}, types)
+}
+
+func TestPercentiles(t *testing.T) {
+	t.Parallel()
+	r := &result{elapsed: 2 * time.Second}
+	for i := 1; i <= 100; i++ {
+		r.lats = append(r.lats, time.Duration(i)*time.Millisecond)
+	}
+	require.Equal(t, 50*time.Millisecond, r.p(50))
+	require.Equal(t, 99*time.Millisecond, r.p(99))
+	require.Equal(t, 100*time.Millisecond, r.p(100))
+	require.InDelta(t, 50, r.rps(), 0.001)
+	require.Zero(t, (&result{}).p(50))
+}
+
+// The floor stores each request in one committed INSERT and refuses a body
+// without its fields.
+func TestFloor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := floorPool(ctx, dbtest.New(t), 2)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	srv := httptest.NewServer(floorHandler(pool))
+	t.Cleanup(srv.Close)
+	for _, body := range []string{`{"query":"a","conversationId":"c1"}`, `{"query":"b","conversationId":"c2"}`} {
+		resp, err := http.Post(srv.URL, "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, 200, resp.StatusCode)
+	}
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"query":"a"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 400, resp.StatusCode)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM load_floor WHERE query IN ('a', 'b')").Scan(&n))
+	require.Equal(t, 2, n)
+}
