@@ -106,8 +106,14 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 	}
 	_, err = h.turns.Run(r.Context(), adm, req, emit)
 	if err != nil {
-		if sse.Evented() || r.Context().Err() != nil {
-			return nil // the stream carried its own end, or nobody is listening
+		if r.Context().Err() != nil {
+			return nil // nobody is listening
+		}
+		if sse.Evented() {
+			// The turn ended its stream with an error event; the request
+			// log carries its code.
+			errorFor(r, err)
+			return sse.Event("", []byte("[DONE]"))
 		}
 		// Failed before its first event (the provider refused, say): the
 		// client asked for a stream, so the error comes as one, with the
@@ -287,8 +293,12 @@ func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
 		return nil
 	}
 	if _, err := h.turns.Run(r.Context(), adm, req, emit); err != nil {
-		if sse.Evented() || errors.Is(err, context.Canceled) {
+		if errors.Is(err, context.Canceled) {
 			return nil
+		}
+		if sse.Evented() {
+			errorFor(r, err) // the turn sent its error event; logged with its code
+			return sse.Event("", []byte("[DONE]"))
 		}
 		if sse.Unstarted() {
 			return err // the ordinary JSON error, as v1 always answered

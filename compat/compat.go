@@ -6,8 +6,10 @@
 package compat
 
 import (
+	"context"
 	_ "embed"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -163,8 +165,18 @@ func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	writeJSON(w, status, body)
 }
 
+// statusClientClosed is the status a request whose client went away is
+// logged with (nginx's convention; no client reads it).
+const statusClientClosed = 499
+
 // errorFor is the status and body of err.
 func errorFor(r *http.Request, err error) (int, errorBody) {
+	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+		// The client went away (as Connect's "canceled"): not a fault of
+		// the server's, logged as nginx's 499, and nobody reads the body.
+		reqinfo.SetError(r.Context(), "CLIENT_CLOSED_REQUEST", statusClientClosed)
+		return statusClientClosed, errorBody{Error: errorDetail{Code: "CLIENT_CLOSED_REQUEST", Message: "the client closed the request"}}
+	}
 	if apperr.CodeOf(err) == apperr.Internal {
 		slog.ErrorContext(r.Context(), "internal error", "err", err, "method", r.Method, "path", r.URL.Path)
 	}

@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -486,6 +487,46 @@ func TestProviderFailures(t *testing.T) {
 	content, incomplete := lastAnswer(t, f, "fail-3")
 	require.Equal(t, "Partial answer", content)
 	require.True(t, incomplete)
+
+	// The answer cannot be stored after tokens went out (its conversation
+	// was deleted meanwhile): the stream still ends, with an error event and
+	// [DONE], not cut short.
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"Soon", " gone", " for", " good"}, Delay: 150 * time.Millisecond}
+	}
+	resp = f.Post("/api/v2/agent/"+f.private+"/chat", bearer(f.A.Key), `{"query":"q","conversationId":"fail-4","streaming":true}`)
+	defer resp.Body.Close()
+	rd := bufio.NewReader(resp.Body)
+	for {
+		line, err := rd.ReadString('\n')
+		require.NoError(t, err)
+		if strings.Contains(line, `"type":"token"`) {
+			break
+		}
+	}
+	ctx := context.Background()
+	tx, err := f.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
+	require.NoError(t, err)
+	tag, err := tx.Exec(ctx, "DELETE FROM conversations WHERE org_id = $1 AND id = 'fail-4'", f.A.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	require.NoError(t, tx.Commit(ctx))
+	var last []string
+	for _, ev := range testenv.ReadSSE(t, rd) {
+		var m struct {
+			Type  string
+			Error struct{ Code string }
+		}
+		if json.Unmarshal([]byte(ev.Data), &m) == nil {
+			last = append(last, m.Type+" "+m.Error.Code)
+		} else {
+			last = append(last, ev.Data)
+		}
+	}
+	require.GreaterOrEqual(t, len(last), 2, "%v", last)
+	require.Equal(t, []string{"error INTERNAL_ERROR", "[DONE]"}, last[len(last)-2:], "%v", last)
 }
 
 // lastAnswer reads the stored assistant message of a conversation of A.

@@ -95,7 +95,8 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		return nil, err
 	}
 	if handoff.Silenced(t.conv.Status) {
-		return s.answerForPeople(ctx, t)
+		resp, err := s.answerForPeople(ctx, t)
+		return resp, t.endStream(ctx, err)
 	}
 	kit, prompt := s.buildPrompt(t)
 	g := s.rounds(ctx, t, kit, prompt)
@@ -108,9 +109,28 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	}
 	resp, err := s.persist(ctx, t, g)
 	if err != nil {
-		return nil, err
+		return nil, t.endStream(ctx, err)
 	}
 	return t.finish(ctx, resp, g)
+}
+
+// endStream ends a stream that failed after its first event (the answer
+// could not be stored, say) with an error event, so that the client reads
+// an end rather than a stream cut short; err is returned as it is, for the
+// transport to log. Nothing is sent when no stream started or nobody is
+// listening.
+func (t *turn) endStream(ctx context.Context, err error) error {
+	if err == nil || t.emit == nil || !t.sent || ctx.Err() != nil {
+		return err
+	}
+	if apperr.CodeOf(err) == apperr.Internal {
+		slog.ErrorContext(ctx, "turn failed after its first event", "err", err)
+	}
+	pub := apperr.Public(err)
+	_ = t.emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Error{Error: &parleyv1.ChatError{
+		Code: apperr.Lookup(pub.Code).SpecCode, Message: pub.Message,
+	}}})
+	return err
 }
 
 // turn is one turn's state, phase after phase.
