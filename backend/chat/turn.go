@@ -65,7 +65,10 @@ type Service struct {
 	// must be over by then, or the turn fails with apperr.Timeout and keeps
 	// what was generated as incomplete. 0: no bound.
 	TurnTimeout time.Duration
-	Now         func() time.Time
+	// Queue bounds the turns running at once and those waiting to; nil:
+	// no bound.
+	Queue *TurnQueue
+	Now   func() time.Time
 }
 
 // Emit receives a streaming turn's events in order. An error from it (the
@@ -79,11 +82,18 @@ type Emit func(*parleyv1.ChatStreamResponse) error
 // sends nothing, when the turn fails before any event: the transport then
 // answers with an error status.
 //
-// A turn reads as its phases: admit (what the admitted request runs with),
+// A turn first takes a slot in the Queue (it waits for one at most
+// TurnTimeout, and is refused with 503 OVERLOADED when too many wait), then
+// reads as its phases: admit (what the admitted request runs with),
 // load (the conversation, its history, the knowledge, the question stored),
 // build the prompt, the model and tool rounds, persist the answer, finish
 // (the done or error event).
 func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*parleyv1.ChatResponse, error) {
+	release, err := s.Queue.acquire(ctx, s.Drain, s.TurnTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	t, err := s.admitTurn(a, req, emit)
 	if err != nil {
 		return nil, err
