@@ -102,6 +102,9 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 		if err != nil {
 			return err
 		}
+		if ev.GetToken() != "" {
+			return sse.Token("", data)
+		}
 		return sse.Event("", data)
 	}
 	_, err = h.turns.Run(r.Context(), adm, req, emit)
@@ -279,7 +282,7 @@ func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
 		switch e := ev.GetEvent().(type) {
 		case *parleyv1.ChatStreamResponse_Token:
 			answer.WriteString(e.Token)
-			return sse.Event("answer", []byte(encodeURIComponent(e.Token)))
+			return sse.Token("answer", []byte(encodeURIComponent(e.Token)))
 		case *parleyv1.ChatStreamResponse_Done:
 			data, err := json.Marshal(v1(e.Done, answer.String()))
 			if err != nil {

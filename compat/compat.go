@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"buf.build/go/protovalidate"
 	"google.golang.org/protobuf/proto"
@@ -192,8 +191,7 @@ func errorFor(r *http.Request, err error) (int, errorBody) {
 			body.Error.Message = body.Error.Field + ":" + rest
 		}
 	}
-	if pub.Code == apperr.RateLimited {
-		secs := int64(pub.RetryAfter / time.Second)
+	if secs, ok := pub.RetryAfterSeconds(); ok {
 		body.Error.RetryAfter = &secs
 	}
 	return m.HTTPStatus, body

@@ -21,8 +21,19 @@ const (
 	chatStreamStart   = time.Second
 )
 
-// sseStream writes Server-Sent Events, flushing each one through
-// http.ResponseController (which unwraps middleware writers). Headers go out
+// tokenFlushEvery is how often a stream's token events are flushed at most
+// while they come (issue 13: a flush is a write system call, and flushing
+// each of thousands of streams' every token cost 14 % of the CPU). Tokens
+// come every few milliseconds at most from a fast model; 5 ms is below
+// anything a reader sees, and a token written in between waits for the
+// flush that ends the interval, never longer. The first token, and every
+// other event (sources, tool calls, done, errors, comments), is flushed at
+// once: time to first token does not wait for it.
+const tokenFlushEvery = 5 * time.Millisecond
+
+// sseStream writes Server-Sent Events, flushing them through
+// http.ResponseController (which unwraps middleware writers): each event at
+// once, except tokens after the first, coalesced (Token). Headers go out
 // with the first event (or at StartAfter's time), so a request that fails
 // before can still get an ordinary error status.
 type sseStream struct {
@@ -37,10 +48,20 @@ type sseStream struct {
 	timer   *time.Timer
 	stop    chan struct{}
 	stopped sync.Once
+
+	// Token coalescing: when the last flush was, whether written bytes wait
+	// for the next (flushTimer is then set to do it), whether a token went
+	// out yet, and a failed deferred flush, reported by the next write.
+	flushEvery time.Duration
+	lastFlush  time.Time
+	pending    bool
+	flushTimer *time.Timer
+	tokened    bool
+	flushErr   error
 }
 
 func newSSE(w http.ResponseWriter) *sseStream {
-	return &sseStream{w: w, rc: http.NewResponseController(w), stop: make(chan struct{})}
+	return &sseStream{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), flushEvery: tokenFlushEvery}
 }
 
 func (s *sseStream) startLocked() {
@@ -147,6 +168,20 @@ func (s *sseStream) Event(name string, data []byte) error {
 	return s.writeLocked(wire.Frame(name, data))
 }
 
+// Token sends one token event: the first at once, later ones coalesced,
+// flushed at most tokenFlushEvery after they were written (tokenFlushEvery).
+func (s *sseStream) Token(name string, data []byte) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLocked()
+	s.evented = true
+	if !s.tokened {
+		s.tokened = true
+		return s.writeLocked(wire.Frame(name, data))
+	}
+	return s.writeCoalescedLocked(wire.Frame(name, data))
+}
+
 // EventWithID sends one event of the default type with an id, which the
 // client sends back as Last-Event-ID when it reconnects.
 func (s *sseStream) EventWithID(id string, data []byte) error {
@@ -165,18 +200,72 @@ func (s *sseStream) Comment(text string) error {
 	return s.writeLocked([]byte(": " + strings.NewReplacer("\r", " ", "\n", " ").Replace(text) + "\n\n"))
 }
 
+// writeLocked writes b and flushes it, with whatever waited.
 func (s *sseStream) writeLocked(b []byte) error {
+	if s.flushErr != nil {
+		return s.flushErr
+	}
 	_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) // unsupported writers: no deadline
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
+	return s.flushLocked()
+}
+
+// writeCoalescedLocked writes b, and flushes it at once if the last flush
+// is tokenFlushEvery old, else when that interval ends.
+func (s *sseStream) writeCoalescedLocked(b []byte) error {
+	if s.flushErr != nil {
+		return s.flushErr
+	}
+	wait := s.flushEvery - time.Since(s.lastFlush)
+	if wait <= 0 {
+		return s.writeLocked(b)
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+	if _, err := s.w.Write(b); err != nil {
+		return err
+	}
+	s.pending = true
+	if s.flushTimer == nil {
+		s.flushTimer = time.AfterFunc(wait, s.flushPending)
+	}
+	return nil
+}
+
+// flushPending flushes what waits, at the end of a coalescing interval.
+func (s *sseStream) flushPending() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.flushTimer = nil
+	if s.closed || !s.pending {
+		return
+	}
+	_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+	s.flushErr = s.flushLocked()
+}
+
+func (s *sseStream) flushLocked() error {
+	s.pending = false
+	s.lastFlush = time.Now()
+	if s.flushTimer != nil {
+		s.flushTimer.Stop()
+		s.flushTimer = nil
+	}
 	return s.rc.Flush()
 }
 
-// Close stops the heartbeat and the start timer; nothing is written after
-// it (the handler may return).
+// Close flushes what waits, stops the heartbeat and the timers; nothing is
+// written after it (the handler may return).
 func (s *sseStream) Close() {
 	s.mu.Lock()
+	if s.pending && !s.closed && s.flushErr == nil {
+		_ = s.flushLocked()
+	}
+	if s.flushTimer != nil {
+		s.flushTimer.Stop()
+		s.flushTimer = nil
+	}
 	s.closed = true
 	if s.timer != nil {
 		s.timer.Stop()

@@ -36,7 +36,11 @@ const (
 	// down; the same request sent again reaches another instance (or this
 	// one, restarted).
 	ShuttingDown Code = "shutting_down"
-	Internal     Code = "internal"
+	// Overloaded: the instance runs as many chat turns as it may and its
+	// wait list is full (or the wait took too long); nothing was done, and
+	// the same request sent after RetryAfter may get in.
+	Overloaded Code = "overloaded"
+	Internal   Code = "internal"
 )
 
 // Mapping is how one code appears on each transport.
@@ -59,6 +63,7 @@ var table = map[Code]Mapping{
 	Upstream:           {connect.CodeUnavailable, http.StatusBadGateway, "UPSTREAM_ERROR"},
 	Timeout:            {connect.CodeDeadlineExceeded, http.StatusGatewayTimeout, "UPSTREAM_TIMEOUT"},
 	ShuttingDown:       {connect.CodeUnavailable, http.StatusServiceUnavailable, "SHUTTING_DOWN"},
+	Overloaded:         {connect.CodeUnavailable, http.StatusServiceUnavailable, "OVERLOADED"},
 	Internal:           {connect.CodeInternal, http.StatusInternalServerError, "INTERNAL_ERROR"},
 }
 
@@ -76,7 +81,9 @@ type Error struct {
 	Message string
 	// Field names the request field at fault, for Invalid.
 	Field string
-	// RetryAfter is set for RateLimited.
+	// RetryAfter is when to try again: set for RateLimited and Overloaded,
+	// and for Unavailable when it is known. The transports send it as
+	// retryAfter (whole seconds, at least 1) and Retry-After.
 	RetryAfter time.Duration
 }
 
@@ -110,4 +117,18 @@ func Public(err error) *Error {
 		return e
 	}
 	return &Error{Code: Internal, Message: "internal error"}
+}
+
+// RetryAfterSeconds is e's RetryAfter in whole seconds, rounded up, at least
+// one; ok is false when e says nothing of when to retry (a rate limit always
+// does, even at 0).
+func (e *Error) RetryAfterSeconds() (secs int64, ok bool) {
+	if e.Code != RateLimited && e.RetryAfter <= 0 {
+		return 0, false
+	}
+	if e.Code == RateLimited {
+		// Counted by the rate limiter in whole seconds already.
+		return int64(e.RetryAfter / time.Second), true
+	}
+	return max(1, int64((e.RetryAfter+time.Second-1)/time.Second)), true
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strconv"
 
 	"connectrpc.com/connect"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -32,10 +33,11 @@ func ToConnect(ctx context.Context, err error) error {
 	}
 	pub := Public(err)
 	out := connect.NewError(Lookup(pub.Code).Connect, errors.New(pub.Message))
-	if pub.Code == RateLimited {
+	if secs, ok := pub.RetryAfterSeconds(); ok {
 		if d, derr := connect.NewErrorDetail(&errdetails.RetryInfo{RetryDelay: durationpb.New(pub.RetryAfter)}); derr == nil {
 			out.AddDetail(d)
 		}
+		out.Meta().Set("Retry-After", strconv.FormatInt(secs, 10))
 	}
 	if pub.Code == Invalid && pub.Field != "" {
 		br := &errdetails.BadRequest{FieldViolations: []*errdetails.BadRequest_FieldViolation{{Field: pub.Field, Description: pub.Message}}}

@@ -65,7 +65,10 @@ type Service struct {
 	// must be over by then, or the turn fails with apperr.Timeout and keeps
 	// what was generated as incomplete. 0: no bound.
 	TurnTimeout time.Duration
-	Now         func() time.Time
+	// Queue bounds the turns running at once and those waiting to; nil:
+	// no bound.
+	Queue *TurnQueue
+	Now   func() time.Time
 }
 
 // Emit receives a streaming turn's events in order. An error from it (the
@@ -79,11 +82,18 @@ type Emit func(*parleyv1.ChatStreamResponse) error
 // sends nothing, when the turn fails before any event: the transport then
 // answers with an error status.
 //
-// A turn reads as its phases: admit (what the admitted request runs with),
+// A turn first takes a slot in the Queue (it waits for one at most
+// TurnTimeout, and is refused with 503 OVERLOADED when too many wait), then
+// reads as its phases: admit (what the admitted request runs with),
 // load (the conversation, its history, the knowledge, the question stored),
 // build the prompt, the model and tool rounds, persist the answer, finish
 // (the done or error event).
 func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*parleyv1.ChatResponse, error) {
+	release, err := s.Queue.acquire(ctx, s.Drain, s.TurnTimeout)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
 	t, err := s.admitTurn(a, req, emit)
 	if err != nil {
 		return nil, err
@@ -199,16 +209,75 @@ func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (
 // question, all before the model is called; then the passages go out as
 // source events. A new conversation and the question are webhook events,
 // enqueued in the same transaction.
+//
+// The first statements go with the transaction's BEGIN, in one round trip
+// (Store.TenantTxWith): the conversation's insert under the client's id
+// (nothing when it exists), its row, its history and the agent's
+// datastores. The question's insert and the commit follow: a turn without
+// datastores, webhooks or contact costs three round trips here.
 func (s *Service) load(ctx context.Context, t *turn) error {
 	org, req := t.org, t.req
-	err := s.Store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
+	var visitor *string
+	if v := req.GetVisitorId(); v != "" {
+		visitor = &v
+	}
+	var (
+		created              bool
+		createErr, existsErr error
+		storeIDs             []uuid.UUID
+	)
+	first := func(q *dbq.Queries) error {
+		var c dbq.Conversation
+		c, createErr = q.CreateConversation(ctx, dbq.CreateConversationParams{
+			OrgID: org, ID: req.GetConversationId(), AgentID: t.a.Agent.ID, VisitorID: visitor, Channel: t.channel,
+		})
+		created = createErr == nil
+		if errors.Is(createErr, pgx.ErrNoRows) {
+			createErr = nil
+		}
+		if createErr != nil {
+			return s.conversationError(createErr, t.a)
+		}
+		if t.conv, existsErr = q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: req.GetConversationId()}); existsErr != nil && !errors.Is(existsErr, pgx.ErrNoRows) {
+			return existsErr
+		}
+		if created {
+			t.conv = c
+		}
+		// SECURITY: read for the client's id, kept only if the turn joins
+		// that conversation (below); never sent anywhere otherwise.
+		var err error
+		if t.history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: req.GetConversationId(), MaxRows: historyRows}); err != nil {
+			return err
+		}
+		if s.Knowledge != nil {
+			// SECURITY: only this organization's datastores attached to this agent.
+			storeIDs, err = q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: org, AgentID: t.a.Agent.ID})
+		}
+		return err
+	}
+	err := s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
 		contactID, err := s.mergeContact(ctx, tx, q, org, req.GetContact())
 		if err != nil {
 			return err
 		}
-		var created bool
-		if t.conv, created, err = s.conversation(ctx, q, t.a, req, t.channel, contactID); err != nil {
-			return err
+		if created {
+			if contactID != nil {
+				if err := q.TouchConversation(ctx, dbq.TouchConversationParams{OrgID: org, ID: t.conv.ID, ContactID: contactID}); err != nil {
+					return err
+				}
+				t.conv.ContactID = contactID
+			}
+		} else {
+			joined := t.conv.ID
+			if t.conv, created, err = s.conversation(ctx, q, t.a, req, t.channel, contactID, t.conv, existsErr); err != nil {
+				return err
+			}
+			if t.conv.ID != joined || created {
+				// Another agent's or caller's conversation: a new one
+				// starts, with no history.
+				t.history = nil
+			}
 		}
 		if created {
 			err := s.Hooks.Emit(ctx, tx, org, webhook.ConversationCreated, func() (proto.Message, error) {
@@ -218,18 +287,12 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 				return err
 			}
 		}
-		if t.history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: t.conv.ID, MaxRows: historyRows}); err != nil {
-			return err
-		}
-		if s.Knowledge != nil && !handoff.Silenced(t.conv.Status) {
-			// SECURITY: only this organization's datastores attached to this agent.
-			if t.stores, err = s.Knowledge.AgentDatastores(ctx, q, org, t.a.Agent.ID); err != nil {
+		if len(storeIDs) > 0 && !handoff.Silenced(t.conv.Status) {
+			if t.stores, err = s.Knowledge.Datastores(ctx, q, org, storeIDs); err != nil {
 				return err
 			}
-			if len(t.stores) > 0 {
-				if t.found, err = s.Knowledge.Search(ctx, q, org, t.stores, t.filter, req.GetQuery(), passagesPerTurn); err != nil {
-					return err
-				}
+			if t.found, err = s.Knowledge.Search(ctx, q, org, t.stores, t.filter, req.GetQuery(), passagesPerTurn); err != nil {
+				return err
 			}
 		}
 		atts, err := json.Marshal(attachmentsJSON(req.GetAttachments()))
@@ -546,32 +609,34 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	}
 	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
 	defer cancel()
+	id, err := uuid.NewV7()
+	if err != nil {
+		return nil, err
+	}
+	resp.MessageId = id.String()
+	lat, pt, ct := int32(latency.Milliseconds()), int32(usage.PromptTokens), int32(usage.CompletionTokens)
+	srcJSON, err := protoJSONArray(t.sources)
+	if err != nil {
+		return nil, err
+	}
+	callsJSON, err := protoJSONArray(t.calls)
+	if err != nil {
+		return nil, err
+	}
+	var row dbq.CreateMessageRow
 	// The question is durable already: the answer's commit does not wait
-	// for the disk (Store.TenantAsync says what that risks).
-	err := s.Store.TenantAsyncTx(storeCtx, t.org, func(tx pgx.Tx, q *dbq.Queries) error {
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
-		}
-		resp.MessageId = id.String()
-		lat, pt, ct := int32(latency.Milliseconds()), int32(usage.PromptTokens), int32(usage.CompletionTokens)
-		srcJSON, err := protoJSONArray(t.sources)
-		if err != nil {
-			return err
-		}
-		callsJSON, err := protoJSONArray(t.calls)
-		if err != nil {
-			return err
-		}
-		row, err := q.CreateMessage(storeCtx, dbq.CreateMessageParams{
+	// for the disk (Store.TenantAsync says what that risks), and its insert
+	// goes with the transaction's BEGIN: two round trips with the commit.
+	err = s.Store.TenantAsyncTxWith(storeCtx, t.org, func(q *dbq.Queries) error {
+		var err error
+		row, err = q.CreateMessage(storeCtx, dbq.CreateMessageParams{
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: g.text, Channel: t.channel,
 			Attachments: []byte("[]"), Sources: srcJSON, Model: &t.modelName, Provider: &provider,
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
 			ToolCalls: callsJSON,
 		})
-		if err != nil {
-			return err
-		}
+		return err
+	}, func(tx pgx.Tx, _ *dbq.Queries) error {
 		return s.emitMessage(storeCtx, tx, t.org, view.Message{
 			ID: row.ID.String(), ConversationID: t.conv.ID, Role: "assistant", Content: g.text, CreateTime: row.CreatedAt,
 			Sources: t.sources, ToolCalls: t.calls, Model: t.modelName, Incomplete: g.err != nil,
@@ -634,19 +699,22 @@ const maxToolRounds = 5
 // passagesPerTurn is how many chunks a turn retrieves.
 const passagesPerTurn = 5
 
-// conversation returns the conversation to continue, or a new one. The
-// client's id is kept when it is new, or when it names a conversation of the
-// same agent and caller; an id that is someone else's is never joined: a new
-// conversation with a server-made id starts instead.
+// conversation returns the conversation to continue, or a new one, given
+// what reading the client's id found (c, err: pgx.ErrNoRows when nothing).
+// The client's id is kept when it is new, or when it names a conversation
+// of the same agent and caller; an id that is someone else's is never
+// joined: a new conversation with a server-made id starts instead.
 // created reports that the conversation is new.
-func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted, req *parleyv1.ChatRequest, channel string, contactID *uuid.UUID) (conv dbq.Conversation, created bool, err error) {
+func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted, req *parleyv1.ChatRequest, channel string, contactID *uuid.UUID, c dbq.Conversation, err error) (conv dbq.Conversation, created bool, _ error) {
 	org, id := a.OrgID(), req.GetConversationId()
 	var visitor *string
 	if v := req.GetVisitorId(); v != "" {
 		visitor = &v
 	}
 	for attempt := 0; attempt < 2; attempt++ {
-		c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: id})
+		if attempt > 0 {
+			c, err = q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: id})
+		}
 		switch {
 		case err == nil && c.AgentID == a.Agent.ID && sameCaller(a, c, req.GetVisitorId()):
 			if contactID == nil {
@@ -673,14 +741,22 @@ func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted,
 			// else start under a new id.
 			continue
 		}
-		if db.ForeignKeyViolation(err) {
-			// The agent was deleted since it was admitted (another
-			// instance's cache may hold it for a few seconds).
-			return dbq.Conversation{}, false, apperr.New(apperr.NotFound, "agent %q not found", a.Agent.ID.String())
+		if err != nil {
+			return dbq.Conversation{}, false, s.conversationError(err, a)
 		}
-		return c, err == nil, err
+		return c, true, nil
 	}
 	return dbq.Conversation{}, false, apperr.New(apperr.Conflict, "conversation %q is being created by another request; retry", id)
+}
+
+// conversationError is a conversation's failed insert as the client hears
+// of it: the agent was deleted since it was admitted (another instance's
+// cache may hold it for a few seconds) when its foreign key refuses it.
+func (s *Service) conversationError(err error, a *Admitted) error {
+	if db.ForeignKeyViolation(err) {
+		return apperr.New(apperr.NotFound, "agent %q not found", a.Agent.ID.String())
+	}
+	return err
 }
 
 // sameCaller: a key of the organization may continue any conversation of its

@@ -95,7 +95,7 @@ func beginQuery(scopes []Scope) (string, error) {
 	b.WriteString("begin; select ")
 	for i, sc := range scopes {
 		if strings.ContainsRune(sc.Name, 0) || strings.ContainsRune(sc.Value, 0) {
-			return "", apperr.New(apperr.Invalid, "a value holds a NUL character")
+			return "", errNUL
 		}
 		if i > 0 {
 			b.WriteString(", ")
@@ -120,6 +120,9 @@ func writeLiteral(b *strings.Builder, s string) {
 	}
 	b.WriteByte('\'')
 }
+
+// errNUL refuses a scope whose value holds NUL, which no setting can.
+var errNUL = apperr.New(apperr.Invalid, "a value holds a NUL character")
 
 // ForeignKeyViolation reports whether err is Postgres refusing a row whose
 // parent is gone (SQLSTATE 23503): a resource deleted since it was read.

@@ -411,8 +411,17 @@ func validURL(raw string) error {
 // AgentDatastores returns the datastores attached to an agent of org.
 func (k *Knowledge) AgentDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID) ([]dbq.Datastore, error) {
 	ids, err := q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: org, AgentID: agent})
-	if err != nil || len(ids) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	return k.Datastores(ctx, q, org, ids)
+}
+
+// Datastores reads org's datastores with these ids (an agent's, as
+// q.AgentDatastores lists them).
+func (k *Knowledge) Datastores(ctx context.Context, q *dbq.Queries, org uuid.UUID, ids []uuid.UUID) ([]dbq.Datastore, error) {
+	if len(ids) == 0 {
+		return nil, nil
 	}
 	stores := make([]dbq.Datastore, 0, len(ids))
 	for _, id := range ids {

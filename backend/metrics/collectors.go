@@ -102,3 +102,36 @@ func (c *QueueCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(queueJobs, prometheus.GaugeValue, float64(n), state)
 	}
 }
+
+// TurnCollector exports the chat turn admission queue's state, read at
+// scrape time.
+type TurnCollector struct {
+	running, waiting func() int
+	limit            int
+}
+
+// NewTurnCollector collects running (turns holding a slot, of limit) and
+// waiting (turns waiting for one).
+func NewTurnCollector(running, waiting func() int, limit int) *TurnCollector {
+	return &TurnCollector{running: running, waiting: waiting, limit: limit}
+}
+
+var (
+	turnsRunning = prometheus.NewDesc("parley_chat_turns_running", "Chat turns holding an admission slot.", nil, nil)
+	turnsWaiting = prometheus.NewDesc("parley_chat_turns_waiting", "Chat turns waiting for an admission slot.", nil, nil)
+	turnsMax     = prometheus.NewDesc("parley_chat_turns_max", "Admission slots: the chat turns that may run at once (--max-turns).", nil, nil)
+)
+
+// Describe implements prometheus.Collector.
+func (c *TurnCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- turnsRunning
+	ch <- turnsWaiting
+	ch <- turnsMax
+}
+
+// Collect implements prometheus.Collector.
+func (c *TurnCollector) Collect(ch chan<- prometheus.Metric) {
+	ch <- prometheus.MustNewConstMetric(turnsRunning, prometheus.GaugeValue, float64(c.running()))
+	ch <- prometheus.MustNewConstMetric(turnsWaiting, prometheus.GaugeValue, float64(c.waiting()))
+	ch <- prometheus.MustNewConstMetric(turnsMax, prometheus.GaugeValue, float64(c.limit))
+}

@@ -52,6 +52,11 @@ var (
 		Help: "Requests refused for a rate limit, by plan and caller (key: an API key; visitor: a caller of a public agent or form, counted on its owner's plan).",
 	}, []string{"plan", "caller"})
 
+	turnRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "parley_chat_turn_rejections_total",
+		Help: "Chat turns refused with 503 OVERLOADED by the turn admission queue, by reason (queue_full: the wait list was full; queue_wait: a slot did not free within the turn's timeout).",
+	}, []string{"reason"})
+
 	providerErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "parley_provider_errors_total",
 		Help: "Failed model calls (after retries), by provider and kind: rate_limited, server_error, client_error, timeout, connection, other.",
@@ -68,7 +73,7 @@ func init() {
 	registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
-		requestDuration, turnDuration, firstToken, tokens, cost, rateLimited, providerErrors, jobDuration,
+		requestDuration, turnDuration, firstToken, tokens, cost, rateLimited, turnRejections, providerErrors, jobDuration,
 	)
 }
 
@@ -161,6 +166,12 @@ func RateLimited(plan, caller string) {
 		plan = "unknown"
 	}
 	rateLimited.WithLabelValues(plan, caller).Inc()
+}
+
+// TurnRejected counts a chat turn the admission queue refused; reason is
+// "queue_full" or "queue_wait".
+func TurnRejected(reason string) {
+	turnRejections.WithLabelValues(reason).Inc()
 }
 
 // ProviderError counts a failed model call; kind is one of ProviderErrorKind's.

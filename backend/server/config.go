@@ -49,7 +49,12 @@ type Config struct {
 	Migrate         bool
 	ShutdownTimeout time.Duration
 	// TurnTimeout bounds a chat turn's model and tool work; 0: no bound.
-	TurnTimeout   time.Duration
+	TurnTimeout time.Duration
+	// MaxTurns is how many chat turns run at once, TurnQueue how many more
+	// may wait for one of them (503 OVERLOADED past that); 0: derived from
+	// DBMaxConns (TurnLimits).
+	MaxTurns      int
+	TurnQueue     int
 	LogLevel      string
 	LastUsedFlush time.Duration
 	ModelsFile    string
@@ -127,6 +132,10 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"how long SIGTERM waits for requests in flight (PARLEY_SHUTDOWN_TIMEOUT)")
 	fs.DurationVar(&c.TurnTimeout, "turn-timeout", c.envDuration("PARLEY_TURN_TIMEOUT", DefaultTurnTimeout),
 		"the longest a chat turn waits for the model (all tries and tool rounds) before it fails with 504 UPSTREAM_TIMEOUT; 0: no bound (PARLEY_TURN_TIMEOUT)")
+	fs.IntVar(&c.MaxTurns, "max-turns", c.envInt("PARLEY_MAX_TURNS", 0),
+		"chat turns run at once by this instance; 0: 256 per database connection (PARLEY_MAX_TURNS)")
+	fs.IntVar(&c.TurnQueue, "turn-queue", c.envInt("PARLEY_TURN_QUEUE", 0),
+		"chat turns that may wait for one of those slots (at most --turn-timeout) before more are refused with 503 OVERLOADED; 0: as many as --max-turns (PARLEY_TURN_QUEUE)")
 	fs.StringVar(&c.LogLevel, "log-level", env("PARLEY_LOG_LEVEL", "info"), "debug, info, warn or error (PARLEY_LOG_LEVEL)")
 	fs.StringVar(&c.ModelsFile, "models-file", env("PARLEY_MODELS_FILE", ""),
 		"JSON file mapping model names to providers and upstream models, see docs/models.md (PARLEY_MODELS_FILE)")
@@ -156,6 +165,33 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"the Tavily API's base URL; empty: https://api.tavily.com (PARLEY_TAVILY_BASE_URL)")
 	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
 		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
+}
+
+// turnsPerConn is how many chat turns run at once per database connection
+// unless --max-turns says otherwise. A turn holds a connection for a few
+// round trips (about a millisecond here) in a life of seconds spent on the
+// model, so a pool serves many: at 256 per connection, the default pool's
+// 4,096 turns all starting together wait about 4096 × 1 ms / 16 ≈ 0.25 s for
+// their first transaction, and the 2,000 to 5,000 concurrent streams issue 13
+// asks for run without queueing.
+const turnsPerConn = 256
+
+// TurnLimits is how many chat turns run at once and how many more may wait:
+// MaxTurns and TurnQueue, or, when 0, derived from the database pool's
+// size (turnsPerConn; the wait list as long as the running turns).
+func (c *Config) TurnLimits() (running, waiting int) {
+	running, waiting = c.MaxTurns, c.TurnQueue
+	if running <= 0 {
+		conns := c.DBMaxConns
+		if conns <= 0 {
+			conns = db.DefaultMaxConns
+		}
+		running = conns * turnsPerConn
+	}
+	if waiting <= 0 {
+		waiting = running
+	}
+	return running, waiting
 }
 
 // DefaultWorkers is how many ingestion jobs a process runs at once unless

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"flag"
 	"io"
 	"testing"
@@ -143,4 +144,31 @@ func TestTurnTimeoutConfig(t *testing.T) {
 	c = Config{}
 	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
 	require.ErrorContains(t, c.Err(), "PARLEY_TURN_TIMEOUT")
+}
+
+// The turn admission limits: 256 turns per database connection and as many
+// waiting by default, the flags' (or variables') counts otherwise; negative
+// counts are refused at start.
+func TestTurnLimitsConfig(t *testing.T) {
+	var c Config
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	running, waiting := c.TurnLimits()
+	require.Equal(t, 16*256, running)
+	require.Equal(t, running, waiting)
+
+	c.DBMaxConns = 4
+	running, waiting = c.TurnLimits()
+	require.Equal(t, []int{1024, 1024}, []int{running, waiting})
+
+	t.Setenv("PARLEY_MAX_TURNS", "50")
+	c = Config{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Flags(fs)
+	require.NoError(t, fs.Parse([]string{"--turn-queue", "7"}))
+	running, waiting = c.TurnLimits()
+	require.Equal(t, []int{50, 7}, []int{running, waiting})
+
+	c.MaxTurns = -1
+	_, err := New(context.Background(), c)
+	require.ErrorContains(t, err, "--max-turns")
 }

@@ -71,6 +71,8 @@ type App struct {
 	// --secrets-key).
 	hooks  *webhook.Emitter
 	sealer *webhook.Sealer
+	// turnQueue admits chat turns (--max-turns, --turn-queue).
+	turnQueue *chat.TurnQueue
 
 	// drain ends when shutdown begins in earnest: running chat turns stop
 	// their model calls and send a final event.
@@ -89,7 +91,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.TurnTimeout < 0 {
 		return nil, fmt.Errorf("--turn-timeout %s: give a positive duration, or 0 for no bound", cfg.TurnTimeout)
 	}
+	if cfg.MaxTurns < 0 || cfg.TurnQueue < 0 {
+		return nil, fmt.Errorf("--max-turns %d, --turn-queue %d: give positive counts, or 0 for the defaults", cfg.MaxTurns, cfg.TurnQueue)
+	}
 	a := &App{cfg: cfg}
+	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits())
 	a.drain, a.startDrain = context.WithCancel(context.Background())
 	a.catalog = cfg.Catalog
 	if a.catalog == nil {
@@ -291,6 +297,7 @@ func (a *App) routes() (http.Handler, error) {
 	admitter := &chat.Admitter{Store: a.Store, Gate: gate, Agents: agentCache}
 	turns := &chat.Service{
 		Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools, TurnTimeout: a.cfg.TurnTimeout,
+		Queue: a.turnQueue,
 		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}), Hooks: a.hooks,
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
@@ -403,7 +410,9 @@ func (a *App) Handler() http.Handler { return a.handler }
 // instance's database pool and job queue, read at scrape time. It belongs on
 // a listener of its own (ServeMetrics), never on the API's.
 func (a *App) MetricsHandler() (http.Handler, error) {
-	return metrics.Handler(metrics.NewPoolCollector(a.Pool), metrics.NewQueueCollector(jobs.QueueCounter(a.Pool)))
+	running, _ := a.cfg.TurnLimits()
+	return metrics.Handler(metrics.NewPoolCollector(a.Pool), metrics.NewQueueCollector(jobs.QueueCounter(a.Pool)),
+		metrics.NewTurnCollector(a.turnQueue.Running, a.turnQueue.Waiting, running))
 }
 
 // ServeMetrics serves GET /metrics on ln until ctx ends.
@@ -504,3 +513,6 @@ func (a *App) Close() {
 		_ = a.redis.Close()
 	}
 }
+
+// TurnQueue is the admission queue of this instance's chat turns.
+func (a *App) TurnQueue() *chat.TurnQueue { return a.turnQueue }

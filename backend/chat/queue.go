@@ -1,0 +1,92 @@
+package chat
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/metrics"
+)
+
+// overloadedRetryAfter is what a turn refused by the queue is told to wait:
+// turns last seconds, so a slot is likely to have freed by then.
+const overloadedRetryAfter = time.Second
+
+// TurnQueue admits chat turns: at most Running run at once, at most Waiting
+// more wait for a slot, first come first served; a turn past both is refused
+// at once with 503 OVERLOADED and retryAfter. A waiting turn leaves the
+// queue when its client goes away, when the server shuts down, or when its
+// wait reaches the turn's timeout (then it is refused like the others:
+// nothing was done yet).
+//
+// Bounding turns keeps an overloaded instance answering: every admitted
+// turn gets its database connections and its CPU share soon, instead of all
+// of them queueing in the pool and their streams stalling (issue 13); the
+// rest are told to come back, or go to another instance.
+type TurnQueue struct {
+	// slots holds a token per running turn. A channel's blocked senders are
+	// served in order, and a slot freed while turns wait goes to the first
+	// of them (the buffer stays full), so a newcomer never overtakes them.
+	slots   chan struct{}
+	waiting atomic.Int64
+	limit   int64
+}
+
+// NewTurnQueue admits running turns at once and lets waiting more wait.
+func NewTurnQueue(running, waiting int) *TurnQueue {
+	return &TurnQueue{slots: make(chan struct{}, max(running, 1)), limit: int64(max(waiting, 0))}
+}
+
+// Running is how many turns hold a slot.
+func (q *TurnQueue) Running() int { return len(q.slots) }
+
+// Waiting is how many turns wait for one.
+func (q *TurnQueue) Waiting() int { return int(q.waiting.Load()) }
+
+// acquire takes a slot for a turn, waiting for one while ctx lasts, drain
+// does not end and wait (0: no bound) has not passed. release gives it back.
+func (q *TurnQueue) acquire(ctx, drain context.Context, wait time.Duration) (release func(), err error) {
+	if q == nil {
+		return func() {}, nil
+	}
+	release = func() { <-q.slots }
+	select {
+	case q.slots <- struct{}{}:
+		return release, nil
+	default:
+	}
+	if q.waiting.Add(1) > q.limit {
+		q.waiting.Add(-1)
+		metrics.TurnRejected("queue_full")
+		return nil, overloaded("too many chat turns are running and waiting on this server; try again shortly")
+	}
+	defer q.waiting.Add(-1)
+	var timeout <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		timeout = t.C
+	}
+	var drained <-chan struct{}
+	if drain != nil {
+		drained = drain.Done()
+	}
+	select {
+	case q.slots <- struct{}{}:
+		return release, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-drained:
+		return nil, errShuttingDown
+	case <-timeout:
+		metrics.TurnRejected("queue_wait")
+		return nil, overloaded("no chat turn slot freed within %s on this server; try again shortly", wait)
+	}
+}
+
+func overloaded(format string, args ...any) error {
+	e := apperr.New(apperr.Overloaded, format, args...)
+	e.RetryAfter = overloadedRetryAfter
+	return e
+}

@@ -1,0 +1,99 @@
+package db_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
+)
+
+// TenantTxWith's first statements run in the tenant's scope, in the same
+// transaction as fn: their writes commit with fn's, roll back when fn
+// fails, and see only the tenant's rows; a failed statement fails the
+// transaction; first must run the same queries both times.
+func TestTenantTxWith(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	orgA, _, err := account.Bootstrap(ctx, store, "A", "free")
+	require.NoError(t, err)
+	orgB, _, err := account.Bootstrap(ctx, store, "B", "free")
+	require.NoError(t, err)
+	seedAgent(t, store, orgB)
+
+	create := func(q *dbq.Queries, id uuid.UUID) (dbq.Agent, error) {
+		return q.CreateAgent(ctx, dbq.CreateAgentParams{OrgID: orgA, ID: id, Name: "p", Instructions: "i", Model: "gpt-4o", Tools: []string{}, Visibility: "private"})
+	}
+	count := func(org uuid.UUID) int {
+		var n int
+		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			agents, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: org, MaxRows: 100})
+			n = len(agents)
+			return err
+		}))
+		return n
+	}
+
+	// Committed with fn; the reads see the tenant's rows only (B's agent
+	// is invisible even without the org filter: row-level security).
+	var made dbq.Agent
+	var seen []dbq.Agent
+	id := uuid.New()
+	require.NoError(t, store.TenantTxWith(ctx, orgA, func(q *dbq.Queries) error {
+		var err error
+		if made, err = create(q, id); err != nil {
+			return err
+		}
+		seen, err = q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: orgA, MaxRows: 100})
+		return err
+	}, func(tx pgx.Tx, q *dbq.Queries) error {
+		var scope string
+		return tx.QueryRow(ctx, "select current_setting('app.org_id')").Scan(&scope)
+	}))
+	require.Equal(t, id, made.ID, "the second run reads the results")
+	require.Len(t, seen, 1, "the first statements see their own insert, and the tenant's rows only")
+	require.Equal(t, 1, count(orgA))
+
+	// Rolled back with fn.
+	require.Error(t, store.TenantTxWith(ctx, orgA, func(q *dbq.Queries) error {
+		_, err := create(q, uuid.New())
+		return err
+	}, func(pgx.Tx, *dbq.Queries) error { return context.Canceled }))
+	require.Equal(t, 1, count(orgA))
+
+	// A statement that fails (a duplicate id) fails the transaction.
+	require.Error(t, store.TenantTxWith(ctx, orgA, func(q *dbq.Queries) error {
+		_, err := create(q, id)
+		return err
+	}, func(pgx.Tx, *dbq.Queries) error { t.Fatal("fn ran after a failed statement"); return nil }))
+
+	// Queries that differ between the runs are refused, nothing commits.
+	runs := 0
+	err = store.TenantTxWith(ctx, orgA, func(q *dbq.Queries) error {
+		runs++
+		if runs == 2 {
+			_, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: orgA, MaxRows: 100})
+			return err
+		}
+		_, err := create(q, uuid.New())
+		return err
+	}, func(pgx.Tx, *dbq.Queries) error { return nil })
+	require.ErrorContains(t, err, "same queries")
+	require.Equal(t, 1, count(orgA))
+	require.Equal(t, 1, count(orgB))
+
+	// Afterwards the connections carry no tenant.
+	for range 4 {
+		var scope string
+		require.NoError(t, pool.QueryRow(ctx, "select coalesce(current_setting('app.org_id', true), '')").Scan(&scope))
+		require.Empty(t, scope)
+	}
+}
