@@ -55,14 +55,19 @@ run: db build ## Set up the database, migrate, create a demo organization, serve
 	PARLEY_SECRETS_KEY="$${PARLEY_SECRETS_KEY:-$$(cat .parley/secrets-key)}" $(BIN)/parley serve
 
 .PHONY: test
+# Test binaries link without DWARF (-w: half the link time, and linking is
+# most of a warm run's CPU: each binary holds the whole server), and four
+# packages run at once: their tests mostly wait on Postgres.
+TESTFLAGS ?= -count=1 -ldflags=-w
+
 test: db redis chromium ## Run the whole suite against the real Postgres, Redis and Chromium
-	go test -count=1 ./...
+	go test $(TESTFLAGS) -p 4 ./...
 
 # The race detector makes the suite about three times slower here (2 cores);
 # CI runs both.
 .PHONY: test-race
 test-race: db redis chromium ## The whole suite under the race detector, with coverage
-	go test -race -cover -count=1 ./...
+	go test $(TESTFLAGS) -race -cover ./...
 
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
