@@ -99,7 +99,7 @@ bench-knowledge: db ## Ingestion throughput, search p50/p95 and recall@10 at 100
 	go test -run '^$$' -bench 'Search/(hybrid|vector)' -benchtime 200x -timeout 60m ./backend/knowledge/
 	go test -run '^$$' -bench 'Search/recall' -benchtime 1x -timeout 60m ./backend/knowledge/
 	go test -run '^$$' -bench 'Ingest' -benchtime 5x ./backend/knowledge/
-	go test -run '^$$' -bench 'Embed' -benchmem -benchtime 20x ./backend/knowledge/usel/
+	go test -run '^$$' -bench 'Embed' -benchmem -benchtime 20x ./backend/embed/usel/
 	go test -run '^$$' -bench 'NeuralRecall' -benchtime 1x -timeout 30m ./backend/knowledge/
 
 .PHONY: tools

@@ -21,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/netguard"
 )
@@ -30,7 +31,7 @@ import (
 // hangs until its context ends: an attempt that runs out of time after a
 // known number of batches, however slow the machine.
 type counting struct {
-	knowledge.Lexical
+	embed.Lexical
 	texts      atomic.Int64
 	calls      atomic.Int64
 	stallAfter int64
@@ -68,7 +69,7 @@ func setup(t *testing.T, content string, w *IngestWorker) fixture {
 	f := fixture{store: store, org: org, ds: uuid.New()}
 	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		ds := uuid.New()
-		if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: ds, Name: "s", EmbeddingModel: knowledge.Lexical{}.Model(), EmbeddingDim: knowledge.LexicalDim}); err != nil {
+		if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: ds, Name: "s", EmbeddingModel: embed.Lexical{}.Model(), EmbeddingDim: embed.LexicalDim}); err != nil {
 			return err
 		}
 		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: org, ID: f.ds, DatastoreID: ds, Type: "text", Name: "t", Config: []byte("{}"), Content: []byte(content)})
@@ -148,7 +149,7 @@ func TestPermanentFailureCancelsTheJob(t *testing.T) {
 	t.Parallel()
 	w := &IngestWorker{}
 	f := setup(t, "   \n\n  ", w)
-	w.K = knowledge.New(f.store, knowledge.Lexical{}, netguard.New(netguard.Config{}))
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 
 	res := f.work(t, 1, 5)
 	require.Equal(t, river.EventKindJobCancelled, res.EventKind)

@@ -29,6 +29,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/embed"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/netguard"
@@ -422,7 +423,7 @@ func TestDatasourceEvents(t *testing.T) {
 	} {
 		w := &IngestWorker{}
 		f := setup(t, tc.content, w)
-		w.K = knowledge.New(f.store, knowledge.Lexical{}, netguard.New(netguard.Config{}))
+		w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 		sealer, err := webhook.NewSealer(make([]byte, 32))
 		require.NoError(t, err)
 		c, err := New(f.store.Pool, nil, Config{})

@@ -16,6 +16,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/netguard"
 )
 
@@ -23,18 +24,15 @@ import (
 // Postgres (HNSW and GIN maintained as rows arrive), with each offline
 // embedder.
 func BenchmarkIngest(b *testing.B) {
-	neural, err := NewNeural()
-	if err != nil {
-		b.Fatal(err)
-	}
+	neural := embed.NewNeural()
 	for _, c := range []struct {
-		emb        Embedder
+		emb        embed.Embedder
 		paragraphs int
-	}{{Lexical{}, 400}, {neural, 400}} {
+	}{{embed.Lexical{}, 400}, {neural, 400}} {
 		b.Run(c.emb.Model(), func(b *testing.B) {
 			env := setupIngestB(b)
 			ctx := context.Background()
-			k := New(env.store, Lexical{}, netguard.New(netguard.Config{}), c.emb)
+			k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}), c.emb)
 			if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 				_, err := q.SetDatastoreEmbedder(ctx, dbq.SetDatastoreEmbedderParams{OrgID: env.org, ID: env.store_, EmbeddingModel: c.emb.Model(), EmbeddingDim: int32(c.emb.Dimension())})
 				return err
@@ -118,12 +116,12 @@ func setupSearch(b *testing.B) kenv {
 			for i := done; i < min(done+1000, n); i++ {
 				texts = append(texts, sentence(40+r.Intn(40)))
 			}
-			vecs, _ := Lexical{}.Embed(ctx, texts)
+			vecs, _ := embed.Lexical{}.Embed(ctx, texts)
 			var rows []dbq.InsertChunksParams
 			for i, tx := range texts {
 				v := pgvector.NewVector(vecs[i])
 				rows = append(rows, dbq.InsertChunksParams{OrgID: env.org, ID: uuid.New(), DatastoreID: env.store_, DatasourceID: env.ds, Generation: 1,
-					Position: int32(done + i), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: LexicalDim})
+					Position: int32(done + i), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: embed.LexicalDim})
 			}
 			searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 				return writeChunks(ctx, q, rows)
@@ -179,7 +177,7 @@ func percentiles(ds []time.Duration) (p50, p95 float64) {
 func BenchmarkSearch(b *testing.B) {
 	env := setupSearch(b)
 	ctx := context.Background()
-	k := New(env.store, Lexical{}, netguard.New(netguard.Config{}))
+	k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 	var store dbq.Datastore
 	if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 		var err error
@@ -189,7 +187,7 @@ func BenchmarkSearch(b *testing.B) {
 		b.Fatal(err)
 	}
 	vector := func(q *dbq.Queries, text string, _ bool) ([]uuid.UUID, error) {
-		v, _ := Lexical{}.Embed(ctx, []string{text})
+		v, _ := embed.Lexical{}.Embed(ctx, []string{text})
 		vec := pgvector.NewVector(v[0])
 		// ef_search as Search sets it, unless PARLEY_BENCH_EF says otherwise.
 		ef := strconv.Itoa(DefaultEfSearch)

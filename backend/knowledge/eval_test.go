@@ -20,6 +20,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/netguard"
 )
 
@@ -230,9 +231,8 @@ func TestEvalRetrieval(t *testing.T) {
 	store := &db.Store{Pool: pool}
 	org, _, err := account.Bootstrap(ctx, store, "Eval", "pro")
 	require.NoError(t, err)
-	neural, err := NewNeural()
-	require.NoError(t, err)
-	k := New(store, neural, netguard.New(netguard.Config{}), Lexical{})
+	neural := embed.NewNeural()
+	k := New(store, neural, netguard.New(netguard.Config{}), embed.Lexical{})
 	if c := os.Getenv("PARLEY_EVAL_CHUNK"); c != "" {
 		a, b, _ := strings.Cut(c, "/")
 		k.Chunking.MaxTokens, err = strconv.Atoi(a)
@@ -240,18 +240,18 @@ func TestEvalRetrieval(t *testing.T) {
 		k.Chunking.OverlapTokens, err = strconv.Atoi(b)
 		require.NoError(t, err)
 	}
-	embedders := []Embedder{Lexical{}, neural}
+	embedders := []embed.Embedder{embed.Lexical{}, neural}
 	methods := []evalMethod{
-		{"lexical hybrid", Lexical{}.Model(), hybrid},
-		{"lexical vector", Lexical{}.Model(), vectorOnly},
-		{"full text", Lexical{}.Model(), textOnly},
+		{"lexical hybrid", embed.Lexical{}.Model(), hybrid},
+		{"lexical vector", embed.Lexical{}.Model(), vectorOnly},
+		{"full text", embed.Lexical{}.Model(), textOnly},
 		{"use-lite vector", neural.Model(), vectorOnly},
 		{"use-lite hybrid", neural.Model(), hybrid},
 	}
 	// The fusion's weight of the full-text list, tried on the same lists.
 	for _, w := range []float64{0.5, 1.5, 2} {
 		for _, m := range []string{"lexical", "use-lite"} {
-			model := Lexical{}.Model()
+			model := embed.Lexical{}.Model()
 			if m == "use-lite" {
 				model = neural.Model()
 			}
@@ -365,7 +365,7 @@ type evalIngested struct {
 
 // ingestEval makes a datastore of emb holding d's files, each a file
 // datasource ingested by Knowledge.Ingest, and returns its chunks.
-func ingestEval(t *testing.T, k *Knowledge, org uuid.UUID, d evalDoc, emb Embedder) evalIngested {
+func ingestEval(t *testing.T, k *Knowledge, org uuid.UUID, d evalDoc, emb embed.Embedder) evalIngested {
 	t.Helper()
 	ctx := context.Background()
 	out := evalIngested{}

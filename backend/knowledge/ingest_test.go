@@ -17,13 +17,14 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/netguard"
 )
 
 // dying fails every embedding call after the first `ok` ones: a worker
 // killed half-way through a document.
 type dying struct {
-	Lexical
+	embed.Lexical
 	ok    int64
 	calls atomic.Int64
 }
@@ -55,7 +56,7 @@ func setupIngestTB(t testing.TB, text string) kenv {
 	require.NoError(t, err)
 	e := kenv{store: store, org: org, ds: uuid.New(), store_: uuid.New()}
 	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
-		if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: e.store_, Name: "s", EmbeddingModel: Lexical{}.Model(), EmbeddingDim: LexicalDim}); err != nil {
+		if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: e.store_, Name: "s", EmbeddingModel: embed.Lexical{}.Model(), EmbeddingDim: embed.LexicalDim}); err != nil {
 			return err
 		}
 		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: org, ID: e.ds, DatastoreID: e.store_, Type: "text", Name: "t", Config: []byte("{}"), Content: []byte(text)})
@@ -101,7 +102,7 @@ func TestIngestKilledAndRetriedLeavesOneCopy(t *testing.T) {
 	require.Equal(t, 8, total, "two batches of four were written before the kill")
 	require.Zero(t, visible, "a half-written run is visible")
 
-	good := New(e.store, Lexical{}, netguard.New(netguard.Config{}))
+	good := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 	good.batch = 4
 	require.NoError(t, good.Ingest(ctx, e.org, e.ds))
 	total, visible, positions := e.chunks(t)
@@ -132,7 +133,7 @@ func TestFilteredSearchReturnsK(t *testing.T) {
 	}))
 	insertSynthetic(t, e, e.ds, 1500, "common haystack text about shipping parcels")
 	insertSynthetic(t, e, other, 7, "needle text about shipping parcels to Lyon")
-	k := New(e.store, Lexical{}, netguard.New(netguard.Config{}))
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 	var got []Result
 	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
 		d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: e.org, ID: e.store_})
@@ -140,7 +141,7 @@ func TestFilteredSearchReturnsK(t *testing.T) {
 			return err
 		}
 		// The vector half alone must find all 7 (the text half matches them too).
-		v, _ := Lexical{}.Embed(ctx, []string{"shipping parcels"})
+		v, _ := embed.Lexical{}.Embed(ctx, []string{"shipping parcels"})
 		vec := pgvector.NewVector(v[0])
 		if err := q.TuneVectorSearch(ctx, "40"); err != nil {
 			return err
@@ -169,11 +170,11 @@ func insertSynthetic(t *testing.T, e kenv, ds uuid.UUID, n int, text string) {
 		for i := start; i < min(start+500, n); i++ {
 			texts = append(texts, fmt.Sprintf("%s number %d variant %d", text, i, i%97))
 		}
-		vecs, _ := Lexical{}.Embed(ctx, texts)
+		vecs, _ := embed.Lexical{}.Embed(ctx, texts)
 		for i, tx := range texts {
 			v := pgvector.NewVector(vecs[i])
 			rows = append(rows, dbq.InsertChunksParams{OrgID: e.org, ID: uuid.New(), DatastoreID: e.store_, DatasourceID: ds, Generation: 1,
-				Position: int32(start + i), Text: tx, Tokens: 10, Embedding: &v, EmbeddingDim: LexicalDim})
+				Position: int32(start + i), Text: tx, Tokens: 10, Embedding: &v, EmbeddingDim: embed.LexicalDim})
 		}
 		require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
 			if err := writeChunks(ctx, q, rows); err != nil {
@@ -198,7 +199,7 @@ func TestVectorSearchUsesHNSW(t *testing.T) {
 	defer tx.Rollback(ctx) //nolint:errcheck
 	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String())
 	require.NoError(t, err)
-	v, _ := Lexical{}.Embed(ctx, []string{"assorted planner"})
+	v, _ := embed.Lexical{}.Embed(ctx, []string{"assorted planner"})
 	rows, err := tx.Query(ctx, "EXPLAIN "+searchVector512SQL(), pgvector.NewVector(v[0]), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, 10)
 	require.NoError(t, err)
 	var plan strings.Builder

@@ -1,3 +1,10 @@
+// Package knowledge turns documents into searchable chunks and searches
+// them: extraction of text from files and web pages, chunking, ingestion
+// (embedding with the datastore's embedder, backend/embed) and hybrid
+// (vector + full-text) search over pgvector. Its jobs run in backend/jobs.
+//
+// It must never read or return another organization's chunks: every query
+// runs in the caller's tenant transaction and filters by org_id.
 package knowledge
 
 import (
@@ -20,6 +27,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/webhook"
@@ -30,8 +38,8 @@ type Knowledge struct {
 	Store *db.Store
 	// Default embeds new datastores; the others are those older datastores
 	// may name.
-	Default   Embedder
-	embedders map[string]Embedder
+	Default   embed.Embedder
+	embedders map[string]embed.Embedder
 	Guard     *netguard.Client
 	Chunking  ChunkOptions
 	// EfSearch is the HNSW search breadth (hnsw.ef_search): more finds more
@@ -50,9 +58,9 @@ type Knowledge struct {
 const DefaultEfSearch = 200
 
 // New returns a Knowledge embedding new datastores with def.
-func New(store *db.Store, def Embedder, guard *netguard.Client, others ...Embedder) *Knowledge {
+func New(store *db.Store, def embed.Embedder, guard *netguard.Client, others ...embed.Embedder) *Knowledge {
 	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch,
-		embedders: map[string]Embedder{def.Model(): def}}
+		embedders: map[string]embed.Embedder{def.Model(): def}}
 	for _, e := range others {
 		k.embedders[e.Model()] = e
 	}
@@ -60,7 +68,7 @@ func New(store *db.Store, def Embedder, guard *netguard.Client, others ...Embedd
 }
 
 // Embedder returns the embedder a datastore was made with.
-func (k *Knowledge) Embedder(model string) (Embedder, error) {
+func (k *Knowledge) Embedder(model string) (embed.Embedder, error) {
 	if e, ok := k.embedders[model]; ok {
 		return e, nil
 	}
@@ -256,7 +264,7 @@ func (r *run) owned(row dbq.LockDatasourceRow) bool {
 
 // write embeds and stores the pieces no earlier attempt wrote, a batch at a
 // time; each batch commits on its own (a checkpoint).
-func (r *run) write(ctx context.Context, datastore uuid.UUID, emb Embedder, pieces []Piece, owners []Document) error {
+func (r *run) write(ctx context.Context, datastore uuid.UUID, emb embed.Embedder, pieces []Piece, owners []Document) error {
 	var todo []int
 	for i := range pieces {
 		if !r.written[int32(i)] {
@@ -329,7 +337,7 @@ func (r *run) publish(ctx context.Context, count int) error {
 }
 
 // fingerprint identifies what a run writes: the embedder and every chunk.
-func fingerprint(emb Embedder, pieces []Piece, owners []Document) string {
+func fingerprint(emb embed.Embedder, pieces []Piece, owners []Document) string {
 	h := sha256.New()
 	// "context": chunks are embedded with their title and heading (EmbedText).
 	fmt.Fprintf(h, "context\x00%s\x00%d\x00%d\x00", emb.Model(), emb.Dimension(), len(pieces))

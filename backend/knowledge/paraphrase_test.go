@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/netguard"
 )
 
@@ -45,17 +46,16 @@ var paraphrases = []struct{ doc, question string }{
 // search to a floor.
 func TestParaphraseRetrieval(t *testing.T) {
 	t.Parallel()
-	neural, err := NewNeural()
-	require.NoError(t, err)
+	neural := embed.NewNeural()
 	for _, c := range []struct {
-		emb   Embedder
+		emb   embed.Embedder
 		floor int
 	}{
 		// The floors are what each measured (13 and 19 of 20 in the top 5),
 		// less one: regression guards, not goals. Paraphrases that share no
 		// word or stem (guarantee for warranty, dog for pets) need the
 		// neural embedder.
-		{Lexical{}, 12},
+		{embed.Lexical{}, 12},
 		{neural, 18},
 	} {
 		t.Run(c.emb.Model(), func(t *testing.T) {
@@ -65,7 +65,7 @@ func TestParaphraseRetrieval(t *testing.T) {
 	}
 }
 
-func paraphraseRetrieval(t *testing.T, emb Embedder, floor int) {
+func paraphraseRetrieval(t *testing.T, emb embed.Embedder, floor int) {
 	e := setupIngest(t, "seed")
 	ctx := context.Background()
 	want := map[uuid.UUID]int{}
@@ -93,7 +93,7 @@ func paraphraseRetrieval(t *testing.T, emb Embedder, floor int) {
 		}
 		return q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: e.org, DatasourceID: e.ds, Generation: 1})
 	}))
-	k := New(e.store, Lexical{}, netguard.New(netguard.Config{}), emb)
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), emb)
 	type score struct{ hit1, hit5 int }
 	var hybrid, vector, text score
 	count := func(s *score, i int, ids []uuid.UUID) {

@@ -17,6 +17,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
 )
 
 // englishCorpus is real English for search benchmarks: the sentences of the
@@ -78,10 +79,7 @@ func letterShare(s string) float64 {
 // held out as a query), at several ef_search. PARLEY_BENCH_CHUNKS caps the
 // corpus.
 func BenchmarkNeuralRecall(b *testing.B) {
-	neural, err := NewNeural()
-	if err != nil {
-		b.Fatal(err)
-	}
+	neural := embed.NewNeural()
 	corpus := englishCorpus(b)
 	var docs, queries []string
 	for i, s := range corpus {

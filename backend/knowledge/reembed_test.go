@@ -12,6 +12,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/netguard"
 )
@@ -23,7 +24,7 @@ type wide struct{}
 func (wide) Model() string  { return "test-wide-768" }
 func (wide) Dimension() int { return 768 }
 func (wide) Embed(ctx context.Context, texts []string) ([][]float32, error) {
-	v, _ := Lexical{}.Embed(ctx, texts)
+	v, _ := embed.Lexical{}.Embed(ctx, texts)
 	out := make([][]float32, len(v))
 	for i, x := range v {
 		out[i] = append(append([]float32{}, x...), make([]float32, 256)...)
@@ -52,7 +53,7 @@ func TestChangingTheEmbedderReembeds(t *testing.T) {
 	t.Parallel()
 	e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
 	ctx := context.Background()
-	k := New(e.store, Lexical{}, netguard.New(netguard.Config{}), wide{})
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), wide{})
 	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
 	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
 )
 
 // Result is one chunk a search found.
@@ -244,7 +245,7 @@ func (k *Knowledge) name(ctx context.Context, q *dbq.Queries, org uuid.UUID, rs 
 func tsQuery(query string) string {
 	var parts []string
 	seen := map[string]bool{}
-	for _, w := range Words(query) {
+	for _, w := range embed.Words(query) {
 		if len(w) < 2 || seen[w] {
 			continue
 		}

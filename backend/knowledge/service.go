@@ -16,6 +16,7 @@ import (
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 )
@@ -152,7 +153,7 @@ func (s *Service) ListDatastores(ctx context.Context, _ *parleyv1.ListDatastores
 // re-embeds every datasource: each gets an ingestion job, enqueued with the
 // change.
 func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatastoreRequest) (*parleyv1.UpdateDatastoreResponse, error) {
-	var emb Embedder
+	var emb embed.Embedder
 	if req.EmbeddingModel != nil {
 		var err error
 		if emb, err = s.K.Embedder(req.GetEmbeddingModel()); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/origin"
@@ -61,8 +62,12 @@ type Config struct {
 	// Workers is how many ingestion jobs this process runs at once (River's
 	// MaxWorkers); 0 runs none: the instance only enqueues them, for
 	// `parley worker` processes elsewhere to run.
-	Workers    int
-	Embeddings string
+	Workers int
+	// Embeddings makes the embedders: its Default (--embeddings) names the
+	// one of new datastores; the provider ones are enabled by the same
+	// PARLEY_OPENAI_API_KEY / PARLEY_GEMINI_API_KEY (and _BASE_URL) as the
+	// model providers.
+	Embeddings embed.Config
 	// SearchEf is the HNSW search breadth (hnsw.ef_search).
 	SearchEf int
 	// FetchAllow opens private address ranges to the web fetcher
@@ -87,7 +92,7 @@ type Config struct {
 	Catalog *llm.Catalog
 	// Embedder, when set, is the default embedder of new datastores in
 	// place of the one Embeddings names (tests use cheap ones with it).
-	Embedder knowledge.Embedder
+	Embedder embed.Embedder
 
 	envErrs []error
 }
@@ -144,8 +149,12 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"how many ingestion jobs this process runs at once (webhook deliveries: 4 times as many); 0 runs none (an API-only instance), true is 4, false is 0 (PARLEY_WORKERS)")
 	fs.IntVar(&c.SearchEf, "search-ef", c.envInt("PARLEY_SEARCH_EF", knowledge.DefaultEfSearch),
 		"HNSW search breadth: higher finds more of the nearest chunks, slower; see docs/benchmarks.md (PARLEY_SEARCH_EF)")
-	fs.StringVar(&c.Embeddings, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
+	fs.StringVar(&c.Embeddings.Default, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
 		"embedder of new datastores: use-lite (offline neural model, the default), lexical (offline, hashed words: fast, no synonyms), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
+	// Keys are read from the environment only (a flag would show them in
+	// the process list).
+	c.Embeddings.OpenAIKey, c.Embeddings.OpenAIBaseURL = env("PARLEY_OPENAI_API_KEY", ""), env("PARLEY_OPENAI_BASE_URL", "")
+	c.Embeddings.GeminiKey, c.Embeddings.GeminiBaseURL = env("PARLEY_GEMINI_API_KEY", ""), env("PARLEY_GEMINI_BASE_URL", "")
 	c.prefixes(fs, &c.FetchAllow, "fetch-allow", "PARLEY_FETCH_ALLOW",
 		"a private address range (CIDR) the web fetcher, http_request endpoints and webhook endpoints may reach, repeatable; none by default")
 	fs.StringVar(&c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),

@@ -36,6 +36,7 @@ import (
 	"github.com/parleyhq/parley/backend/contact"
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/form"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/jobs"
@@ -183,38 +184,15 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 func (a *App) knowledge() error {
 	// The default (an empty name: tests) is the fast lexical embedder; the
 	// serve flag's default is the neural one.
-	var def knowledge.Embedder = knowledge.Lexical{}
-	neural, err := knowledge.NewNeural()
+	def, all, err := embed.New(a.cfg.Embeddings)
 	if err != nil {
-		return err
-	}
-	others := []knowledge.Embedder{knowledge.Lexical{}, neural}
-	byName := map[string]knowledge.Embedder{"lexical": knowledge.Lexical{}, "use-lite": neural}
-	if k := os.Getenv("PARLEY_OPENAI_API_KEY"); k != "" {
-		oe := knowledge.NewOpenAIEmbedder(k, os.Getenv("PARLEY_OPENAI_BASE_URL"), "text-embedding-3-small", 1536)
-		others = append(others, oe)
-		byName["openai"] = oe
-	}
-	if k := os.Getenv("PARLEY_GEMINI_API_KEY"); k != "" {
-		ge, err := knowledge.NewGeminiEmbedder(k, os.Getenv("PARLEY_GEMINI_BASE_URL"), "text-embedding-004", 768)
-		if err != nil {
-			return err
-		}
-		others = append(others, ge)
-		byName["gemini"] = ge
-	}
-	if name := a.cfg.Embeddings; name != "" {
-		e, ok := byName[name]
-		if !ok {
-			return fmt.Errorf("--embeddings %q: use use-lite, lexical, openai (needs PARLEY_OPENAI_API_KEY) or gemini (needs PARLEY_GEMINI_API_KEY)", name)
-		}
-		def = e
+		return fmt.Errorf("--embeddings: %w", err)
 	}
 	if a.cfg.Embedder != nil {
 		def = a.cfg.Embedder
-		others = append(others, def)
+		all = append(all, def)
 	}
-	a.K = knowledge.New(a.Store, def, netguard.New(netguard.Config{Allow: a.cfg.FetchAllow}), others...)
+	a.K = knowledge.New(a.Store, def, netguard.New(netguard.Config{Allow: a.cfg.FetchAllow}), all...)
 	if a.cfg.SearchEf > 0 {
 		a.K.EfSearch = min(a.cfg.SearchEf, 1000)
 	}

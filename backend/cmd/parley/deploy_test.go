@@ -186,7 +186,7 @@ func TestDockerfile(t *testing.T) {
 		if l == "" || strings.HasPrefix(l, "#") {
 			continue
 		}
-		for _, embedded := range []string{"backend/knowledge/usel/model.bin", "migrations/00001_foundation.sql", "compat/openapi.json", "console/static", "go.mod", "go.sum"} {
+		for _, embedded := range []string{"backend/embed/usel/model.bin", "migrations/00001_foundation.sql", "compat/openapi.json", "console/static", "go.mod", "go.sum"} {
 			matched, err := filepath.Match(strings.TrimPrefix(l, "**/"), filepath.Base(embedded))
 			require.NoError(t, err)
 			require.False(t, matched || strings.HasPrefix(embedded, l+"/") || embedded == l, ".dockerignore's %q excludes %s", l, embedded)

@@ -1,4 +1,4 @@
-package knowledge
+package embed
 
 import (
 	"context"
@@ -54,9 +54,15 @@ func TestProviderEmbedders(t *testing.T) {
 	}))
 	defer geminiSrv.Close()
 
-	g, err := NewGeminiEmbedder("gm-test", geminiSrv.URL, "text-embedding-004", 768)
+	// Made as the server makes them: by name, from the configuration.
+	_, all, err := New(Config{OpenAIKey: "sk-test", OpenAIBaseURL: openaiSrv.URL + "/v1", GeminiKey: "gm-test", GeminiBaseURL: geminiSrv.URL})
 	require.NoError(t, err)
-	for _, e := range []Embedder{NewOpenAIEmbedder("sk-test", openaiSrv.URL+"/v1", "text-embedding-3-small", 1536), g} {
+	var names []string
+	for _, e := range all {
+		names = append(names, e.Model())
+	}
+	require.Equal(t, []string{"universal-sentence-encoder-lite", "parley-lexical-v1", "text-embedding-3-small", "text-embedding-004"}, names)
+	for _, e := range all[2:] {
 		t.Run(e.Model(), func(t *testing.T) {
 			out, err := e.Embed(context.Background(), []string{"a", "b", "c"})
 			require.NoError(t, err)
@@ -67,4 +73,31 @@ func TestProviderEmbedders(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The configuration alone chooses: the default by name, the provider
+// embedders only with their keys, and a name that cannot be had is an
+// error saying what it needs.
+func TestNew(t *testing.T) {
+	def, all, err := New(Config{})
+	require.NoError(t, err)
+	require.Equal(t, "parley-lexical-v1", def.Model(), "the tests' default")
+	require.Len(t, all, 2, "the offline ones")
+
+	def, _, err = New(Config{Default: "use-lite"})
+	require.NoError(t, err)
+	require.Equal(t, "universal-sentence-encoder-lite", def.Model())
+	require.Equal(t, 512, def.Dimension())
+
+	_, _, err = New(Config{Default: "openai"})
+	require.EqualError(t, err, `embeddings "openai" needs PARLEY_OPENAI_API_KEY`)
+	_, _, err = New(Config{Default: "gemini", OpenAIKey: "sk"})
+	require.EqualError(t, err, `embeddings "gemini" needs PARLEY_GEMINI_API_KEY`)
+	_, _, err = New(Config{Default: "word2vec"})
+	require.ErrorContains(t, err, "use use-lite, lexical, openai (needs PARLEY_OPENAI_API_KEY), gemini (needs PARLEY_GEMINI_API_KEY)")
+
+	def, all, err = New(Config{Default: "openai", OpenAIKey: "sk"})
+	require.NoError(t, err)
+	require.Equal(t, "text-embedding-3-small", def.Model())
+	require.Len(t, all, 3)
 }

