@@ -14,6 +14,7 @@ import (
 	"path"
 	"sort"
 	"strconv"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -205,6 +206,16 @@ func Markdown(text string) Document {
 			prevBlank = true
 			continue
 		}
+		// A numbered heading of plain text ("7.12. How do I put a package
+		// on hold?", "Chapter 7. Basics"), wrapped over up to 3 lines.
+		if prevBlank && trim != "" && line[0] != ' ' && line[0] != '\t' {
+			if level, title, n := numberedHeading(lines[i:]); n > 0 {
+				heading(level, title)
+				i += n - 1
+				prevBlank = true
+				continue
+			}
+		}
 		// An underlined heading: a short text line after a blank line (or
 		// the start), starting at the margin, followed by its underline.
 		if i+1 < len(lines) && prevBlank && trim != "" && line[0] != ' ' && line[0] != '\t' && utf8.RuneCountInString(trim) <= 120 {
@@ -223,6 +234,47 @@ func Markdown(text string) Document {
 	}
 	flush()
 	return doc
+}
+
+// numberedRE matches the start of a numbered heading: "Chapter 7. " (or
+// Part, Appendix, Section), or a number of two parts or more ("7.12. ",
+// "3.2.1 "). A lone "7. " is not one: it starts list items too. Spaces
+// may be no-break spaces (DocBook's text output puts them there).
+var numberedRE = regexp.MustCompile(`^(?:(?:Chapter|Part|Appendix|Section)[\s\p{Zs}]+([0-9]+|[A-Z])\.?|([0-9]+(?:\.[0-9]+)+)\.?)[\s\p{Zs}]+[^\s\p{Zs}]`)
+
+// numberedHeading reads a numbered heading at the start of lines (which
+// follows a blank line): its first line matches numberedRE, it runs at the
+// margin for at most 3 lines (a hard-wrapped title) and a blank line (or
+// the end) follows. It returns its level (1 for a chapter, else the
+// number's parts), its title on one line and how many lines it took; n is
+// 0 when lines do not start with one.
+func numberedHeading(lines []string) (level int, title string, n int) {
+	m := numberedRE.FindStringSubmatch(lines[0])
+	if m == nil {
+		return 0, "", 0
+	}
+	level = 1
+	if m[2] != "" {
+		level = min(strings.Count(m[2], ".")+1, 6)
+	}
+	var parts []string
+	for n < len(lines) && n < 4 {
+		l := lines[n]
+		t := strings.TrimSpace(l)
+		if t == "" {
+			break
+		}
+		if n == 3 || l[0] == ' ' || l[0] == '\t' {
+			return 0, "", 0 // longer than a title, or a body follows at once
+		}
+		parts = append(parts, t)
+		n++
+	}
+	title = strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
+	if utf8.RuneCountInString(title) > 200 {
+		return 0, "", 0
+	}
+	return level, title, n
 }
 
 // underline reports whether s is a heading underline for a title of n

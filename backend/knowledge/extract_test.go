@@ -216,6 +216,52 @@ Unique.
 	require.Equal(t, "Store FAQ", doc.Title)
 }
 
+// Plain text numbers its headings (the Debian FAQ: "Chapter 7." and
+// "7.12." at the margin, hard-wrapped, the answer indented); a table of
+// contents, numbered list items and a number inside a sentence are not
+// headings.
+func TestNumberedHeadings(t *testing.T) {
+	t.Parallel()
+	// ¤: a no-break space, as DocBook's text output has them.
+	doc := Markdown(strings.ReplaceAll(`Table of Contents
+
+1. Basics
+    1.1. What is a package?
+
+Chapter¤1.¤Basics
+
+1.1.¤What is a package? How is it
+different from a tarball?
+
+    A package is an archive with metadata.
+
+1. Unpack it.
+
+2. Install it.
+
+1.2. Short
+
+    Version 2.3 of the format
+    2.4. is not a heading when indented.
+
+Chapter 2. Tools
+
+2.1.3 A third level
+
+    dpkg and apt.
+`, "¤", "\u00a0"))
+	var got []string
+	for _, s := range doc.Sections {
+		got = append(got, s.Heading+"|"+strings.Join(strings.Fields(s.Text), " "))
+	}
+	require.Equal(t, []string{
+		"|Table of Contents 1. Basics 1.1. What is a package?",
+		"Chapter 1. Basics > 1.1. What is a package? How is it different from a tarball?|A package is an archive with metadata. 1. Unpack it. 2. Install it.",
+		"Chapter 1. Basics > 1.2. Short|Version 2.3 of the format 2.4. is not a heading when indented.",
+		"Chapter 2. Tools > 2.1.3 A third level|dpkg and apt.",
+	}, got)
+}
+
 func TestEmbedText(t *testing.T) {
 	t.Parallel()
 	require.Equal(t, "Store FAQ > Opening hours\n\nWe open at nine.", EmbedText("Store FAQ", "Store FAQ > Opening hours", "We open at nine."))
