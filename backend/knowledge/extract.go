@@ -12,9 +12,9 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"regexp"
 	"sort"
 	"strconv"
-	"regexp"
 	"strings"
 	"unicode/utf8"
 
