@@ -237,10 +237,11 @@ func Markdown(text string) Document {
 }
 
 // numberedRE matches the start of a numbered heading: "Chapter 7. " (or
-// Part, Appendix, Section), or a number of two parts or more ("7.12. ",
+// Part, Appendix, Section; the period is required: "Section 3 of the
+// contract says" is a sentence), or a number of two parts or more ("7.12. ",
 // "3.2.1 "). A lone "7. " is not one: it starts list items too. Spaces
 // may be no-break spaces (DocBook's text output puts them there).
-var numberedRE = regexp.MustCompile(`^(?:(?:Chapter|Part|Appendix|Section)[\s\p{Zs}]+([0-9]+|[A-Z])\.?|([0-9]+(?:\.[0-9]+)+)\.?)[\s\p{Zs}]+[^\s\p{Zs}]`)
+var numberedRE = regexp.MustCompile(`^(?:(?:Chapter|Part|Appendix|Section)[\s\p{Zs}]+([0-9]+|[A-Z])\.|([0-9]+(?:\.[0-9]+)+)\.?)[\s\p{Zs}]+[^\s\p{Zs}]`)
 
 // numberedHeading reads a numbered heading at the start of lines (which
 // follows a blank line): its first line matches numberedRE, it runs at the
@@ -271,7 +272,8 @@ func numberedHeading(lines []string) (level int, title string, n int) {
 		n++
 	}
 	title = strings.Join(strings.Fields(strings.Join(parts, " ")), " ")
-	if utf8.RuneCountInString(title) > 200 {
+	if utf8.RuneCountInString(title) > 200 || (strings.HasSuffix(title, ".") && !strings.HasSuffix(title, "...")) {
+		// Too long, or a sentence ("2.1 Version 2 adds a field."), not a title.
 		return 0, "", 0
 	}
 	return level, title, n

@@ -244,6 +244,10 @@ different from a tarball?
     Version 2.3 of the format
     2.4. is not a heading when indented.
 
+Section 4 of the contract applies.
+
+2.2 Version 2 adds a field.
+
 Chapter 2. Tools
 
 2.1.3 A third level
@@ -257,7 +261,7 @@ Chapter 2. Tools
 	require.Equal(t, []string{
 		"|Table of Contents 1. Basics 1.1. What is a package?",
 		"Chapter 1. Basics > 1.1. What is a package? How is it different from a tarball?|A package is an archive with metadata. 1. Unpack it. 2. Install it.",
-		"Chapter 1. Basics > 1.2. Short|Version 2.3 of the format 2.4. is not a heading when indented.",
+		"Chapter 1. Basics > 1.2. Short|Version 2.3 of the format 2.4. is not a heading when indented. Section 4 of the contract applies. 2.2 Version 2 adds a field.",
 		"Chapter 2. Tools > 2.1.3 A third level|dpkg and apt.",
 	}, got)
 }
