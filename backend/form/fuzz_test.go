@@ -71,7 +71,7 @@ func FuzzDecodeSubmission(f *testing.F) {
 	}
 	// Some field: the body, a request field (an unknown one, named as
 	// sent), a value.
-	field := regexp.MustCompile(`^.+$`)
+	field := regexp.MustCompile(`(?s)^.+$`) // a name sent may hold a newline
 	e164 := regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		req, err := compat.DecodeSubmission("f", body)
