@@ -103,7 +103,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("--max-turns %d, --turn-queue %d: give positive counts, or 0 for the defaults", cfg.MaxTurns, cfg.TurnQueue)
 	}
 	a := &App{cfg: cfg}
-	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits())
+	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).LimitLoads(cfg.LoadLimit())
 	a.drain, a.startDrain = context.WithCancel(context.Background())
 	a.catalog = cfg.Catalog
 	if a.catalog == nil {
