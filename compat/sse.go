@@ -31,6 +31,17 @@ const (
 // once: time to first token does not wait for it.
 const tokenFlushEvery = 5 * time.Millisecond
 
+// deadlineRenewEvery is how often the connection's write deadline is moved
+// at most: each move is a runtime timer update, and did it once per token
+// of thousands of streams (issue 13); a write so gets between
+// eventWriteTimeout less this and eventWriteTimeout.
+const deadlineRenewEvery = time.Second
+
+var (
+	noLineEnds     = strings.NewReplacer("\r", "", "\n", "")
+	lineEndsSpaced = strings.NewReplacer("\r", " ", "\n", " ")
+)
+
 // sseStream writes Server-Sent Events, flushing them through
 // http.ResponseController (which unwraps middleware writers): each event at
 // once, except tokens after the first, coalesced (Token). Headers go out
@@ -58,6 +69,8 @@ type sseStream struct {
 	flushTimer *time.Timer
 	tokened    bool
 	flushErr   error
+	// deadlineSet is when the write deadline was last moved.
+	deadlineSet time.Time
 }
 
 func newSSE(w http.ResponseWriter) *sseStream {
@@ -189,7 +202,7 @@ func (s *sseStream) EventWithID(id string, data []byte) error {
 	defer s.mu.Unlock()
 	s.startLocked()
 	s.evented = true
-	return s.writeLocked(append([]byte("id: "+strings.NewReplacer("\r", "", "\n", "").Replace(id)+"\n"), wire.Frame("", data)...))
+	return s.writeLocked(append([]byte("id: "+noLineEnds.Replace(id)+"\n"), wire.Frame("", data)...))
 }
 
 // Comment sends a comment line (clients ignore it); it starts the stream.
@@ -197,7 +210,7 @@ func (s *sseStream) Comment(text string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.startLocked()
-	return s.writeLocked([]byte(": " + strings.NewReplacer("\r", " ", "\n", " ").Replace(text) + "\n\n"))
+	return s.writeLocked([]byte(": " + lineEndsSpaced.Replace(text) + "\n\n"))
 }
 
 // writeLocked writes b and flushes it, with whatever waited.
@@ -205,11 +218,22 @@ func (s *sseStream) writeLocked(b []byte) error {
 	if s.flushErr != nil {
 		return s.flushErr
 	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout)) // unsupported writers: no deadline
+	s.renewDeadlineLocked()
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
 	return s.flushLocked()
+}
+
+// renewDeadlineLocked gives the next write eventWriteTimeout (less up to
+// deadlineRenewEvery); writers without deadlines (tests' recorders) get none.
+func (s *sseStream) renewDeadlineLocked() {
+	now := time.Now()
+	if now.Sub(s.deadlineSet) < deadlineRenewEvery {
+		return
+	}
+	s.deadlineSet = now
+	_ = s.rc.SetWriteDeadline(now.Add(eventWriteTimeout))
 }
 
 // writeCoalescedLocked writes b, and flushes it at once if the last flush
@@ -222,7 +246,7 @@ func (s *sseStream) writeCoalescedLocked(b []byte) error {
 	if wait <= 0 {
 		return s.writeLocked(b)
 	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+	s.renewDeadlineLocked()
 	if _, err := s.w.Write(b); err != nil {
 		return err
 	}
@@ -241,7 +265,7 @@ func (s *sseStream) flushPending() {
 	if s.closed || !s.pending {
 		return
 	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(eventWriteTimeout))
+	s.renewDeadlineLocked()
 	s.flushErr = s.flushLocked()
 }
 

@@ -31,6 +31,38 @@ type TurnQueue struct {
 	slots   chan struct{}
 	waiting atomic.Int64
 	limit   int64
+	// loads holds a token per turn in its load phase (LimitLoads); nil:
+	// no bound.
+	loads chan struct{}
+}
+
+// LimitLoads bounds how many running turns are in their load phase at once
+// (reading the conversation, storing the question: the database work
+// before the model is called); the others wait for a place, first come
+// first served. Storing answers takes none, so with the pool busy an answer
+// waits for a connection behind at most n loads, not behind every turn just
+// started: at 5,000 streams about 1,500 answers queued behind new turns'
+// loads and passed their store timeout (issue 13, docs/benchmarks.md).
+// Call it before the queue is used.
+func (q *TurnQueue) LimitLoads(n int) *TurnQueue {
+	if n > 0 {
+		q.loads = make(chan struct{}, n)
+	}
+	return q
+}
+
+// acquireLoad takes a place for a turn's load phase, waiting while ctx
+// lasts; release gives it back.
+func (q *TurnQueue) acquireLoad(ctx context.Context) (release func(), err error) {
+	if q == nil || q.loads == nil {
+		return func() {}, nil
+	}
+	select {
+	case q.loads <- struct{}{}:
+		return func() { <-q.loads }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }
 
 // NewTurnQueue admits running turns at once and lets waiting more wait.

@@ -101,7 +101,13 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	if t.documents, err = s.readDocuments(ctx, req.GetAttachments()); err != nil {
 		return nil, err
 	}
-	if err := s.load(ctx, t); err != nil {
+	releaseLoad, err := s.Queue.acquireLoad(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = s.load(ctx, t)
+	releaseLoad()
+	if err != nil {
 		return nil, err
 	}
 	if handoff.Silenced(t.conv.Status) {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/shared"
 )
 
@@ -107,7 +108,14 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 		}))
 	}
 
-	stream := o.client.Chat.Completions.NewStreaming(ctx, params)
+	// The request goes through the SDK as NewStreaming sends it (its
+	// options, auth, base URL, error type); the stream's chunks are read
+	// into streamChunk, which keeps only what a turn uses, instead of the
+	// SDK's ChatCompletionChunk, whose reflective decoder was a fifth of
+	// the CPU under thousands of streams (issue 13, docs/benchmarks.md).
+	var raw *http.Response
+	err := o.client.Post(ctx, "chat/completions", params, &raw, option.WithJSONSet("stream", true))
+	stream := ssestream.NewStream[streamChunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 	type partial struct{ id, name, args string }
 	calls := map[int64]*partial{}
@@ -168,6 +176,32 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 		return yield(Event{Usage: usage})
 	}
 	return nil
+}
+
+// streamChunk is the part of a chat.completion.chunk a turn reads: each
+// choice's text, tool call fragments and finish reason, and the usage (the
+// last chunk's, with stream_options.include_usage). Fields absent or null
+// stay zero.
+type streamChunk struct {
+	Choices []struct {
+		Delta struct {
+			Content   string `json:"content"`
+			ToolCalls []struct {
+				Index    int64  `json:"index"`
+				ID       string `json:"id"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+			} `json:"tool_calls"`
+		} `json:"delta"`
+		FinishReason string `json:"finish_reason"`
+	} `json:"choices"`
+	Usage struct {
+		PromptTokens     int64 `json:"prompt_tokens"`
+		CompletionTokens int64 `json:"completion_tokens"`
+		TotalTokens      int64 `json:"total_tokens"`
+	} `json:"usage"`
 }
 
 func (o *OpenAI) wrap(ctx context.Context, err error) error {

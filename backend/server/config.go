@@ -185,6 +185,21 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 // asks for run without queueing.
 const turnsPerConn = 256
 
+// loadsPerConn is how many turns are in their load phase at once per
+// database connection (chat.TurnQueue.LimitLoads): enough to keep every
+// connection busy, few enough that an answer to store never waits behind
+// thousands of them.
+const loadsPerConn = 2
+
+// LoadLimit is how many chat turns run their load phase at once.
+func (c *Config) LoadLimit() int {
+	conns := c.DBMaxConns
+	if conns <= 0 {
+		conns = db.DefaultMaxConns
+	}
+	return conns * loadsPerConn
+}
+
 // TurnLimits is how many chat turns run at once and how many more may wait:
 // MaxTurns and TurnQueue, or, when 0, derived from the database pool's
 // size (turnsPerConn; the wait list as long as the running turns).

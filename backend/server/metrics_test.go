@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -81,9 +82,18 @@ func TestMetricsAfterChatAndRateLimit(t *testing.T) {
 	t.Cleanup(func() { stop(); require.NoError(t, <-served) })
 	metricsURL := "http://" + ln.Addr().String() + "/metrics"
 
-	// Not on the API's port.
+	// Not on the API's port, nor the profiler, which is on the metrics
+	// listener only.
 	r := e.Do("GET", "/metrics", "", nil)
 	require.Equal(t, http.StatusNotFound, r.Status)
+	r = e.Do("GET", "/debug/pprof/goroutine?debug=1", "", nil)
+	require.Equal(t, http.StatusNotFound, r.Status)
+	pr, err := http.Get("http://" + ln.Addr().String() + "/debug/pprof/goroutine?debug=1")
+	require.NoError(t, err)
+	goroutines, _ := io.ReadAll(pr.Body)
+	pr.Body.Close()
+	require.Equal(t, http.StatusOK, pr.StatusCode)
+	require.Contains(t, string(goroutines), "goroutine profile:")
 
 	// A chat over Connect, and one the provider fails.
 	r = e.Do("POST", "/api/agents", e.A.Key, `{"name":"M","instructions":"Be brief.","model":"gpt-4o"}`)

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -53,21 +54,27 @@ import (
 	"github.com/parleyhq/parley/console"
 )
 
+// jobsMaxConns is the size of River's own pool: its listener holds one,
+// the elector, the producers and the completer share the rest (they batch).
+const jobsMaxConns = 4
+
 // maxMessageBytes bounds a Connect/gRPC request message.
 const maxMessageBytes = 1 << 20
 
 // App is a configured Parley instance: its handler and what it holds open.
 type App struct {
-	cfg     Config
-	Pool    *pgxpool.Pool
-	Store   *db.Store
-	Auth    *auth.Authenticator
-	Limits  *ratelimit.Limiter
-	redis   *redis.Client
-	handler http.Handler
-	catalog *llm.Catalog
-	K       *knowledge.Knowledge
-	jobs    *jobs.Client
+	cfg  Config
+	Pool *pgxpool.Pool
+	// jobsPool is River's own (jobsMaxConns), apart from Pool.
+	jobsPool *pgxpool.Pool
+	Store    *db.Store
+	Auth     *auth.Authenticator
+	Limits   *ratelimit.Limiter
+	redis    *redis.Client
+	handler  http.Handler
+	catalog  *llm.Catalog
+	K        *knowledge.Knowledge
+	jobs     *jobs.Client
 	// hooks emits webhook events; sealer seals their secrets (nil without
 	// --secrets-key).
 	hooks  *webhook.Emitter
@@ -96,7 +103,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("--max-turns %d, --turn-queue %d: give positive counts, or 0 for the defaults", cfg.MaxTurns, cfg.TurnQueue)
 	}
 	a := &App{cfg: cfg}
-	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits())
+	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).LimitLoads(cfg.LoadLimit())
 	a.drain, a.startDrain = context.WithCancel(context.Background())
 	a.catalog = cfg.Catalog
 	if a.catalog == nil {
@@ -132,6 +139,18 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	}
 	a.Pool = pool
 	a.Store = &db.Store{Pool: pool}
+	// River's own connections (its LISTEN, leader election, job fetching
+	// and completion), so that they never queue behind chat turns in Pool:
+	// under 5,000 streams River's elector and producer timed out waiting
+	// for one (issue 13). Jobs' own work (ingestion, deliveries) still uses
+	// Store. Opened lazily: an instance running no jobs opens none.
+	jcfg := pool.Config()
+	jcfg.MaxConns = jobsMaxConns
+	jcfg.MinConns = 0
+	if a.jobsPool, err = pgxpool.NewWithConfig(ctx, jcfg); err != nil {
+		a.Close()
+		return nil, err
+	}
 	if cfg.RedisURL != "" {
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
@@ -209,7 +228,7 @@ func (a *App) knowledge() error {
 	if a.sealer == nil {
 		deliverer = nil // no endpoint can exist without the key
 	}
-	a.jobs, err = jobs.New(a.Pool, a.K, jobs.Config{
+	a.jobs, err = jobs.New(a.jobsPool, a.K, jobs.Config{
 		Workers:    a.cfg.Workers > 0,
 		MaxWorkers: a.cfg.Workers,
 		Logger:     slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
@@ -389,7 +408,7 @@ func (a *App) Handler() http.Handler { return a.handler }
 // a listener of its own (ServeMetrics), never on the API's.
 func (a *App) MetricsHandler() (http.Handler, error) {
 	running, _ := a.cfg.TurnLimits()
-	return metrics.Handler(metrics.NewPoolCollector(a.Pool), metrics.NewQueueCollector(jobs.QueueCounter(a.Pool)),
+	return metrics.Handler(metrics.NewPoolCollector(a.Pool), metrics.NewQueueCollector(jobs.QueueCounter(a.jobsPool)),
 		metrics.NewTurnCollector(a.turnQueue.Running, a.turnQueue.Waiting, running))
 }
 
@@ -401,6 +420,15 @@ func (a *App) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	}
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", h)
+	// Go's profiler (CPU, heap, goroutines: go tool pprof
+	// http://<metrics-addr>/debug/pprof/profile?seconds=20) on the metrics
+	// listener only, which is never the public port: profiling under load
+	// (make load, issue 13) needs it. Profiles stay under WriteTimeout.
+	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second, ReadTimeout: 30 * time.Second, WriteTimeout: 30 * time.Second}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(ln) }()
@@ -486,6 +514,9 @@ func (a *App) Close() {
 	a.startDrain()
 	if a.Pool != nil {
 		a.Pool.Close()
+	}
+	if a.jobsPool != nil {
+		a.jobsPool.Close()
 	}
 	if a.redis != nil {
 		_ = a.redis.Close()

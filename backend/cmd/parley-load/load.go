@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/parleyhq/parley/backend/llm/fakeopenai"
@@ -318,6 +319,13 @@ func (r *runner) held(ctx context.Context, n int) {
 	// do not overflow; the hold is long enough for all to overlap.
 	const rampPerSec = 2000
 	fmt.Printf("== %d held streams: a token every %s for %s, opened at %d/s ==\n", n, r.cfg.gap, r.cfg.hold, rampPerSec)
+	// This process holds two descriptors a stream (its client's connection
+	// and the fake model's), as Parley does; Go raised the soft limit to
+	// the hard one at start, for Parley too.
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err == nil && lim.Cur < uint64(2*n+1024) {
+		fmt.Printf("   warning: %d open files at most (ulimit -n): too few for %d streams, some will fail to connect; raise the hard limit\n", lim.Cur, n)
+	}
 	var (
 		mu      sync.Mutex
 		gaps    []time.Duration
