@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
-	"github.com/parleyhq/parley/backend/embed"
 )
 
 // Result is one chunk a search found.
@@ -162,19 +160,15 @@ func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, da
 	}
 
 	// Full-text half.
-	if tsq := tsQuery(query); tsq != "" {
-		var ids []uuid.UUID
-		for _, d := range datastores {
-			ids = append(ids, d.ID)
-		}
-		rows, err := q.SearchText(ctx, dbq.SearchTextParams{Query: tsq, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates)})
-		if err != nil {
-			return l, err
-		}
-		for _, r := range rows {
-			l.text = append(l.text, Result{ChunkID: r.ID, DatasourceID: r.DatasourceID, Text: r.Text, Title: r.Title, Heading: r.Heading, URL: r.Url, Page: int(r.Page)})
-		}
+	var ids []uuid.UUID
+	for _, d := range datastores {
+		ids = append(ids, d.ID)
 	}
+	text, err := k.textSearch(ctx, q, org, ids, datasourceIDs, query, candidates)
+	if err != nil {
+		return l, err
+	}
+	l.text = text
 	return l, nil
 }
 
@@ -238,21 +232,6 @@ func (k *Knowledge) name(ctx context.Context, q *dbq.Queries, org uuid.UUID, rs 
 		rs[i].DatasourceName = names[rs[i].DatasourceID]
 	}
 	return nil
-}
-
-// tsQuery is an OR of the query's words, sanitised to letters and digits,
-// for to_tsquery: a paraphrase shares some words, rarely all.
-func tsQuery(query string) string {
-	var parts []string
-	seen := map[string]bool{}
-	for _, w := range embed.Words(query) {
-		if len(w) < 2 || seen[w] {
-			continue
-		}
-		seen[w] = true
-		parts = append(parts, w)
-	}
-	return strings.Join(parts, " | ")
 }
 
 // configOf reads a datasource's config column.

@@ -143,17 +143,53 @@ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
 ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
 LIMIT sqlc.arg(k);
 
+-- name: TextTerms :many
+-- The query's terms (Postgres' English stemmer; stop words dropped), each
+-- with how many visible chunks of the datastores hold it, and the
+-- datastores' visible chunks and tokens (the same on every row): what
+-- knowledge.textQuery needs to weigh the terms (migrations/00016).
+WITH q AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', sqlc.arg(query)::text)) AS u(lexeme, positions, weights)),
+s AS (
+  SELECT coalesce(sum(st.chunks), 0)::bigint AS chunks, coalesce(sum(st.tokens), 0)::bigint AS tokens
+  FROM datastore_text_stats st
+  WHERE st.org_id = sqlc.arg(org_id) AND st.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+)
+SELECT q.lexeme::text AS term, coalesce(sum(t.df), 0)::bigint AS df, s.chunks, s.tokens
+FROM q CROSS JOIN s
+LEFT JOIN datastore_terms t ON t.org_id = sqlc.arg(org_id) AND t.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[]) AND t.term = q.lexeme
+GROUP BY q.lexeme, s.chunks, s.tokens
+ORDER BY q.lexeme;
+
 -- name: SearchText :many
--- Full-text matches; query is an OR of sanitised words (knowledge.tsQuery).
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       ts_rank_cd(c.tsv, to_tsquery('english', sqlc.arg(query)))::float8 AS rank
-FROM chunks c
-WHERE c.org_id = sqlc.arg(org_id) AND c.visible
-  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
-  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-  AND c.tsv @@ to_tsquery('english', sqlc.arg(query))
-ORDER BY rank DESC, c.id
-LIMIT sqlc.arg(k);
+-- The full-text half: the visible chunks that hold a term of match (the
+-- query's rarer terms, knowledge.textQuery), scored by BM25 over every term
+-- of the query (terms with their idfs): term frequency saturated by k1,
+-- normalised by the chunk's length against avg_tokens by b, a term of the
+-- chunk's title or heading path counting title_boost more. Best first.
+WITH cand AS MATERIALIZED (
+  SELECT c.id, c.tsv, c.tokens FROM chunks c
+  WHERE c.org_id = sqlc.arg(org_id) AND c.visible
+    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+    AND c.tsv @@ sqlc.arg(match)::text::tsquery
+),
+scored AS (
+  SELECT cand.id,
+         sum((sqlc.arg(idfs)::float8[])[array_position(sqlc.arg(terms)::text[], x.lexeme)] * x.tf * (sqlc.arg(k1)::float8 + 1)
+             / (x.tf + sqlc.arg(k1)::float8 * (1 - sqlc.arg(b)::float8 + sqlc.arg(b)::float8 * cand.tokens / sqlc.arg(avg_tokens)::float8)))::float8 AS score
+  FROM cand
+  CROSS JOIN LATERAL (
+    SELECT u.lexeme, cardinality(u.positions) + CASE WHEN 'A' = ANY (u.weights) THEN sqlc.arg(title_boost)::float8 ELSE 0 END AS tf
+    FROM unnest(cand.tsv) AS u(lexeme, positions, weights)
+    WHERE u.lexeme = ANY (sqlc.arg(terms)::text[])
+  ) x
+  GROUP BY cand.id
+  ORDER BY score DESC, cand.id
+  LIMIT sqlc.arg(k)
+)
+SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page, s.score
+FROM scored s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.id = s.id
+ORDER BY s.score DESC, c.id;
 
 -- name: TuneVectorSearch :exec
 -- pgvector 0.8 iterative index scans: keep scanning the HNSW graph until
