@@ -17,7 +17,8 @@ import (
 // in a chunk saturates (K1), and a long chunk's frequencies count less than
 // a short one's (B, against the average chunk). Terms are Postgres' English
 // lexemes (stemmed; stop words dropped), and a term of a chunk's title or
-// heading path counts TitleBoost occurrences more. The statistics come from
+// heading path counts TitleBoost occurrences more (SearchText says how a
+// term's occurrences are counted). The statistics come from
 // datastore_terms and datastore_text_stats, kept by triggers on chunks
 // (migrations/00016). Postgres' own ts_rank_cd, used before, has no inverse
 // document frequency: every word of a question counted alike.
@@ -34,10 +35,11 @@ type BM25Params struct {
 
 // BM25 holds the parameters the search uses; the evaluation (make
 // eval-knowledge) chose them, docs/benchmarks.md says how.
-var BM25 = BM25Params{K1: 1.2, B: 0.75, TitleBoost: 2, Budget: 2000}
+var BM25 = BM25Params{K1: 1.2, B: 0.75, TitleBoost: 5, Budget: 2000}
 
 // textPlan is the full-text half of one search: the query's terms found in
-// the datastores with their inverse document frequencies, the tsquery that
+// the datastores (quoted for a tsquery) with their inverse document
+// frequencies, the tsquery that
 // finds the candidates, and the datastores' average chunk length.
 type textPlan struct {
 	terms     []string
@@ -67,7 +69,7 @@ func planText(rows []dbq.TextTermsRow, budget int64) (p textPlan, ok bool) {
 	n := float64(chunks)
 	for _, t := range found {
 		df := float64(t.df)
-		p.terms = append(p.terms, t.text)
+		p.terms = append(p.terms, tsLexeme(t.text))
 		p.idfs = append(p.idfs, math.Log(1+(n-df+0.5)/(df+0.5)))
 	}
 	p.avgTokens = max(float64(tokens)/n, 1)

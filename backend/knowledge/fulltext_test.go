@@ -171,7 +171,7 @@ func TestPlanText(t *testing.T) {
 
 	p, ok := planText([]dbq.TextTermsRow{row("common", 1500), row("rare", 3), row("absent", 0), row("mid", 400), row("it's", 900)}, 2000)
 	require.True(t, ok)
-	require.Equal(t, []string{"common", "rare", "mid", "it's"}, p.terms, "absent terms are scored")
+	require.Equal(t, []string{"'common'", "'rare'", "'mid'", "'it''s'"}, p.terms, "absent terms are scored")
 	require.Equal(t, "'rare' | 'mid' | 'it''s'", p.match, "the candidates come from the rarest terms within the budget")
 	require.InDelta(t, 300, p.avgTokens, 1e-9)
 	idf := func(df float64) float64 { return math.Log(1 + (10000-df+0.5)/(df+0.5)) }

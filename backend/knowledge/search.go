@@ -69,8 +69,10 @@ type ranked struct {
 }
 
 // TextWeight is the weight of the full-text list in the fusion, the vector
-// lists weighing 1.
-var TextWeight = 1.0
+// lists weighing 1: with BM25 the full-text list is the better one on the
+// evaluation (docs/benchmarks.md), and twice the vector list's weight
+// fused best.
+var TextWeight = 2.0
 
 // fuse merges the lists by weighted reciprocal rank fusion, best first:
 // a chunk scores the sum over the lists of weight/(rrfK+rank).

@@ -614,14 +614,15 @@ WITH cand AS MATERIALIZED (
 ),
 scored AS (
   SELECT cand.id,
-         sum(($5::float8[])[array_position($6::text[], x.lexeme)] * x.tf * ($7::float8 + 1)
-             / (x.tf + $7::float8 * (1 - $8::float8 + $8::float8 * cand.tokens / $9::float8)))::float8 AS score
+         sum(x.idf * x.tf * ($5::float8 + 1)
+             / (x.tf + $5::float8 * (1 - $6::float8 + $6::float8 * cand.tokens / $7::float8)))::float8 AS score
   FROM cand
   CROSS JOIN LATERAL (
-    SELECT u.lexeme, cardinality(u.positions) + CASE WHEN 'A' = ANY (u.weights) THEN $10::float8 ELSE 0 END AS tf
-    FROM unnest(cand.tsv) AS u(lexeme, positions, weights)
-    WHERE u.lexeme = ANY ($6::text[])
+    SELECT ($8::float8[])[i] AS idf,
+           1.6449 * (1 + $9::float8) * ts_rank(array[d.w, d.w, d.w, 1]::float4[], cand.tsv, ($10::text[])[i]::tsquery, 0) AS tf
+    FROM generate_subscripts($10::text[], 1) AS i, (SELECT 1 / (1 + $9::float8) AS w) d
   ) x
+  WHERE x.tf > 0
   GROUP BY cand.id
   ORDER BY score DESC, cand.id
   LIMIT $11
@@ -636,12 +637,12 @@ type SearchTextParams struct {
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
 	Match         string
-	Idfs          []float64
-	Terms         []string
 	K1            float64
 	B             float64
 	AvgTokens     float64
+	Idfs          []float64
 	TitleBoost    float64
+	Terms         []string
 	K             int32
 }
 
@@ -657,22 +658,26 @@ type SearchTextRow struct {
 }
 
 // The full-text half: the visible chunks that hold a term of match (the
-// query's rarer terms, knowledge.textQuery), scored by BM25 over every term
-// of the query (terms with their idfs): term frequency saturated by k1,
-// normalised by the chunk's length against avg_tokens by b, a term of the
-// chunk's title or heading path counting title_boost more. Best first.
+// query's rarer terms, knowledge.planText), scored by BM25 over every term
+// of the query (terms, quoted lexemes, with their idfs), best first. A
+// term's frequency in a chunk is ts_rank's count of its places (1 for one
+// place in the text, each further place adding less: 1/2², 1/3², ...; a
+// place in the title or heading path counts 1 + title_boost), saturated
+// again by k1 and normalised by the chunk's length against avg_tokens by b.
+// (The exact count, from unnest(tsv), costs three times as much per
+// candidate and found 2 of 119 answers more: docs/benchmarks.md.)
 func (q *Queries) SearchText(ctx context.Context, arg SearchTextParams) ([]SearchTextRow, error) {
 	rows, err := q.db.Query(ctx, searchText,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
 		arg.Match,
-		arg.Idfs,
-		arg.Terms,
 		arg.K1,
 		arg.B,
 		arg.AvgTokens,
+		arg.Idfs,
 		arg.TitleBoost,
+		arg.Terms,
 		arg.K,
 	)
 	if err != nil {
@@ -1020,7 +1025,7 @@ type TextTermsRow struct {
 // The query's terms (Postgres' English stemmer; stop words dropped), each
 // with how many visible chunks of the datastores hold it, and the
 // datastores' visible chunks and tokens (the same on every row): what
-// knowledge.textQuery needs to weigh the terms (migrations/00016).
+// knowledge.planText needs to weigh the terms (migrations/00016).
 func (q *Queries) TextTerms(ctx context.Context, arg TextTermsParams) ([]TextTermsRow, error) {
 	rows, err := q.db.Query(ctx, textTerms, arg.OrgID, arg.DatastoreIds, arg.Query)
 	if err != nil {

@@ -147,7 +147,7 @@ LIMIT sqlc.arg(k);
 -- The query's terms (Postgres' English stemmer; stop words dropped), each
 -- with how many visible chunks of the datastores hold it, and the
 -- datastores' visible chunks and tokens (the same on every row): what
--- knowledge.textQuery needs to weigh the terms (migrations/00016).
+-- knowledge.planText needs to weigh the terms (migrations/00016).
 WITH q AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', sqlc.arg(query)::text)) AS u(lexeme, positions, weights)),
 s AS (
   SELECT coalesce(sum(st.chunks), 0)::bigint AS chunks, coalesce(sum(st.tokens), 0)::bigint AS tokens
@@ -162,10 +162,14 @@ ORDER BY q.lexeme;
 
 -- name: SearchText :many
 -- The full-text half: the visible chunks that hold a term of match (the
--- query's rarer terms, knowledge.textQuery), scored by BM25 over every term
--- of the query (terms with their idfs): term frequency saturated by k1,
--- normalised by the chunk's length against avg_tokens by b, a term of the
--- chunk's title or heading path counting title_boost more. Best first.
+-- query's rarer terms, knowledge.planText), scored by BM25 over every term
+-- of the query (terms, quoted lexemes, with their idfs), best first. A
+-- term's frequency in a chunk is ts_rank's count of its places (1 for one
+-- place in the text, each further place adding less: 1/2², 1/3², ...; a
+-- place in the title or heading path counts 1 + title_boost), saturated
+-- again by k1 and normalised by the chunk's length against avg_tokens by b.
+-- (The exact count, from unnest(tsv), costs three times as much per
+-- candidate and found 2 of 119 answers more: docs/benchmarks.md.)
 WITH cand AS MATERIALIZED (
   SELECT c.id, c.tsv, c.tokens FROM chunks c
   WHERE c.org_id = sqlc.arg(org_id) AND c.visible
@@ -175,14 +179,15 @@ WITH cand AS MATERIALIZED (
 ),
 scored AS (
   SELECT cand.id,
-         sum((sqlc.arg(idfs)::float8[])[array_position(sqlc.arg(terms)::text[], x.lexeme)] * x.tf * (sqlc.arg(k1)::float8 + 1)
+         sum(x.idf * x.tf * (sqlc.arg(k1)::float8 + 1)
              / (x.tf + sqlc.arg(k1)::float8 * (1 - sqlc.arg(b)::float8 + sqlc.arg(b)::float8 * cand.tokens / sqlc.arg(avg_tokens)::float8)))::float8 AS score
   FROM cand
   CROSS JOIN LATERAL (
-    SELECT u.lexeme, cardinality(u.positions) + CASE WHEN 'A' = ANY (u.weights) THEN sqlc.arg(title_boost)::float8 ELSE 0 END AS tf
-    FROM unnest(cand.tsv) AS u(lexeme, positions, weights)
-    WHERE u.lexeme = ANY (sqlc.arg(terms)::text[])
+    SELECT (sqlc.arg(idfs)::float8[])[i] AS idf,
+           1.6449 * (1 + sqlc.arg(title_boost)::float8) * ts_rank(array[d.w, d.w, d.w, 1]::float4[], cand.tsv, (sqlc.arg(terms)::text[])[i]::tsquery, 0) AS tf
+    FROM generate_subscripts(sqlc.arg(terms)::text[], 1) AS i, (SELECT 1 / (1 + sqlc.arg(title_boost)::float8) AS w) d
   ) x
+  WHERE x.tf > 0
   GROUP BY cand.id
   ORDER BY score DESC, cand.id
   LIMIT sqlc.arg(k)
