@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math/rand"
 	"os"
+	"reflect"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -172,7 +175,8 @@ func percentiles(ds []time.Duration) (p50, p95 float64) {
 }
 
 // BenchmarkSearch: latency of a top-10 search over the loaded chunks, hybrid
-// (vector + full text, fused) and vector only (HNSW), with p50/p95, and the
+// (vector + full text, fused), the full-text half alone (BM25, its 40
+// candidates) and vector only (HNSW), with p50/p95, and the
 // HNSW path's recall@10 against exact search.
 func BenchmarkSearch(b *testing.B) {
 	env := setupSearch(b)
@@ -218,6 +222,25 @@ func BenchmarkSearch(b *testing.B) {
 			start := time.Now()
 			if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
 				_, err := k.Search(ctx, qq, env.org, []dbq.Datastore{store}, nil, q, 10)
+				return err
+			}); err != nil {
+				b.Fatal(err)
+			}
+			lat = append(lat, time.Since(start))
+		}
+		p50, p95 := percentiles(lat)
+		b.ReportMetric(p50, "p50-ms")
+		b.ReportMetric(p95, "p95-ms")
+	})
+	b.Run("text", func(b *testing.B) {
+		var lat []time.Duration
+		i := 0
+		for b.Loop() {
+			q := queries[i%len(queries)]
+			i++
+			start := time.Now()
+			if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
+				_, err := k.textSearch(ctx, qq, env.org, []uuid.UUID{env.store_}, nil, q, 40)
 				return err
 			}); err != nil {
 				b.Fatal(err)
@@ -293,5 +316,78 @@ func BenchmarkSearch(b *testing.B) {
 			}
 		}
 		b.ReportMetric(float64(hits)/float64(total), "recall@10")
+	})
+}
+
+// BenchmarkSearchPlans prints the full-text half's query plans at the loaded
+// size (PARLEY_BENCH_EXPLAIN=1), as a generic and as a custom plan.
+func BenchmarkSearchPlans(b *testing.B) {
+	if os.Getenv("PARLEY_BENCH_EXPLAIN") == "" {
+		b.Skip("PARLEY_BENCH_EXPLAIN=1")
+	}
+	env := setupSearch(b)
+	ctx := context.Background()
+	for b.Loop() {
+		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
+			for _, query := range queries[:3] {
+				if err := env.store.TenantTx(ctx, env.org, func(tx pgx.Tx, q *dbq.Queries) error {
+					rows, err := q.TextTerms(ctx, dbq.TextTermsParams{Query: query, OrgID: env.org, DatastoreIds: []uuid.UUID{env.store_}})
+					if err != nil {
+						return err
+					}
+					p, ok := planText(rows, BM25.Budget)
+					if !ok {
+						return nil
+					}
+					if _, err := tx.Exec(ctx, "SELECT set_config('plan_cache_mode', $1, true)", mode); err != nil {
+						return err
+					}
+					fmt.Fprintf(os.Stderr, "== %s, %q: %v (df %v)\n", mode, query, p.terms, rows)
+					params := reflect.ValueOf(dbq.SearchTextParams{
+						Terms: p.terms, Idfs: p.idfs, OrgID: env.org, DatastoreIds: []uuid.UUID{env.store_}, DatasourceIds: []uuid.UUID{},
+						K1: BM25.K1, B: BM25.B, AvgTokens: p.avgTokens, TitleBoost: BM25.TitleBoost, K: 40,
+					})
+					var args []any // in the order sqlc numbers them, its struct's
+					for i := range params.NumField() {
+						args = append(args, params.Field(i).Interface())
+					}
+					plan, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+searchTextSQL(), args...)
+					if err != nil {
+						return err
+					}
+					for plan.Next() {
+						var line string
+						if err := plan.Scan(&line); err != nil {
+							return err
+						}
+						fmt.Fprintln(os.Stderr, line)
+					}
+					return plan.Err()
+				}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	}
+}
+
+// searchTextSQL is SearchText's query as sqlc numbers its arguments (by first
+// appearance), read from its .sql file.
+func searchTextSQL() string {
+	raw, err := os.ReadFile("../db/queries/knowledge.sql")
+	if err != nil {
+		panic(err)
+	}
+	s := string(raw)
+	s = s[strings.Index(s, "-- name: SearchText :many"):]
+	s = strings.TrimSpace(s[:len("-- name:")+strings.Index(s[len("-- name:"):], "-- name:")])
+	s = strings.TrimSuffix(s, ";")
+	args := map[string]int{}
+	return regexp.MustCompile(`sqlc\.arg\((\w+)\)`).ReplaceAllStringFunc(s, func(m string) string {
+		name := m[len("sqlc.arg(") : len(m)-1]
+		if args[name] == 0 {
+			args[name] = len(args) + 1
+		}
+		return fmt.Sprintf("$%d", args[name])
 	})
 }

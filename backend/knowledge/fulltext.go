@@ -4,7 +4,6 @@ import (
 	"context"
 	"math"
 	"sort"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -17,39 +16,37 @@ import (
 // in a chunk saturates (K1), and a long chunk's frequencies count less than
 // a short one's (B, against the average chunk). Terms are Postgres' English
 // lexemes (stemmed; stop words dropped), and a term of a chunk's title or
-// heading path counts TitleBoost occurrences more (SearchText says how a
-// term's occurrences are counted). The statistics come from
-// datastore_terms and datastore_text_stats, kept by triggers on chunks
-// (migrations/00016). Postgres' own ts_rank_cd, used before, has no inverse
-// document frequency: every word of a question counted alike.
+// heading path counts TitleBoost places more. Postings and statistics come
+// from text_postings and datastore_text_stats, kept by triggers on chunks
+// (migrations/00016, which says why not the GIN index). Postgres' own
+// ts_rank_cd, used before, has no inverse document frequency: every word of
+// a question counted alike.
 type BM25Params struct {
 	K1, B, TitleBoost float64
-	// Budget bounds the candidates the text half scores: the query's terms
-	// match from the rarest up while their chunk counts add up to at most
-	// Budget; the commoner terms still score the candidates but find none
-	// of their own (a chunk holding only common words of the question ranks
-	// low anyway). Scoring reads every candidate's terms, so this keeps a
-	// question full of common words from reading most of a large datastore.
+	// Budget bounds the postings a search reads: the query's terms count
+	// from the rarest up while their chunk counts add up to at most Budget
+	// (the rarest always); commoner terms are left out. They weigh least
+	// (their idf is lowest), and a question full of common words would
+	// otherwise read most of a large datastore's postings.
 	Budget int64
 }
 
 // BM25 holds the parameters the search uses; the evaluation (make
-// eval-knowledge) chose them, docs/benchmarks.md says how.
-var BM25 = BM25Params{K1: 1.2, B: 0.75, TitleBoost: 5, Budget: 2000}
+// eval-knowledge, PARLEY_EVAL_SWEEP=1) chose them, docs/benchmarks.md says
+// how.
+var BM25 = BM25Params{K1: 1.2, B: 0.75, TitleBoost: 5, Budget: 50_000}
 
-// textPlan is the full-text half of one search: the query's terms found in
-// the datastores (quoted for a tsquery) with their inverse document
-// frequencies, the tsquery that
-// finds the candidates, and the datastores' average chunk length.
+// textPlan is the full-text half of one search: the query's terms that it
+// reads, with their inverse document frequencies, and the datastores'
+// average chunk length.
 type textPlan struct {
 	terms     []string
 	idfs      []float64
-	match     string
 	avgTokens float64
 }
 
 // planText weighs the query's terms (rows of TextTerms) and picks the ones
-// that find candidates; ok is false when no term occurs in the datastores.
+// to read; ok is false when no term occurs in the datastores.
 func planText(rows []dbq.TextTermsRow, budget int64) (p textPlan, ok bool) {
 	type term struct {
 		text string
@@ -66,41 +63,23 @@ func planText(rows []dbq.TextTermsRow, budget int64) (p textPlan, ok bool) {
 	if len(found) == 0 || chunks <= 0 {
 		return p, false
 	}
+	sort.SliceStable(found, func(i, j int) bool { return found[i].df < found[j].df })
 	n := float64(chunks)
+	var sum int64
 	for _, t := range found {
+		if len(p.terms) > 0 && sum+t.df > budget {
+			break
+		}
+		sum += t.df
 		df := float64(t.df)
-		p.terms = append(p.terms, tsLexeme(t.text))
+		p.terms = append(p.terms, t.text)
 		p.idfs = append(p.idfs, math.Log(1+(n-df+0.5)/(df+0.5)))
 	}
 	p.avgTokens = max(float64(tokens)/n, 1)
-
-	// Candidates: the rarest terms while their counts fit the budget; when
-	// even the rarest is commoner than that, the chunks holding both of the
-	// two rarest.
-	sort.SliceStable(found, func(i, j int) bool { return found[i].df < found[j].df })
-	var match []string
-	var sum int64
-	for _, t := range found {
-		if len(match) > 0 && sum+t.df > budget {
-			break
-		}
-		match = append(match, tsLexeme(t.text))
-		sum += t.df
-	}
-	if found[0].df > budget && len(found) > 1 {
-		p.match = tsLexeme(found[0].text) + " & " + tsLexeme(found[1].text)
-	} else {
-		p.match = strings.Join(match, " | ")
-	}
 	return p, true
 }
 
-// tsLexeme quotes a lexeme for a tsquery's text form.
-func tsLexeme(s string) string {
-	return "'" + strings.ReplaceAll(strings.ReplaceAll(s, `\`, `\\`), "'", "''") + "'"
-}
-
-// textSearch runs the full-text half over the datastores ids: up to k
+// textSearch runs the full-text half over the datastores ids: up to limit
 // chunks, best first.
 func (k *Knowledge) textSearch(ctx context.Context, q *dbq.Queries, org uuid.UUID, ids, datasourceIDs []uuid.UUID, query string, limit int) ([]Result, error) {
 	rows, err := q.TextTerms(ctx, dbq.TextTermsParams{Query: query, OrgID: org, DatastoreIds: ids})
@@ -115,7 +94,7 @@ func (k *Knowledge) textSearch(ctx context.Context, q *dbq.Queries, org uuid.UUI
 		datasourceIDs = []uuid.UUID{}
 	}
 	found, err := q.SearchText(ctx, dbq.SearchTextParams{
-		Terms: p.terms, Idfs: p.idfs, Match: p.match,
+		Terms: p.terms, Idfs: p.idfs,
 		OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs,
 		K1: BM25.K1, B: BM25.B, AvgTokens: p.avgTokens, TitleBoost: BM25.TitleBoost,
 		K: int32(limit),

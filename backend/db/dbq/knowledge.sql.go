@@ -605,44 +605,39 @@ func (q *Queries) PublishGeneration(ctx context.Context, arg PublishGenerationPa
 }
 
 const searchText = `-- name: SearchText :many
-WITH cand AS MATERIALIZED (
-  SELECT c.id, c.tsv, c.tokens FROM chunks c
-  WHERE c.org_id = $1 AND c.visible
-    AND c.datastore_id = ANY ($2::uuid[])
-    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
-    AND c.tsv @@ $4::text::tsquery
+WITH p AS (
+  SELECT t.term, t.chunk_ids[i] AS chunk_id,
+         t.tfs[i] + $2::float8 * t.title_places[i] AS tf,
+         t.lengths[i] AS length
+  FROM text_postings t CROSS JOIN LATERAL generate_subscripts(t.chunk_ids, 1) AS i
+  WHERE t.org_id = $1 AND t.datastore_id = ANY ($3::uuid[])
+    AND t.term = ANY ($4::text[])
+    AND (cardinality($5::uuid[]) = 0 OR t.datasource_id = ANY ($5::uuid[]))
 ),
 scored AS (
-  SELECT cand.id,
-         sum(x.idf * x.tf * ($5::float8 + 1)
-             / (x.tf + $5::float8 * (1 - $6::float8 + $6::float8 * cand.tokens / $7::float8)))::float8 AS score
-  FROM cand
-  CROSS JOIN LATERAL (
-    SELECT ($8::float8[])[i] AS idf,
-           1.6449 * (1 + $9::float8) * ts_rank(array[d.w, d.w, d.w, 1]::float4[], cand.tsv, ($10::text[])[i]::tsquery, 0) AS tf
-    FROM generate_subscripts($10::text[], 1) AS i, (SELECT 1 / (1 + $9::float8) AS w) d
-  ) x
-  WHERE x.tf > 0
-  GROUP BY cand.id
-  ORDER BY score DESC, cand.id
-  LIMIT $11
+  SELECT p.chunk_id,
+         sum(($6::float8[])[array_position($4::text[], p.term)] * p.tf * ($7::float8 + 1)
+             / (p.tf + $7::float8 * (1 - $8::float8 + $8::float8 * p.length / $9::float8)))::float8 AS score
+  FROM p
+  GROUP BY p.chunk_id
+  ORDER BY score DESC, p.chunk_id
+  LIMIT $10
 )
 SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page, s.score
-FROM scored s JOIN chunks c ON c.org_id = $1 AND c.id = s.id
+FROM scored s JOIN chunks c ON c.org_id = $1 AND c.id = s.chunk_id AND c.visible
 ORDER BY s.score DESC, c.id
 `
 
 type SearchTextParams struct {
 	OrgID         uuid.UUID
+	TitleBoost    float64
 	DatastoreIds  []uuid.UUID
+	Terms         []string
 	DatasourceIds []uuid.UUID
-	Match         string
+	Idfs          []float64
 	K1            float64
 	B             float64
 	AvgTokens     float64
-	Idfs          []float64
-	TitleBoost    float64
-	Terms         []string
 	K             int32
 }
 
@@ -657,27 +652,22 @@ type SearchTextRow struct {
 	Score        float64
 }
 
-// The full-text half: the visible chunks that hold a term of match (the
-// query's rarer terms, knowledge.planText), scored by BM25 over every term
-// of the query (terms, quoted lexemes, with their idfs), best first. A
-// term's frequency in a chunk is ts_rank's count of its places (1 for one
-// place in the text, each further place adding less: 1/2², 1/3², ...; a
-// place in the title or heading path counts 1 + title_boost), saturated
-// again by k1 and normalised by the chunk's length against avg_tokens by b.
-// (The exact count, from unnest(tsv), costs three times as much per
-// candidate and found 2 of 119 answers more: docs/benchmarks.md.)
+// The full-text half: the visible chunks holding any of terms, scored by
+// BM25 from the postings of terms (with their idfs), best first: a term's
+// frequency in a chunk (its places, one in the title or heading path
+// counting 1 + title_boost) saturated by k1, normalised by the chunk's
+// length against avg_tokens by b.
 func (q *Queries) SearchText(ctx context.Context, arg SearchTextParams) ([]SearchTextRow, error) {
 	rows, err := q.db.Query(ctx, searchText,
 		arg.OrgID,
+		arg.TitleBoost,
 		arg.DatastoreIds,
+		arg.Terms,
 		arg.DatasourceIds,
-		arg.Match,
+		arg.Idfs,
 		arg.K1,
 		arg.B,
 		arg.AvgTokens,
-		arg.Idfs,
-		arg.TitleBoost,
-		arg.Terms,
 		arg.K,
 	)
 	if err != nil {
@@ -1004,7 +994,7 @@ s AS (
 )
 SELECT q.lexeme::text AS term, coalesce(sum(t.df), 0)::bigint AS df, s.chunks, s.tokens
 FROM q CROSS JOIN s
-LEFT JOIN datastore_terms t ON t.org_id = $1 AND t.datastore_id = ANY ($2::uuid[]) AND t.term = q.lexeme
+LEFT JOIN text_postings t ON t.org_id = $1 AND t.datastore_id = ANY ($2::uuid[]) AND t.term = q.lexeme
 GROUP BY q.lexeme, s.chunks, s.tokens
 ORDER BY q.lexeme
 `
@@ -1025,7 +1015,7 @@ type TextTermsRow struct {
 // The query's terms (Postgres' English stemmer; stop words dropped), each
 // with how many visible chunks of the datastores hold it, and the
 // datastores' visible chunks and tokens (the same on every row): what
-// knowledge.planText needs to weigh the terms (migrations/00016).
+// knowledge.planText weighs the terms with (migrations/00016).
 func (q *Queries) TextTerms(ctx context.Context, arg TextTermsParams) ([]TextTermsRow, error) {
 	rows, err := q.db.Query(ctx, textTerms, arg.OrgID, arg.DatastoreIds, arg.Query)
 	if err != nil {

@@ -141,13 +141,6 @@ type Datastore struct {
 	UpdatedAt      time.Time
 }
 
-type DatastoreTerm struct {
-	OrgID       uuid.UUID
-	DatastoreID uuid.UUID
-	Term        string
-	Df          int32
-}
-
 type DatastoreTextStat struct {
 	OrgID       uuid.UUID
 	DatastoreID uuid.UUID
@@ -262,6 +255,18 @@ type Session struct {
 	Token  string
 	Data   []byte
 	Expiry time.Time
+}
+
+type TextPosting struct {
+	OrgID        uuid.UUID
+	DatastoreID  uuid.UUID
+	Term         string
+	DatasourceID uuid.UUID
+	Df           int32
+	ChunkIds     []uuid.UUID
+	Tfs          []int16
+	TitlePlaces  []int16
+	Lengths      []int32
 }
 
 type Webhook struct {
