@@ -37,6 +37,14 @@ CREATE TABLE text_postings (
 );
 CREATE INDEX text_postings_datasource ON text_postings (org_id, datasource_id);
 
+-- A text_postings row's postings, one row each (sqlc does not know
+-- unnest of several arrays; reading the arrays by subscript instead
+-- would open a toasted array once per element).
+CREATE FUNCTION parley_postings(chunk_ids uuid[], tfs smallint[], title_places smallint[], lengths integer[])
+RETURNS TABLE (chunk_id uuid, tf smallint, title smallint, length integer)
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$ SELECT * FROM unnest(chunk_ids, tfs, title_places, lengths) $$;
+
 CREATE TABLE datastore_text_stats (
   org_id uuid NOT NULL,
   datastore_id uuid NOT NULL,
@@ -147,5 +155,6 @@ DROP TRIGGER chunks_text_index_insert ON chunks;
 DROP TRIGGER chunks_text_index_update ON chunks;
 DROP TRIGGER chunks_text_index_delete ON chunks;
 DROP FUNCTION parley_chunk_text_index();
+DROP FUNCTION parley_postings(uuid[], smallint[], smallint[], integer[]);
 DROP TABLE text_postings;
 DROP TABLE datastore_text_stats;

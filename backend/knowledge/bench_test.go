@@ -232,25 +232,38 @@ func BenchmarkSearch(b *testing.B) {
 		b.ReportMetric(p50, "p50-ms")
 		b.ReportMetric(p95, "p95-ms")
 	})
-	b.Run("text", func(b *testing.B) {
-		var lat []time.Duration
-		i := 0
-		for b.Loop() {
-			q := queries[i%len(queries)]
-			i++
-			start := time.Now()
-			if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
-				_, err := k.textSearch(ctx, qq, env.org, []uuid.UUID{env.store_}, nil, q, 40)
-				return err
-			}); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
+	// The full-text half alone, at its budget and at others
+	// (PARLEY_BENCH_BUDGETS=5000,20000).
+	budgets := []int64{BM25.Budget}
+	for _, v := range strings.Split(os.Getenv("PARLEY_BENCH_BUDGETS"), ",") {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+			budgets = append(budgets, n)
 		}
-		p50, p95 := percentiles(lat)
-		b.ReportMetric(p50, "p50-ms")
-		b.ReportMetric(p95, "p95-ms")
-	})
+	}
+	for _, budget := range budgets {
+		b.Run(fmt.Sprintf("text/budget=%d", budget), func(b *testing.B) {
+			saved := BM25.Budget
+			BM25.Budget = budget
+			defer func() { BM25.Budget = saved }()
+			var lat []time.Duration
+			i := 0
+			for b.Loop() {
+				q := queries[i%len(queries)]
+				i++
+				start := time.Now()
+				if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
+					_, err := k.textSearch(ctx, qq, env.org, []uuid.UUID{env.store_}, nil, q, 40)
+					return err
+				}); err != nil {
+					b.Fatal(err)
+				}
+				lat = append(lat, time.Since(start))
+			}
+			p50, p95 := percentiles(lat)
+			b.ReportMetric(p50, "p50-ms")
+			b.ReportMetric(p95, "p95-ms")
+		})
+	}
 	b.Run("vector", func(b *testing.B) {
 		var lat []time.Duration
 		i := 0

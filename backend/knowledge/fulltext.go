@@ -34,7 +34,7 @@ type BM25Params struct {
 // BM25 holds the parameters the search uses; the evaluation (make
 // eval-knowledge, PARLEY_EVAL_SWEEP=1) chose them, docs/benchmarks.md says
 // how.
-var BM25 = BM25Params{K1: 1.2, B: 0.75, TitleBoost: 5, Budget: 50_000}
+var BM25 = BM25Params{K1: 1.2, B: 0.75, TitleBoost: 5, Budget: 10_000}
 
 // textPlan is the full-text half of one search: the query's terms that it
 // reads, with their inverse document frequencies, and the datastores'

@@ -606,10 +606,9 @@ func (q *Queries) PublishGeneration(ctx context.Context, arg PublishGenerationPa
 
 const searchText = `-- name: SearchText :many
 WITH p AS (
-  SELECT t.term, t.chunk_ids[i] AS chunk_id,
-         t.tfs[i] + $2::float8 * t.title_places[i] AS tf,
-         t.lengths[i] AS length
-  FROM text_postings t CROSS JOIN LATERAL generate_subscripts(t.chunk_ids, 1) AS i
+  SELECT t.term, u.chunk_id, u.tf + $2::float8 * u.title AS tf, u.length
+  FROM text_postings t
+  CROSS JOIN LATERAL parley_postings(t.chunk_ids, t.tfs, t.title_places, t.lengths) AS u(chunk_id, tf, title, length)
   WHERE t.org_id = $1 AND t.datastore_id = ANY ($3::uuid[])
     AND t.term = ANY ($4::text[])
     AND (cardinality($5::uuid[]) = 0 OR t.datasource_id = ANY ($5::uuid[]))

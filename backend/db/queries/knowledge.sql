@@ -167,10 +167,9 @@ ORDER BY q.lexeme;
 -- counting 1 + title_boost) saturated by k1, normalised by the chunk's
 -- length against avg_tokens by b.
 WITH p AS (
-  SELECT t.term, t.chunk_ids[i] AS chunk_id,
-         t.tfs[i] + sqlc.arg(title_boost)::float8 * t.title_places[i] AS tf,
-         t.lengths[i] AS length
-  FROM text_postings t CROSS JOIN LATERAL generate_subscripts(t.chunk_ids, 1) AS i
+  SELECT t.term, u.chunk_id, u.tf + sqlc.arg(title_boost)::float8 * u.title AS tf, u.length
+  FROM text_postings t
+  CROSS JOIN LATERAL parley_postings(t.chunk_ids, t.tfs, t.title_places, t.lengths) AS u(chunk_id, tf, title, length)
   WHERE t.org_id = sqlc.arg(org_id) AND t.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND t.term = ANY (sqlc.arg(terms)::text[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR t.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
