@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/parleyhq/parley/backend/embed"
-	"github.com/parleyhq/parley/backend/embed/usel"
 )
 
 // BenchmarkPieceEmbedding is what embedding each chunk's sentence pieces
@@ -23,7 +22,6 @@ func BenchmarkPieceEmbedding(b *testing.B) {
 		b.Fatal(err)
 	}
 	var chunks, pieces []string
-	var parts [][]string // late: title > heading, then the pieces
 	for _, f := range files {
 		if notContent(f.Name()) {
 			continue
@@ -39,11 +37,9 @@ func BenchmarkPieceEmbedding(b *testing.B) {
 		for _, p := range Chunk(d, DefaultChunkOptions) {
 			prefix := EmbedText(d.Title, p.Heading, "")
 			chunks = append(chunks, EmbedText(d.Title, p.Heading, p.Text))
-			split := splitPieces(p.Text, 48)
-			for _, s := range split {
+			for _, s := range splitPieces(p.Text, 48) {
 				pieces = append(pieces, prefix+s)
 			}
-			parts = append(parts, append([]string{prefix}, split...))
 		}
 	}
 	neural := embed.NewNeural()
@@ -68,21 +64,6 @@ func BenchmarkPieceEmbedding(b *testing.B) {
 			b.ReportMetric(float64(len(c.texts)), "texts")
 		})
 	}
-	m, err := usel.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Run("late", func(b *testing.B) { // the chunks' vectors and their pieces' at once
-		var elapsed time.Duration
-		for b.Loop() {
-			start := time.Now()
-			if _, _, err := m.EmbedParts(ctx, parts); err != nil {
-				b.Fatal(err)
-			}
-			elapsed += time.Since(start)
-		}
-		b.ReportMetric(float64(len(chunks)*b.N)/elapsed.Seconds(), "chunks/s")
-	})
 }
 
 // BenchmarkMaxSimRerank is the reranking's arithmetic at query time: the

@@ -72,18 +72,18 @@ func (rr *rerankEval) question(ctx context.Context, method, q string, holds map[
 	return nil
 }
 
-// pieceSet is one way of making a chunk's pieces.
+// pieceSet is one way of making a chunk's pieces. (Pieces pooled from the
+// chunk's own windows, "late48+h", were measured at commit f35991c.)
 type pieceSet struct {
 	name    string
 	context bool // the chunk's title > heading prepended to each piece
-	late    bool // pooled from the chunk's own windows (usel.EmbedParts)
 }
 
 // pieceTokens is a piece's size: one to three sentences. 24 and 96 were
 // tried and were worse (docs/benchmarks.md).
 const pieceTokens = 48
 
-var evalPieceSets = []pieceSet{{"s48", false, false}, {"s48+h", true, false}, {"late48+h", true, true}}
+var evalPieceSets = []pieceSet{{"s48", false}, {"s48+h", true}}
 
 // embedPieces embeds the pieces of each chunk for every piece set, and each
 // chunk's title > heading.
@@ -94,21 +94,6 @@ func embedPieces(t *testing.T, emb embed.Embedder, chunks []evalChunk) (map[stri
 	for _, ps := range evalPieceSets {
 		out[ps.name] = map[uuid.UUID][][]float32{}
 		start := time.Now()
-		if ps.late {
-			m, err := usel.New()
-			require.NoError(t, err)
-			texts := make([][]string, len(chunks))
-			for i, c := range chunks {
-				texts[i] = append([]string{EmbedText(c.title, c.heading, "")}, splitPieces(c.raw, pieceTokens)...)
-			}
-			_, parts, err := m.EmbedParts(ctx, texts)
-			require.NoError(t, err)
-			for i, c := range chunks {
-				out[ps.name][c.id] = parts[i]
-			}
-			t.Logf("pieces %s of %d chunks: %s", ps.name, len(chunks), time.Since(start).Round(time.Millisecond))
-			continue
-		}
 		byChunk := map[uuid.UUID][]string{}
 		var texts []string
 		seen := map[string]bool{}

@@ -316,13 +316,9 @@ func (m *Model) forward(w *workspace, ids []int32, out []float32) {
 	p := w.pooled
 	clear(p)
 	if n > 0 {
-		m.encode(w, ids, p, nil, nil)
+		m.encode(w, ids, p)
 	}
-	m.head(w, p, out)
-}
-
-// head is the tanh layer and the L2 normalisation of pooled outputs p.
-func (m *Model) head(w *workspace, p, out []float32) {
+	// Tanh layer, L2 normalisation.
 	matmulPar(w.par, out, p, 1, width, m.tanhW, Dim, m.tanhB)
 	var ss float32
 	for i, v := range out {
@@ -337,9 +333,8 @@ func (m *Model) head(w *workspace, p, out []float32) {
 }
 
 // encode runs the transformer over n > 0 tokens and sets p to the mean of
-// its outputs; with spans, it also sets sums[i] ([width]) to the sum of the
-// outputs of the tokens spans[i] covers ([start, end)).
-func (m *Model) encode(w *workspace, ids []int32, p []float32, spans [][2]int, sums [][]float32) {
+// its outputs.
+func (m *Model) encode(w *workspace, ids []int32, p []float32) {
 	n := len(ids)
 	// Input: twice the embedding plus the timing signal (sin | cos), as the
 	// graph computes it.
@@ -387,16 +382,6 @@ func (m *Model) encode(w *workspace, ids []int32, p []float32, spans [][2]int, s
 			// FFN's second matmul is linear: mean(x + relu·W2 + b2) =
 			// mean(x) + mean(relu)·W2 + b2, one row instead of n.
 			fm := w.ffnMean
-			for i, sp := range spans {
-				k := sp[1] - sp[0]
-				sinv := 1 / float32(k)
-				meanRows(fm, f[sp[0]*ffnDim:sp[1]*ffnDim], k, ffnDim, sinv)
-				meanRows(sums[i], x[sp[0]*width:sp[1]*width], k, width, sinv)
-				matmulPar(w.par, w.row, fm, 1, ffnDim, ly.ffn2W, width, ly.ffn2B)
-				for j, v := range w.row {
-					sums[i][j] = (sums[i][j] + v) * float32(k)
-				}
-			}
 			meanRows(fm, f, n, ffnDim, inv)
 			meanRows(p, x, n, width, inv)
 			matmulPar(w.par, w.row, fm, 1, ffnDim, ly.ffn2W, width, ly.ffn2B)
