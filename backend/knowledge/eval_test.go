@@ -269,6 +269,7 @@ func TestEvalRetrieval(t *testing.T) {
 		all[m.name] = &evalScore{}
 	}
 	chunkCounts := map[string]int{}
+	sweep := sweepScores{}
 	ingestTime := map[string]time.Duration{}
 	for _, d := range docs {
 		stores := map[string]dbq.Datastore{}
@@ -283,6 +284,9 @@ func TestEvalRetrieval(t *testing.T) {
 			for i, q := range d.Questions {
 				holders[i] = answerHolders(ds.chunks, q.A)
 				require.NotEmpty(t, holders[i], "%s:%d: no chunk holds %q", d.Name, q.Line, q.A)
+			}
+			if emb.Model() == neural.Model() {
+				sweep.sweep(t, k, org, ds.store, d, holders)
 			}
 			for _, m := range methods {
 				if m.model != emb.Model() {
@@ -350,6 +354,7 @@ func TestEvalRetrieval(t *testing.T) {
 		}
 	}
 	fmt.Println(b.String())
+	sweep.print()
 	if out := os.Getenv("PARLEY_EVAL_JSON"); out != "" {
 		js, err := json.Marshal(scores)
 		require.NoError(t, err)

@@ -139,14 +139,12 @@ func paraphraseRetrieval(t *testing.T, emb embed.Embedder, floor int) {
 			count(&vector, i, ids)
 
 			ids = ids[:0]
-			if tq := tsQuery(p.question); tq != "" {
-				tr, err := q.SearchText(ctx, dbq.SearchTextParams{Query: tq, OrgID: e.org, DatastoreIds: []uuid.UUID{e.store_}, DatasourceIds: []uuid.UUID{}, K: 5})
-				if err != nil {
-					return err
-				}
-				for _, r := range tr {
-					ids = append(ids, r.ID)
-				}
+			tr, err := k.textSearch(ctx, q, e.org, []uuid.UUID{e.store_}, nil, p.question, 5)
+			if err != nil {
+				return err
+			}
+			for _, r := range tr {
+				ids = append(ids, r.ChunkID)
 			}
 			count(&text, i, ids)
 		}

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/pgvector/pgvector-go"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
-	"github.com/parleyhq/parley/backend/embed"
 )
 
 // Result is one chunk a search found.
@@ -71,8 +69,10 @@ type ranked struct {
 }
 
 // TextWeight is the weight of the full-text list in the fusion, the vector
-// lists weighing 1.
-var TextWeight = 1.0
+// lists weighing 1: with BM25 the full-text list is the better one on the
+// evaluation (docs/benchmarks.md), and twice the vector list's weight
+// fused best.
+var TextWeight = 2.0
 
 // fuse merges the lists by weighted reciprocal rank fusion, best first:
 // a chunk scores the sum over the lists of weight/(rrfK+rank).
@@ -162,19 +162,15 @@ func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, da
 	}
 
 	// Full-text half.
-	if tsq := tsQuery(query); tsq != "" {
-		var ids []uuid.UUID
-		for _, d := range datastores {
-			ids = append(ids, d.ID)
-		}
-		rows, err := q.SearchText(ctx, dbq.SearchTextParams{Query: tsq, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, K: int32(candidates)})
-		if err != nil {
-			return l, err
-		}
-		for _, r := range rows {
-			l.text = append(l.text, Result{ChunkID: r.ID, DatasourceID: r.DatasourceID, Text: r.Text, Title: r.Title, Heading: r.Heading, URL: r.Url, Page: int(r.Page)})
-		}
+	var ids []uuid.UUID
+	for _, d := range datastores {
+		ids = append(ids, d.ID)
 	}
+	text, err := k.textSearch(ctx, q, org, ids, datasourceIDs, query, candidates)
+	if err != nil {
+		return l, err
+	}
+	l.text = text
 	return l, nil
 }
 
@@ -238,21 +234,6 @@ func (k *Knowledge) name(ctx context.Context, q *dbq.Queries, org uuid.UUID, rs 
 		rs[i].DatasourceName = names[rs[i].DatasourceID]
 	}
 	return nil
-}
-
-// tsQuery is an OR of the query's words, sanitised to letters and digits,
-// for to_tsquery: a paraphrase shares some words, rarely all.
-func tsQuery(query string) string {
-	var parts []string
-	seen := map[string]bool{}
-	for _, w := range embed.Words(query) {
-		if len(w) < 2 || seen[w] {
-			continue
-		}
-		seen[w] = true
-		parts = append(parts, w)
-	}
-	return strings.Join(parts, " | ")
 }
 
 // configOf reads a datasource's config column.

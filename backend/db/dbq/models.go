@@ -141,6 +141,20 @@ type Datastore struct {
 	UpdatedAt      time.Time
 }
 
+type DatastoreTerm struct {
+	OrgID       uuid.UUID
+	DatastoreID uuid.UUID
+	Term        string
+	Df          int32
+}
+
+type DatastoreTextStat struct {
+	OrgID       uuid.UUID
+	DatastoreID uuid.UUID
+	Chunks      int64
+	Tokens      int64
+}
+
 type Form struct {
 	OrgID          uuid.UUID
 	ID             uuid.UUID

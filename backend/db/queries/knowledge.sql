@@ -143,17 +143,58 @@ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
 ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
 LIMIT sqlc.arg(k);
 
+-- name: TextTerms :many
+-- The query's terms (Postgres' English stemmer; stop words dropped), each
+-- with how many visible chunks of the datastores hold it, and the
+-- datastores' visible chunks and tokens (the same on every row): what
+-- knowledge.planText needs to weigh the terms (migrations/00016).
+WITH q AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', sqlc.arg(query)::text)) AS u(lexeme, positions, weights)),
+s AS (
+  SELECT coalesce(sum(st.chunks), 0)::bigint AS chunks, coalesce(sum(st.tokens), 0)::bigint AS tokens
+  FROM datastore_text_stats st
+  WHERE st.org_id = sqlc.arg(org_id) AND st.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+)
+SELECT q.lexeme::text AS term, coalesce(sum(t.df), 0)::bigint AS df, s.chunks, s.tokens
+FROM q CROSS JOIN s
+LEFT JOIN datastore_terms t ON t.org_id = sqlc.arg(org_id) AND t.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[]) AND t.term = q.lexeme
+GROUP BY q.lexeme, s.chunks, s.tokens
+ORDER BY q.lexeme;
+
 -- name: SearchText :many
--- Full-text matches; query is an OR of sanitised words (knowledge.tsQuery).
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       ts_rank_cd(c.tsv, to_tsquery('english', sqlc.arg(query)))::float8 AS rank
-FROM chunks c
-WHERE c.org_id = sqlc.arg(org_id) AND c.visible
-  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
-  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-  AND c.tsv @@ to_tsquery('english', sqlc.arg(query))
-ORDER BY rank DESC, c.id
-LIMIT sqlc.arg(k);
+-- The full-text half: the visible chunks that hold a term of match (the
+-- query's rarer terms, knowledge.planText), scored by BM25 over every term
+-- of the query (terms, quoted lexemes, with their idfs), best first. A
+-- term's frequency in a chunk is ts_rank's count of its places (1 for one
+-- place in the text, each further place adding less: 1/2², 1/3², ...; a
+-- place in the title or heading path counts 1 + title_boost), saturated
+-- again by k1 and normalised by the chunk's length against avg_tokens by b.
+-- (The exact count, from unnest(tsv), costs three times as much per
+-- candidate and found 2 of 119 answers more: docs/benchmarks.md.)
+WITH cand AS MATERIALIZED (
+  SELECT c.id, c.tsv, c.tokens FROM chunks c
+  WHERE c.org_id = sqlc.arg(org_id) AND c.visible
+    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+    AND c.tsv @@ sqlc.arg(match)::text::tsquery
+),
+scored AS (
+  SELECT cand.id,
+         sum(x.idf * x.tf * (sqlc.arg(k1)::float8 + 1)
+             / (x.tf + sqlc.arg(k1)::float8 * (1 - sqlc.arg(b)::float8 + sqlc.arg(b)::float8 * cand.tokens / sqlc.arg(avg_tokens)::float8)))::float8 AS score
+  FROM cand
+  CROSS JOIN LATERAL (
+    SELECT (sqlc.arg(idfs)::float8[])[i] AS idf,
+           1.6449 * (1 + sqlc.arg(title_boost)::float8) * ts_rank(array[d.w, d.w, d.w, 1]::float4[], cand.tsv, (sqlc.arg(terms)::text[])[i]::tsquery, 0) AS tf
+    FROM generate_subscripts(sqlc.arg(terms)::text[], 1) AS i, (SELECT 1 / (1 + sqlc.arg(title_boost)::float8) AS w) d
+  ) x
+  WHERE x.tf > 0
+  GROUP BY cand.id
+  ORDER BY score DESC, cand.id
+  LIMIT sqlc.arg(k)
+)
+SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page, s.score
+FROM scored s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.id = s.id
+ORDER BY s.score DESC, c.id;
 
 -- name: TuneVectorSearch :exec
 -- pgvector 0.8 iterative index scans: keep scanning the HNSW graph until

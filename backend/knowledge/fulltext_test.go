@@ -1,0 +1,188 @@
+package knowledge
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/embed"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// textStats reads, in org's tenant scope, the datastore's kept statistics
+// and the same recounted from its visible chunks.
+type textStats struct {
+	chunks, tokens int64
+	terms          map[string]int64 // term -> df, zero counts left out
+}
+
+func readTextStats(t *testing.T, e kenv, datastore uuid.UUID) (kept, counted textStats) {
+	t.Helper()
+	ctx := context.Background()
+	kept.terms, counted.terms = map[string]int64{}, map[string]int64{}
+	require.NoError(t, e.store.TenantTx(ctx, e.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		err := tx.QueryRow(ctx, `SELECT coalesce(sum(chunks), 0), coalesce(sum(tokens), 0) FROM datastore_text_stats WHERE datastore_id = $1`, datastore).
+			Scan(&kept.chunks, &kept.tokens)
+		if err != nil {
+			return err
+		}
+		err = tx.QueryRow(ctx, `SELECT count(*), coalesce(sum(tokens), 0) FROM chunks WHERE datastore_id = $1 AND visible`, datastore).
+			Scan(&counted.chunks, &counted.tokens)
+		if err != nil {
+			return err
+		}
+		read := func(into map[string]int64, sql string) error {
+			rows, err := tx.Query(ctx, sql, datastore)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var term string
+				var df int64
+				if err := rows.Scan(&term, &df); err != nil {
+					return err
+				}
+				into[term] = df
+			}
+			return rows.Err()
+		}
+		if err := read(kept.terms, `SELECT term, df FROM datastore_terms WHERE datastore_id = $1 AND df > 0`); err != nil {
+			return err
+		}
+		return read(counted.terms, `SELECT t.lexeme, count(*) FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) t WHERE c.datastore_id = $1 AND c.visible GROUP BY t.lexeme`)
+	}))
+	return kept, counted
+}
+
+// The statistics BM25 reads stay equal to a recount of the visible chunks
+// through every way chunks come and go: ingestion, a re-ingestion of other
+// content, a second datasource, deleting a datasource, deleting the
+// datastore; and another organization's datastore is not counted in.
+func TestTextStatsFollowTheChunks(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, longText(60))
+	ctx := context.Background()
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	check := func(step string, wantChunks bool) {
+		t.Helper()
+		kept, counted := readTextStats(t, e, e.store_)
+		require.Equal(t, counted, kept, "after %s", step)
+		require.Equal(t, wantChunks, counted.chunks > 0, "after %s", step)
+	}
+	check("creating the datastore", false)
+	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
+	check("the first ingestion", true)
+
+	// The same datasource with other content: the old generation goes.
+	require.NoError(t, e.store.TenantTx(ctx, e.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(ctx, `UPDATE datasources SET content = $2 WHERE id = $1`, e.ds, []byte("Zebras graze quietly.\n\nKangaroos hop far."))
+		return err
+	}))
+	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
+	check("re-ingesting other content", true)
+	kept, _ := readTextStats(t, e, e.store_)
+	require.Equal(t, int64(1), kept.terms["zebra"])
+	require.Zero(t, kept.terms["paragraph"], "the old generation's terms are still counted")
+
+	second := uuid.New()
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: second, DatastoreID: e.store_, Type: "text", Name: "u", Config: []byte("{}"), Content: []byte(longText(30))})
+		return err
+	}))
+	require.NoError(t, k.Ingest(ctx, e.org, second))
+	check("a second datasource", true)
+
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		_, err := q.DeleteDatasource(ctx, dbq.DeleteDatasourceParams{OrgID: e.org, ID: e.ds})
+		return err
+	}))
+	check("deleting a datasource", true)
+	kept, _ = readTextStats(t, e, e.store_)
+	require.Zero(t, kept.terms["zebra"])
+
+	// Another organization's datastore with the same words counts apart.
+	other := setupIngest(t, longText(10))
+	require.NoError(t, New(other.store, embed.Lexical{}, netguard.New(netguard.Config{})).Ingest(ctx, other.org, other.ds))
+	check("another organization's ingestion", true)
+
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		_, err := q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: e.org, ID: e.store_})
+		return err
+	}))
+	require.NoError(t, e.store.TenantTx(ctx, e.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		var n int
+		if err := tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM datastore_terms WHERE datastore_id = $1) + (SELECT count(*) FROM datastore_text_stats WHERE datastore_id = $1)`, e.store_).Scan(&n); err != nil {
+			return err
+		}
+		require.Zero(t, n, "a deleted datastore's statistics remain")
+		return nil
+	}))
+}
+
+// A rare word of the question outweighs a common one repeated: the chunk
+// about holding a package ranks above the chunks that only say "package"
+// often (ts_rank_cd, which has no inverse document frequency, put them
+// first).
+func TestFullTextRanksLikeBM25(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	for i := range 12 {
+		fmt.Fprintf(&b, "# Packages %d\n\nA package is installed. The package manager upgrades every package and package list %d.\n\n", i, i)
+	}
+	b.WriteString("# Pinning\n\nTo keep one program as it is, put it on hold with apt-mark.\n\n")
+	e := setupIngest(t, b.String())
+	ctx := context.Background()
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	k.Chunking = ChunkOptions{MaxTokens: 40, OverlapTokens: 0}
+	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		rs, err := k.textSearch(ctx, q, e.org, []uuid.UUID{e.store_}, nil, "How can I hold a package so it is not upgraded?", 5)
+		if err != nil {
+			return err
+		}
+		require.NotEmpty(t, rs)
+		require.Contains(t, rs[0].Text, "hold", "the rare word's chunk is not first: %q", rs[0].Text)
+
+		// Words in no chunk, or only stop words: no result, no error.
+		for _, query := range []string{"xylophone quartet", "the and of", "", "'\\\":|&!"} {
+			rs, err := k.textSearch(ctx, q, e.org, []uuid.UUID{e.store_}, nil, query, 5)
+			require.NoError(t, err, "%q", query)
+			require.Empty(t, rs, "%q", query)
+		}
+		return nil
+	}))
+}
+
+func TestPlanText(t *testing.T) {
+	row := func(term string, df int64) dbq.TextTermsRow {
+		return dbq.TextTermsRow{Term: term, Df: df, Chunks: 10000, Tokens: 3_000_000}
+	}
+	_, ok := planText([]dbq.TextTermsRow{row("absent", 0)}, 2000)
+	require.False(t, ok, "a query of absent terms plans a search")
+	_, ok = planText(nil, 2000)
+	require.False(t, ok)
+
+	p, ok := planText([]dbq.TextTermsRow{row("common", 1500), row("rare", 3), row("absent", 0), row("mid", 400), row("it's", 900)}, 2000)
+	require.True(t, ok)
+	require.Equal(t, []string{"'common'", "'rare'", "'mid'", "'it''s'"}, p.terms, "absent terms are scored")
+	require.Equal(t, "'rare' | 'mid' | 'it''s'", p.match, "the candidates come from the rarest terms within the budget")
+	require.InDelta(t, 300, p.avgTokens, 1e-9)
+	idf := func(df float64) float64 { return math.Log(1 + (10000-df+0.5)/(df+0.5)) }
+	require.InDelta(t, idf(1500), p.idfs[0], 1e-9)
+	require.InDelta(t, idf(3), p.idfs[1], 1e-9)
+	require.Greater(t, p.idfs[1], p.idfs[2])
+
+	// Every term commoner than the budget: the chunks holding the two rarest.
+	p, _ = planText([]dbq.TextTermsRow{row("a", 5000), row("b", 3000), row("c", 4000)}, 2000)
+	require.Equal(t, "'b' & 'c'", p.match)
+	p, _ = planText([]dbq.TextTermsRow{row("a", 5000)}, 2000)
+	require.Equal(t, "'a'", p.match)
+	require.Equal(t, `'a\\b'`, tsLexeme(`a\b`))
+}
