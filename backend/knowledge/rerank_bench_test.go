@@ -21,7 +21,7 @@ func BenchmarkPieceEmbedding(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	var chunks, pieces []string
+	var chunks, pieces, piecesH []string
 	for _, f := range files {
 		if notContent(f.Name()) {
 			continue
@@ -38,7 +38,8 @@ func BenchmarkPieceEmbedding(b *testing.B) {
 			prefix := EmbedText(d.Title, p.Heading, "")
 			chunks = append(chunks, EmbedText(d.Title, p.Heading, p.Text))
 			for _, s := range splitPieces(p.Text, 48) {
-				pieces = append(pieces, prefix+s)
+				pieces = append(pieces, s)
+				piecesH = append(piecesH, prefix+s)
 			}
 		}
 	}
@@ -50,7 +51,7 @@ func BenchmarkPieceEmbedding(b *testing.B) {
 	for _, c := range []struct {
 		name  string
 		texts []string
-	}{{"chunks", chunks}, {"pieces", pieces}} {
+	}{{"chunks", chunks}, {"pieces", pieces}, {"pieces+h", piecesH}} {
 		b.Run(c.name, func(b *testing.B) {
 			var elapsed time.Duration
 			for b.Loop() {
