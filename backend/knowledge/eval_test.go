@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/pgvector/pgvector-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -248,6 +250,8 @@ func TestEvalRetrieval(t *testing.T) {
 		{"use-lite vector", neural.Model(), vectorOnly},
 		{"use-lite hybrid", neural.Model(), hybrid},
 	}
+	rr := newRerankEval(neural) // rerank_eval_test.go
+	methods = append(methods, rr.methods()...)
 	// The fusion's weight of the full-text list, tried on the same lists.
 	for _, w := range []float64{0.5, 1.5, 2} {
 		for _, m := range []string{"lexical", "use-lite"} {
@@ -273,6 +277,7 @@ func TestEvalRetrieval(t *testing.T) {
 			ds := ingestEval(t, k, org, d, emb)
 			stores[emb.Model()] = ds.store
 			chunkCounts[d.Name] = len(ds.chunks)
+			rr.ingested(t, emb, ds.chunks)
 			ingestTime[emb.Model()] += ds.took
 			// Which chunks hold each answer.
 			holders := make([]map[uuid.UUID]bool, len(d.Questions))
@@ -291,8 +296,11 @@ func TestEvalRetrieval(t *testing.T) {
 				scores[m.name][d.Name] = s
 				require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 					for i, qu := range d.Questions {
-						l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, 20)
+						l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, cmp.Or(rr.candidates[m.name], 20))
 						if err != nil {
+							return err
+						}
+						if err := rr.question(ctx, m.name, qu.Q, holders[i]); err != nil {
 							return err
 						}
 						rank := -1
@@ -359,7 +367,10 @@ func TestEvalRetrieval(t *testing.T) {
 
 type evalChunk struct {
 	id   uuid.UUID
-	text string
+	text string // whitespace collapsed
+	// As stored, for the reranking experiment.
+	raw, title, heading string
+	vec                 pgvector.Vector
 }
 
 type evalIngested struct {
@@ -412,12 +423,12 @@ func ingestEval(t *testing.T, k *Knowledge, org uuid.UUID, d evalDoc, emb embed.
 	defer tx.Rollback(ctx) //nolint:errcheck
 	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", org.String())
 	require.NoError(t, err)
-	rows, err := tx.Query(ctx, "SELECT id, text FROM chunks WHERE datastore_id = $1 AND visible ORDER BY datasource_id, position", storeID)
+	rows, err := tx.Query(ctx, "SELECT id, text, title, heading, embedding FROM chunks WHERE datastore_id = $1 AND visible ORDER BY datasource_id, position", storeID)
 	require.NoError(t, err)
 	for rows.Next() {
 		var c evalChunk
-		require.NoError(t, rows.Scan(&c.id, &c.text))
-		c.text = norm(c.text)
+		require.NoError(t, rows.Scan(&c.id, &c.raw, &c.title, &c.heading, &c.vec))
+		c.text = norm(c.raw)
 		out.chunks = append(out.chunks, c)
 	}
 	require.NoError(t, rows.Err())
