@@ -36,6 +36,8 @@ CREATE TABLE text_postings (
   FOREIGN KEY (org_id, datastore_id) REFERENCES datastores (org_id, id) ON DELETE CASCADE
 );
 CREATE INDEX text_postings_datasource ON text_postings (org_id, datasource_id);
+-- Nothing can use it (above), and every chunk written paid for it.
+DROP INDEX chunks_tsv;
 
 -- A text_postings row's postings, one row each (sqlc does not know
 -- unnest of several arrays; reading the arrays by subscript instead
@@ -151,6 +153,7 @@ CREATE POLICY tenant_isolation ON datastore_text_stats
   USING (org_id = parley_current_org()) WITH CHECK (org_id = parley_current_org());
 
 -- +goose Down
+CREATE INDEX chunks_tsv ON chunks USING gin (tsv);
 DROP TRIGGER chunks_text_index_insert ON chunks;
 DROP TRIGGER chunks_text_index_update ON chunks;
 DROP TRIGGER chunks_text_index_delete ON chunks;
