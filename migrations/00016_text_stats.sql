@@ -56,6 +56,24 @@ CREATE TABLE datastore_text_stats (
   FOREIGN KEY (org_id, datastore_id) REFERENCES datastores (org_id, id) ON DELETE CASCADE
 );
 
+-- Rebuilds one datasource's postings from its visible chunks.
+-- +goose StatementBegin
+CREATE FUNCTION parley_index_datasource_text(p_org uuid, p_datasource uuid) RETURNS void
+LANGUAGE sql AS $$
+  DELETE FROM text_postings WHERE org_id = p_org AND datasource_id = p_datasource;
+  INSERT INTO text_postings (org_id, datastore_id, term, datasource_id, df, chunk_ids, tfs, title_places, lengths)
+  SELECT c.org_id, c.datastore_id, u.lexeme, c.datasource_id, count(*),
+         array_agg(c.id ORDER BY c.id),
+         array_agg(cardinality(u.positions)::smallint ORDER BY c.id),
+         array_agg((CASE WHEN 'A' = ANY (u.weights) THEN 1 ELSE 0 END)::smallint ORDER BY c.id),
+         array_agg(c.tokens ORDER BY c.id)
+  FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) AS u(lexeme, positions, weights)
+  WHERE c.org_id = p_org AND c.datasource_id = p_datasource AND c.visible
+  GROUP BY c.org_id, c.datastore_id, u.lexeme, c.datasource_id
+  ORDER BY u.lexeme;
+$$;
+-- +goose StatementEnd
+
 -- Rebuilds the postings of the datasources whose chunks' visibility a
 -- statement changed, and moves the datastores' counts. Run by the triggers
 -- below on every insert, update and delete of chunks (a trigger with
@@ -100,19 +118,8 @@ BEGIN
         GROUP BY org_id, datastore_id HAVING sum(chunks) <= 0) d
   WHERE s.org_id = d.org_id AND s.datastore_id = d.datastore_id;
 
-  DELETE FROM text_postings p USING parley_text_changed d
-  WHERE p.org_id = d.org_id AND p.datasource_id = d.datasource_id;
-  INSERT INTO text_postings (org_id, datastore_id, term, datasource_id, df, chunk_ids, tfs, title_places, lengths)
-  SELECT c.org_id, c.datastore_id, u.lexeme, c.datasource_id, count(*),
-         array_agg(c.id ORDER BY c.id),
-         array_agg(cardinality(u.positions)::smallint ORDER BY c.id),
-         array_agg((CASE WHEN 'A' = ANY (u.weights) THEN 1 ELSE 0 END)::smallint ORDER BY c.id),
-         array_agg(c.tokens ORDER BY c.id)
-  FROM (SELECT DISTINCT org_id, datasource_id FROM parley_text_changed) d
-  JOIN chunks c ON c.org_id = d.org_id AND c.datasource_id = d.datasource_id AND c.visible
-  CROSS JOIN LATERAL unnest(c.tsv) AS u(lexeme, positions, weights)
-  GROUP BY c.org_id, c.datastore_id, u.lexeme, c.datasource_id
-  ORDER BY c.org_id, c.datastore_id, u.lexeme, c.datasource_id;
+  PERFORM parley_index_datasource_text(d.org_id, d.datasource_id)
+  FROM (SELECT DISTINCT org_id, datasource_id FROM parley_text_changed ORDER BY org_id, datasource_id) d;
 
   DROP TABLE parley_text_changed;
   RETURN NULL;
@@ -132,15 +139,8 @@ CREATE TRIGGER chunks_text_index_delete AFTER DELETE ON chunks
 ALTER TABLE chunks NO FORCE ROW LEVEL SECURITY;
 INSERT INTO datastore_text_stats (org_id, datastore_id, chunks, tokens)
 SELECT org_id, datastore_id, count(*), sum(tokens) FROM chunks WHERE visible GROUP BY org_id, datastore_id;
-INSERT INTO text_postings (org_id, datastore_id, term, datasource_id, df, chunk_ids, tfs, title_places, lengths)
-SELECT c.org_id, c.datastore_id, u.lexeme, c.datasource_id, count(*),
-       array_agg(c.id ORDER BY c.id),
-       array_agg(cardinality(u.positions)::smallint ORDER BY c.id),
-       array_agg((CASE WHEN 'A' = ANY (u.weights) THEN 1 ELSE 0 END)::smallint ORDER BY c.id),
-       array_agg(c.tokens ORDER BY c.id)
-FROM chunks c CROSS JOIN LATERAL unnest(c.tsv) AS u(lexeme, positions, weights)
-WHERE c.visible
-GROUP BY c.org_id, c.datastore_id, u.lexeme, c.datasource_id;
+SELECT parley_index_datasource_text(d.org_id, d.datasource_id)
+FROM (SELECT DISTINCT org_id, datasource_id FROM chunks WHERE visible) d;
 ALTER TABLE chunks FORCE ROW LEVEL SECURITY;
 
 ALTER TABLE text_postings ENABLE ROW LEVEL SECURITY;
@@ -158,6 +158,7 @@ DROP TRIGGER chunks_text_index_insert ON chunks;
 DROP TRIGGER chunks_text_index_update ON chunks;
 DROP TRIGGER chunks_text_index_delete ON chunks;
 DROP FUNCTION parley_chunk_text_index();
+DROP FUNCTION parley_index_datasource_text(uuid, uuid);
 DROP FUNCTION parley_postings(uuid[], smallint[], smallint[], integer[]);
 DROP TABLE text_postings;
 DROP TABLE datastore_text_stats;

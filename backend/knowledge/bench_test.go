@@ -168,6 +168,26 @@ func setupSearch(b *testing.B) kenv {
 	return searchEnv
 }
 
+// latencies runs search once per iteration, each in its own tenant
+// transaction with the next of the queries, and reports p50 and p95.
+func latencies(b *testing.B, env kenv, search func(q *dbq.Queries, query string) error) {
+	ctx := context.Background()
+	var lat []time.Duration
+	i := 0
+	for b.Loop() {
+		query := queries[i%len(queries)]
+		i++
+		start := time.Now()
+		if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error { return search(q, query) }); err != nil {
+			b.Fatal(err)
+		}
+		lat = append(lat, time.Since(start))
+	}
+	p50, p95 := percentiles(lat)
+	b.ReportMetric(p50, "p50-ms")
+	b.ReportMetric(p95, "p95-ms")
+}
+
 func percentiles(ds []time.Duration) (p50, p95 float64) {
 	sort.Slice(ds, func(i, j int) bool { return ds[i] < ds[j] })
 	at := func(p float64) float64 { return float64(ds[int(p*float64(len(ds)-1))].Microseconds()) / 1000 }
@@ -214,23 +234,10 @@ func BenchmarkSearch(b *testing.B) {
 		return ids, err
 	}
 	b.Run("hybrid", func(b *testing.B) {
-		var lat []time.Duration
-		i := 0
-		for b.Loop() {
-			q := queries[i%len(queries)]
-			i++
-			start := time.Now()
-			if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
-				_, err := k.Search(ctx, qq, env.org, []dbq.Datastore{store}, nil, q, 10)
-				return err
-			}); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
-		}
-		p50, p95 := percentiles(lat)
-		b.ReportMetric(p50, "p50-ms")
-		b.ReportMetric(p95, "p95-ms")
+		latencies(b, env, func(qq *dbq.Queries, q string) error {
+			_, err := k.Search(ctx, qq, env.org, []dbq.Datastore{store}, nil, q, 10)
+			return err
+		})
 	})
 	// The full-text half alone, at its budget and at others
 	// (PARLEY_BENCH_BUDGETS=5000,20000).
@@ -245,43 +252,17 @@ func BenchmarkSearch(b *testing.B) {
 			saved := BM25.Budget
 			BM25.Budget = budget
 			defer func() { BM25.Budget = saved }()
-			var lat []time.Duration
-			i := 0
-			for b.Loop() {
-				q := queries[i%len(queries)]
-				i++
-				start := time.Now()
-				if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
-					_, err := k.textSearch(ctx, qq, env.org, []uuid.UUID{env.store_}, nil, q, 40)
-					return err
-				}); err != nil {
-					b.Fatal(err)
-				}
-				lat = append(lat, time.Since(start))
-			}
-			p50, p95 := percentiles(lat)
-			b.ReportMetric(p50, "p50-ms")
-			b.ReportMetric(p95, "p95-ms")
+			latencies(b, env, func(qq *dbq.Queries, q string) error {
+				_, err := k.textSearch(ctx, qq, env.org, []uuid.UUID{env.store_}, nil, q, 40)
+				return err
+			})
 		})
 	}
 	b.Run("vector", func(b *testing.B) {
-		var lat []time.Duration
-		i := 0
-		for b.Loop() {
-			q := queries[i%len(queries)]
-			i++
-			start := time.Now()
-			if err := env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
-				_, err := vector(qq, q, false)
-				return err
-			}); err != nil {
-				b.Fatal(err)
-			}
-			lat = append(lat, time.Since(start))
-		}
-		p50, p95 := percentiles(lat)
-		b.ReportMetric(p50, "p50-ms")
-		b.ReportMetric(p95, "p95-ms")
+		latencies(b, env, func(qq *dbq.Queries, q string) error {
+			_, err := vector(qq, q, false)
+			return err
+		})
 	})
 	b.Run("recall", func(b *testing.B) {
 		var hits, total int
