@@ -113,6 +113,44 @@ func setupSearch(b *testing.B) kenv {
 			searchErr = err
 			return
 		}
+		// Chunks go round-robin to PARLEY_BENCH_DATASTORES datastores (1 by
+		// default; the searches ask the first), in datasources of at most
+		// 20,000 chunks (a 20 MiB document's), each published when full, as
+		// ingestion publishes one datasource at a time.
+		spread := 1
+		if v, err := strconv.Atoi(os.Getenv("PARLEY_BENCH_DATASTORES")); err == nil && v > 1 {
+			spread = v
+		}
+		type open struct {
+			store, source uuid.UUID
+			n             int
+			gen           int32
+		}
+		sources := []*open{{store: env.store_, source: env.ds, gen: 1}}
+		newSource := func(q *dbq.Queries, o *open) error {
+			o.source, o.n = uuid.New(), 0
+			_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: env.org, ID: o.source, DatastoreID: o.store, Type: "text", Name: "bench", Config: []byte("{}"), Content: []byte{}})
+			return err
+		}
+		publish := func(q *dbq.Queries, o *open) error {
+			return q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: env.org, DatasourceID: o.source, Generation: o.gen})
+		}
+		searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
+			for range spread - 1 {
+				o := &open{store: uuid.New(), gen: 1}
+				if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: env.org, ID: o.store, Name: "bench", EmbeddingModel: embed.Lexical{}.Model(), EmbeddingDim: embed.LexicalDim}); err != nil {
+					return err
+				}
+				if err := newSource(q, o); err != nil {
+					return err
+				}
+				sources = append(sources, o)
+			}
+			return nil
+		})
+		if searchErr != nil {
+			return
+		}
 		start := time.Now()
 		for done := 0; done < n; done += 1000 {
 			var texts []string
@@ -120,13 +158,27 @@ func setupSearch(b *testing.B) kenv {
 				texts = append(texts, sentence(40+r.Intn(40)))
 			}
 			vecs, _ := embed.Lexical{}.Embed(ctx, texts)
-			var rows []dbq.InsertChunksParams
-			for i, tx := range texts {
-				v := pgvector.NewVector(vecs[i])
-				rows = append(rows, dbq.InsertChunksParams{OrgID: env.org, ID: uuid.New(), DatastoreID: env.store_, DatasourceID: env.ds, Generation: 1,
-					Position: int32(done + i), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: embed.LexicalDim})
-			}
 			searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
+				var rows []dbq.InsertChunksParams
+				for i, tx := range texts {
+					o := sources[(done+i)%spread]
+					if o.n == 20_000 { // full: what it holds written, then published
+						if err := writeChunks(ctx, q, rows); err != nil {
+							return err
+						}
+						rows = rows[:0]
+						if err := publish(q, o); err != nil {
+							return err
+						}
+						if err := newSource(q, o); err != nil {
+							return err
+						}
+					}
+					o.n++
+					v := pgvector.NewVector(vecs[i])
+					rows = append(rows, dbq.InsertChunksParams{OrgID: env.org, ID: uuid.New(), DatastoreID: o.store, DatasourceID: o.source, Generation: o.gen,
+						Position: int32(o.n), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: embed.LexicalDim})
+				}
 				return writeChunks(ctx, q, rows)
 			})
 			if searchErr != nil {
@@ -134,7 +186,12 @@ func setupSearch(b *testing.B) kenv {
 			}
 		}
 		searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
-			return q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: env.org, DatasourceID: env.ds, Generation: 1})
+			for _, o := range sources {
+				if err := publish(q, o); err != nil {
+					return err
+				}
+			}
+			return nil
 		})
 		if searchErr != nil {
 			return
