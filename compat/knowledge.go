@@ -241,7 +241,7 @@ func (h *Handler) queryDatastore(w http.ResponseWriter, r *http.Request) error {
 	for _, x := range resp.GetResults() {
 		items = append(items, map[string]any{
 			"chunk": x.GetChunk(), "score": x.GetScore(), "source": x.GetSource(), "datasourceId": x.GetDatasourceId(),
-			"datasourceName": x.GetDatasourceName(), "title": x.GetTitle(), "url": x.GetUrl(), "page": x.GetPage(),
+			"datasourceName": x.GetDatasourceName(), "title": x.GetTitle(), "heading": x.GetHeading(), "url": x.GetUrl(), "page": x.GetPage(),
 		})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"results": items})

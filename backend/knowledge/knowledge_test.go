@@ -95,8 +95,8 @@ func orgOf(f kfix, key string) uuid.UUID {
 }
 
 type result struct {
-	Chunk, Source, DatasourceID, DatasourceName string
-	Score                                       float64
+	Chunk, Source, DatasourceID, DatasourceName, Title, Heading string
+	Score                                                       float64
 }
 
 func (f kfix) query(t *testing.T, key, store string, body any) (int, []result) {
@@ -146,6 +146,8 @@ func TestIngestSearchAndChatWithSources(t *testing.T) {
 	require.Equal(t, 200, status)
 	require.NotEmpty(t, rs)
 	require.Contains(t, rs[0].Chunk, "thirty days")
+	require.Equal(t, "Store FAQ", rs[0].Title)
+	require.Equal(t, "Store FAQ > Returns", rs[0].Heading, "a result names its section")
 	for _, r := range rs {
 		require.True(t, r.Score > 0 && r.Score <= 1, "score %v", r.Score)
 		require.Equal(t, "faq.md", r.DatasourceName)

@@ -406,7 +406,7 @@ func (s *Service) Query(ctx context.Context, req *parleyv1.QueryRequest) (*parle
 		for _, r := range rs {
 			resp.Results = append(resp.Results, &parleyv1.QueryResult{
 				Chunk: r.Text, Score: r.Score, Source: r.Source(), DatasourceId: r.DatasourceID.String(),
-				DatasourceName: r.DatasourceName, Title: r.Title, Url: r.URL, Page: int32(r.Page),
+				DatasourceName: r.DatasourceName, Title: r.Title, Heading: r.Heading, Url: r.URL, Page: int32(r.Page),
 			})
 		}
 		return err

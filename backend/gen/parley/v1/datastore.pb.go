@@ -1361,11 +1361,15 @@ type QueryResult struct {
 	Source         string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
 	DatasourceId   string `protobuf:"bytes,4,opt,name=datasource_id,json=datasourceId,proto3" json:"datasource_id,omitempty"`
 	DatasourceName string `protobuf:"bytes,5,opt,name=datasource_name,json=datasourceName,proto3" json:"datasource_name,omitempty"`
-	Title          string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
-	Url            string `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
-	Page           int32  `protobuf:"varint,8,opt,name=page,proto3" json:"page,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The document's title.
+	Title string `protobuf:"bytes,6,opt,name=title,proto3" json:"title,omitempty"`
+	Url   string `protobuf:"bytes,7,opt,name=url,proto3" json:"url,omitempty"`
+	Page  int32  `protobuf:"varint,8,opt,name=page,proto3" json:"page,omitempty"`
+	// The chunk's heading path in its document ("Install > Upgrades"); empty
+	// for text before the first heading.
+	Heading       string `protobuf:"bytes,9,opt,name=heading,proto3" json:"heading,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *QueryResult) Reset() {
@@ -1452,6 +1456,13 @@ func (x *QueryResult) GetPage() int32 {
 		return x.Page
 	}
 	return 0
+}
+
+func (x *QueryResult) GetHeading() string {
+	if x != nil {
+		return x.Heading
+	}
+	return ""
 }
 
 type QueryResponse struct {
@@ -1621,7 +1632,7 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')r\x03\x18\x90NR\x05query\x12\x1e\n" +
 	"\x05top_k\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\x04topK\x127\n" +
 	"\x0edatasource_ids\x18\x04 \x03(\tB\x10\xbaH\r\x92\x01\n" +
-	"\x10d\"\x06r\x04\x10\x01\x18@R\rdatasourceIds\"\xdb\x01\n" +
+	"\x10d\"\x06r\x04\x10\x01\x18@R\rdatasourceIds\"\xf5\x01\n" +
 	"\vQueryResult\x12\x14\n" +
 	"\x05chunk\x18\x01 \x01(\tR\x05chunk\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12\x16\n" +
@@ -1630,7 +1641,8 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\x0fdatasource_name\x18\x05 \x01(\tR\x0edatasourceName\x12\x14\n" +
 	"\x05title\x18\x06 \x01(\tR\x05title\x12\x10\n" +
 	"\x03url\x18\a \x01(\tR\x03url\x12\x12\n" +
-	"\x04page\x18\b \x01(\x05R\x04page\"A\n" +
+	"\x04page\x18\b \x01(\x05R\x04page\x12\x18\n" +
+	"\aheading\x18\t \x01(\tR\aheading\"A\n" +
 	"\rQueryResponse\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.parley.v1.QueryResultR\aresults2\xf6\a\n" +
 	"\x10DatastoreService\x12Z\n" +
