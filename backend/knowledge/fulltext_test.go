@@ -112,6 +112,14 @@ func TestTextStatsFollowTheChunks(t *testing.T) {
 	require.NoError(t, New(other.store, embed.Lexical{}, netguard.New(netguard.Config{})).Ingest(ctx, other.org, other.ds))
 	check("another organization's ingestion", true)
 
+	// The datastore goes with two datasources (each cascades on its own).
+	third := uuid.New()
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: third, DatastoreID: e.store_, Type: "text", Name: "v", Config: []byte("{}"), Content: []byte("Otters swim.")})
+		return err
+	}))
+	require.NoError(t, k.Ingest(ctx, e.org, third))
+	check("a third datasource", true)
 	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
 		_, err := q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: e.org, ID: e.store_})
 		return err
