@@ -76,6 +76,16 @@ func TestTextStatsFollowTheChunks(t *testing.T) {
 		require.Equal(t, counted, kept, "after %s", step)
 		require.Equal(t, wantChunks, counted.chunks > 0, "after %s", step)
 	}
+	// addSource adds a text datasource to the datastore and ingests it.
+	addSource := func(name, content string) {
+		t.Helper()
+		id := uuid.New()
+		require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+			_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: id, DatastoreID: e.store_, Type: "text", Name: name, Config: []byte("{}"), Content: []byte(content)})
+			return err
+		}))
+		require.NoError(t, k.Ingest(ctx, e.org, id))
+	}
 	check("creating the datastore", false)
 	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
 	check("the first ingestion", true)
@@ -91,12 +101,7 @@ func TestTextStatsFollowTheChunks(t *testing.T) {
 	require.Equal(t, int64(1), kept.terms["zebra"])
 	require.Zero(t, kept.terms["paragraph"], "the old generation's terms are still counted")
 
-	second := uuid.New()
-	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
-		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: second, DatastoreID: e.store_, Type: "text", Name: "u", Config: []byte("{}"), Content: []byte(longText(30))})
-		return err
-	}))
-	require.NoError(t, k.Ingest(ctx, e.org, second))
+	addSource("u", longText(30))
 	check("a second datasource", true)
 
 	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
@@ -113,12 +118,7 @@ func TestTextStatsFollowTheChunks(t *testing.T) {
 	check("another organization's ingestion", true)
 
 	// The datastore goes with two datasources (each cascades on its own).
-	third := uuid.New()
-	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
-		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: third, DatastoreID: e.store_, Type: "text", Name: "v", Config: []byte("{}"), Content: []byte("Otters swim.")})
-		return err
-	}))
-	require.NoError(t, k.Ingest(ctx, e.org, third))
+	addSource("v", "Otters swim.")
 	check("a third datasource", true)
 	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
 		_, err := q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: e.org, ID: e.store_})

@@ -44,7 +44,7 @@ const rrfK = 60
 
 // Search runs a hybrid search in q's tenant transaction: the nearest chunks
 // by embedding (pgvector HNSW, cosine) and the best full-text matches
-// (tsvector, GIN), fused by reciprocal rank. Scores are normalised to 0..1
+// (BM25 over text_postings, fulltext.go), fused by reciprocal rank. Scores are normalised to 0..1
 // (1: first in both lists). datasourceIDs, when given, restrict the search.
 func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query string, topK int) ([]Result, error) {
 	if len(datastores) == 0 || topK <= 0 {
