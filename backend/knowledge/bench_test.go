@@ -159,7 +159,7 @@ func setupSearch(b *testing.B) kenv {
 			}
 			vecs, _ := embed.Lexical{}.Embed(ctx, texts)
 			searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
-				var rows []dbq.InsertChunksParams
+				var rows []chunkRow
 				for i, tx := range texts {
 					o := sources[(done+i)%spread]
 					if o.n == 20_000 { // full: what it holds written, then published
@@ -176,7 +176,7 @@ func setupSearch(b *testing.B) kenv {
 					}
 					o.n++
 					v := pgvector.NewVector(vecs[i])
-					rows = append(rows, dbq.InsertChunksParams{OrgID: env.org, ID: uuid.New(), DatastoreID: o.store, DatasourceID: o.source, Generation: o.gen,
+					rows = append(rows, chunkRow{OrgID: env.org, ID: uuid.New(), DatastoreID: o.store, DatasourceID: o.source, Generation: o.gen,
 						Position: int32(o.n), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: embed.LexicalDim})
 				}
 				return writeChunks(ctx, q, rows)

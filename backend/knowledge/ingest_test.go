@@ -165,7 +165,7 @@ func insertSynthetic(t *testing.T, e kenv, ds uuid.UUID, n int, text string) {
 	t.Helper()
 	ctx := context.Background()
 	for start := 0; start < n; start += 500 {
-		var rows []dbq.InsertChunksParams
+		var rows []chunkRow
 		var texts []string
 		for i := start; i < min(start+500, n); i++ {
 			texts = append(texts, fmt.Sprintf("%s number %d variant %d", text, i, i%97))
@@ -173,7 +173,7 @@ func insertSynthetic(t *testing.T, e kenv, ds uuid.UUID, n int, text string) {
 		vecs, _ := embed.Lexical{}.Embed(ctx, texts)
 		for i, tx := range texts {
 			v := pgvector.NewVector(vecs[i])
-			rows = append(rows, dbq.InsertChunksParams{OrgID: e.org, ID: uuid.New(), DatastoreID: e.store_, DatasourceID: ds, Generation: 1,
+			rows = append(rows, chunkRow{OrgID: e.org, ID: uuid.New(), DatastoreID: e.store_, DatasourceID: ds, Generation: 1,
 				Position: int32(start + i), Text: tx, Tokens: 10, Embedding: &v, EmbeddingDim: embed.LexicalDim})
 		}
 		require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {

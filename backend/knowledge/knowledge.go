@@ -281,7 +281,7 @@ func (r *run) write(ctx context.Context, datastore uuid.UUID, emb embed.Embedder
 		if err != nil {
 			return fmt.Errorf("embedding: %w", err)
 		}
-		rows := make([]dbq.InsertChunksParams, 0, len(batch))
+		rows := make([]chunkRow, 0, len(batch))
 		for j, i := range batch {
 			cid, err := uuid.NewV7()
 			if err != nil {
@@ -289,7 +289,7 @@ func (r *run) write(ctx context.Context, datastore uuid.UUID, emb embed.Embedder
 			}
 			p, d := pieces[i], owners[i]
 			vec := pgvector.NewVector(vecs[j])
-			rows = append(rows, dbq.InsertChunksParams{
+			rows = append(rows, chunkRow{
 				OrgID: r.org, ID: cid, DatastoreID: datastore, DatasourceID: r.id, Generation: r.gen,
 				Position: int32(i), Text: p.Text, Title: d.Title, Heading: p.Heading, Url: d.URL,
 				Page: int32(p.Page), Tokens: int32(p.Tokens), Embedding: &vec,
@@ -463,14 +463,42 @@ func Passages(rs []Result) []llm.Passage {
 	return out
 }
 
-// writeChunks inserts rows as one pipelined batch and returns its first
-// error.
-func writeChunks(ctx context.Context, q *dbq.Queries, rows []dbq.InsertChunksParams) error {
-	var first error
-	q.InsertChunks(ctx, rows).Exec(func(_ int, err error) {
-		if err != nil && first == nil {
-			first = err
+// chunkRow is one chunk as writeChunks stores it.
+type chunkRow struct {
+	OrgID, ID, DatastoreID, DatasourceID uuid.UUID
+	Generation, Position                 int32
+	Text, Title, Heading, Url            string
+	Page, Tokens                         int32
+	Embedding                            *pgvector.Vector
+	EmbeddingDim                         int32
+}
+
+// writeChunks inserts rows, one statement for each run of rows of the same
+// datasource, generation and dimension (a run's batch is one).
+func writeChunks(ctx context.Context, q *dbq.Queries, rows []chunkRow) error {
+	for len(rows) > 0 {
+		f := rows[0]
+		p := dbq.InsertChunksParams{OrgID: f.OrgID, DatastoreID: f.DatastoreID, DatasourceID: f.DatasourceID, Generation: f.Generation, EmbeddingDim: f.EmbeddingDim}
+		n := 0
+		for _, r := range rows {
+			if r.OrgID != f.OrgID || r.DatastoreID != f.DatastoreID || r.DatasourceID != f.DatasourceID || r.Generation != f.Generation || r.EmbeddingDim != f.EmbeddingDim {
+				break
+			}
+			p.Ids = append(p.Ids, r.ID)
+			p.Positions = append(p.Positions, r.Position)
+			p.Texts = append(p.Texts, r.Text)
+			p.Titles = append(p.Titles, r.Title)
+			p.Headings = append(p.Headings, r.Heading)
+			p.Urls = append(p.Urls, r.Url)
+			p.Pages = append(p.Pages, r.Page)
+			p.Tokens = append(p.Tokens, r.Tokens)
+			p.Embeddings = append(p.Embeddings, r.Embedding)
+			n++
 		}
-	})
-	return first
+		if err := q.InsertChunks(ctx, p); err != nil {
+			return err
+		}
+		rows = rows[n:]
+	}
+	return nil
 }

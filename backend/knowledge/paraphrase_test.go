@@ -69,7 +69,7 @@ func paraphraseRetrieval(t *testing.T, emb embed.Embedder, floor int) {
 	e := setupIngest(t, "seed")
 	ctx := context.Background()
 	want := map[uuid.UUID]int{}
-	var rows []dbq.InsertChunksParams
+	var rows []chunkRow
 	docs := make([]string, len(paraphrases))
 	for i, p := range paraphrases {
 		docs[i] = p.doc
@@ -81,7 +81,7 @@ func paraphraseRetrieval(t *testing.T, emb embed.Embedder, floor int) {
 		// Fixed ids: ties in rank are broken by id, so the figures repeat.
 		id := uuid.MustParse(fmt.Sprintf("00000000-0000-4000-8000-%012d", i+1))
 		want[id] = i
-		rows = append(rows, dbq.InsertChunksParams{OrgID: e.org, ID: id, DatastoreID: e.store_, DatasourceID: e.ds, Generation: 1,
+		rows = append(rows, chunkRow{OrgID: e.org, ID: id, DatastoreID: e.store_, DatasourceID: e.ds, Generation: 1,
 			Position: int32(i), Text: p.doc, Tokens: 20, Embedding: &vec, EmbeddingDim: int32(emb.Dimension())})
 	}
 	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {

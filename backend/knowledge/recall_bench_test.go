@@ -104,10 +104,10 @@ func BenchmarkNeuralRecall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		rows := make([]dbq.InsertChunksParams, len(batch))
+		rows := make([]chunkRow, len(batch))
 		for i, t := range batch {
 			v := pgvector.NewVector(vecs[i])
-			rows[i] = dbq.InsertChunksParams{OrgID: env.org, ID: uuid.New(), DatastoreID: env.store_, DatasourceID: env.ds, Generation: 1,
+			rows[i] = chunkRow{OrgID: env.org, ID: uuid.New(), DatastoreID: env.store_, DatasourceID: env.ds, Generation: 1,
 				Position: int32(done + i), Text: t, Tokens: 30, Embedding: &v, EmbeddingDim: 512}
 		}
 		if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error { return writeChunks(ctx, q, rows) }); err != nil {

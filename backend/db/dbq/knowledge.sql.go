@@ -441,6 +441,56 @@ func (q *Queries) GetDatastore(ctx context.Context, arg GetDatastoreParams) (Dat
 	return i, err
 }
 
+const insertChunks = `-- name: InsertChunks :exec
+INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim)
+SELECT $1, unnest($2::uuid[]), $3, $4, $5,
+       unnest($6::int[]), unnest($7::text[]), unnest($8::text[]),
+       unnest($9::text[]), unnest($10::text[]), unnest($11::int[]),
+       unnest($12::int[]), unnest($13::vector[]), $14
+ON CONFLICT (org_id, datasource_id, generation, position) DO NOTHING
+`
+
+type InsertChunksParams struct {
+	OrgID        uuid.UUID
+	Ids          []uuid.UUID
+	DatastoreID  uuid.UUID
+	DatasourceID uuid.UUID
+	Generation   int32
+	Positions    []int32
+	Texts        []string
+	Titles       []string
+	Headings     []string
+	Urls         []string
+	Pages        []int32
+	Tokens       []int32
+	Embeddings   []*pgvector.Vector
+	EmbeddingDim int32
+}
+
+// One batch of a run's chunks in one statement, a row per element of the
+// arrays, which are zipped (COPY is refused on tables with row-level security; one INSERT of
+// many rows is planned once and fires the chunks' statement triggers once,
+// where a pipelined INSERT a row did both per row).
+func (q *Queries) InsertChunks(ctx context.Context, arg InsertChunksParams) error {
+	_, err := q.db.Exec(ctx, insertChunks,
+		arg.OrgID,
+		arg.Ids,
+		arg.DatastoreID,
+		arg.DatasourceID,
+		arg.Generation,
+		arg.Positions,
+		arg.Texts,
+		arg.Titles,
+		arg.Headings,
+		arg.Urls,
+		arg.Pages,
+		arg.Tokens,
+		arg.Embeddings,
+		arg.EmbeddingDim,
+	)
+	return err
+}
+
 const listDatasources = `-- name: ListDatasources :many
 SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
 FROM datasources WHERE org_id = $1 AND datastore_id = $2

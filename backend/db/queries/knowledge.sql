@@ -73,12 +73,16 @@ WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 SELECT position FROM chunks
 WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation = sqlc.arg(generation);
 
--- name: InsertChunks :batchexec
--- (COPY is refused on tables with row-level security: a pipelined batch of
--- inserts, one round trip.)
+-- name: InsertChunks :exec
+-- One batch of a run's chunks in one statement, a row per element of the
+-- arrays, which are zipped (COPY is refused on tables with row-level security; one INSERT of
+-- many rows is planned once and fires the chunks' statement triggers once,
+-- where a pipelined INSERT a row did both per row).
 INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim)
-VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(datastore_id), sqlc.arg(datasource_id), sqlc.arg(generation), sqlc.arg(position),
-        sqlc.arg(text), sqlc.arg(title), sqlc.arg(heading), sqlc.arg(url), sqlc.arg(page), sqlc.arg(tokens), sqlc.arg(embedding), sqlc.arg(embedding_dim))
+SELECT sqlc.arg(org_id), unnest(sqlc.arg(ids)::uuid[]), sqlc.arg(datastore_id), sqlc.arg(datasource_id), sqlc.arg(generation),
+       unnest(sqlc.arg(positions)::int[]), unnest(sqlc.arg(texts)::text[]), unnest(sqlc.arg(titles)::text[]),
+       unnest(sqlc.arg(headings)::text[]), unnest(sqlc.arg(urls)::text[]), unnest(sqlc.arg(pages)::int[]),
+       unnest(sqlc.arg(tokens)::int[]), unnest(sqlc.arg(embeddings)::vector[]), sqlc.arg(embedding_dim)
 ON CONFLICT (org_id, datasource_id, generation, position) DO NOTHING;
 
 -- name: PublishGeneration :exec
