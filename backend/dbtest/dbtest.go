@@ -52,39 +52,59 @@ func New(t testing.TB) string {
 	defer admin.Close(ctx)
 
 	tpl := templateName(t)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "parley_test_" + hex.EncodeToString(b[:])
-
-	// One lock serialises template building and cloning across test
-	// processes: a template must not be cloned while being built.
-	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(727274)"); err != nil {
-		t.Fatal(err)
+	if err := ensureTemplate(ctx, admin, tpl); err != nil {
+		t.Fatalf("dbtest: %v", err)
 	}
-	err = func() error {
-		defer admin.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(727274)") //nolint:errcheck
-		var exists bool
-		if err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", tpl).Scan(&exists); err != nil {
-			return err
-		}
-		if !exists {
-			if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{tpl}.Sanitize()); err != nil {
-				return err
-			}
-			if _, err := db.Migrate(ctx, withDB(AdminURL(), tpl)); err != nil {
-				_, _ = admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{tpl}.Sanitize())
-				return fmt.Errorf("migrating template: %w", err)
-			}
-		}
-		_, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
-			pgx.Identifier{name}.Sanitize(), pgx.Identifier{tpl}.Sanitize()))
-		return err
-	}()
-	if err != nil {
+	name := newName()
+	// Cloning needs no lock: a template exists only once fully migrated,
+	// and Postgres lets any number of clones copy it at once.
+	if _, err := admin.Exec(ctx, fmt.Sprintf("CREATE DATABASE %s TEMPLATE %s",
+		pgx.Identifier{name}.Sanitize(), pgx.Identifier{tpl}.Sanitize())); err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
 	t.Cleanup(func() { drop(t, name) })
 	return withDB(AdminURL(), name)
+}
+
+// ensureTemplate makes the migrated template tpl unless it exists. It is
+// migrated under another name and renamed when done, so that a template
+// that exists is complete; one lock serialises the building across test
+// processes.
+func ensureTemplate(ctx context.Context, admin *pgx.Conn, tpl string) error {
+	exists := func() (bool, error) {
+		var ok bool
+		err := admin.QueryRow(ctx, "SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)", tpl).Scan(&ok)
+		return ok, err
+	}
+	if ok, err := exists(); err != nil || ok {
+		return err
+	}
+	if _, err := admin.Exec(ctx, "SELECT pg_advisory_lock(727274)"); err != nil {
+		return err
+	}
+	defer admin.Exec(context.WithoutCancel(ctx), "SELECT pg_advisory_unlock(727274)") //nolint:errcheck
+	if ok, err := exists(); err != nil || ok {
+		return err
+	}
+	building := tpl + "_building"
+	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)"); err != nil {
+		return err
+	}
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
+		return err
+	}
+	if _, err := db.Migrate(ctx, withDB(AdminURL(), building)); err != nil {
+		_, _ = admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{building}.Sanitize())
+		return fmt.Errorf("migrating template: %w", err)
+	}
+	_, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s RENAME TO %s", pgx.Identifier{building}.Sanitize(), pgx.Identifier{tpl}.Sanitize()))
+	return err
+}
+
+func newName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return "parley_test_" + hex.EncodeToString(b[:])
 }
 
 // NewPool is New with a pool on the new database, closed when t ends.
@@ -146,9 +166,7 @@ func NewEmpty(t testing.TB) string {
 		t.Fatalf("dbtest: %v", err)
 	}
 	defer admin.Close(ctx)
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	name := "parley_test_" + hex.EncodeToString(b[:])
+	name := newName()
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{name}.Sanitize()); err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
@@ -157,7 +175,7 @@ func NewEmpty(t testing.TB) string {
 }
 
 func drop(t testing.TB, name string) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, AdminURL())
 	if err != nil {
