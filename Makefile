@@ -58,7 +58,7 @@ run: db build ## Set up the database, migrate, create a demo organization, serve
 # Test binaries link without DWARF (-w: half the link time, and linking is
 # most of a warm run's CPU: each binary holds the whole server), and four
 # packages run at once: their tests mostly wait on Postgres.
-TESTFLAGS ?= -count=1 -ldflags=-w
+TESTFLAGS ?= -count=1 -ldflags="-s -w"
 
 test: db redis chromium ## Run the whole suite against the real Postgres, Redis and Chromium
 	go test $(TESTFLAGS) -p 4 ./...
