@@ -55,7 +55,7 @@ run: db build ## Set up the database, migrate, create a demo organization, serve
 	PARLEY_SECRETS_KEY="$${PARLEY_SECRETS_KEY:-$$(cat .parley/secrets-key)}" $(BIN)/parley serve
 
 .PHONY: test
-# Test binaries link without DWARF (-w: half the link time, and linking is
+# Test binaries link without DWARF or a symbol table (-s -w: half the link time, and linking is
 # most of a warm run's CPU: each binary holds the whole server), and four
 # packages run at once: their tests mostly wait on Postgres.
 TESTFLAGS ?= -count=1 -ldflags="-s -w"
