@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 )
 
@@ -19,14 +20,19 @@ import (
 // one of them has new events. While at least one stream follows a
 // conversation, one connection taken out of the pool LISTENs on channel
 // parley_conversation, where every instance's commits notify (the triggers
-// of migration 00010), and the hub fans each notification out in process
-// to the streams of that conversation. A wake-up carries nothing: streams
-// read the events from the database, after the last one they sent, so a
+// of migrations 00010 and 00017), and the hub fans each notification out in
+// process to the streams of that conversation. Commits notify only for
+// conversations someone follows (a notifying commit waits for every other
+// one): the hub leases each followed conversation in conversation_follows
+// for FollowLease before Subscribe returns, and renews the leases of its
+// conversations every FollowRenew. A wake-up carries nothing: streams read
+// the events from the database, after the last one they sent, so a
 // notification lost with a broken connection costs only latency (the hub
 // wakes every stream once it listens again, and streams read again at each
 // heartbeat).
 type Hub struct {
-	pool *pgxpool.Pool
+	pool  *pgxpool.Pool
+	store *db.Store
 	// Linger keeps the connection listening this long after the last
 	// stream ends, so that a client reconnecting does not reopen it.
 	Linger time.Duration
@@ -51,9 +57,19 @@ type listener struct {
 	err   error
 }
 
-// NewHub returns a hub over pool's database.
-func NewHub(pool *pgxpool.Pool) *Hub {
-	return &Hub{pool: pool, Linger: 30 * time.Second, subs: map[topic]map[*Sub]struct{}{}}
+// FollowLease is how long a conversation's commits notify after its hub
+// last leased it; FollowRenew is how often a hub renews its leases.
+// FollowGrace is when a new stream reads its conversation's events once
+// more, for a write that was under way while its lease was taken.
+const (
+	FollowLease = 90 * time.Second
+	FollowRenew = 30 * time.Second
+	FollowGrace = time.Second
+)
+
+// NewHub returns a hub over pool's database; store writes the leases.
+func NewHub(pool *pgxpool.Pool, store *db.Store) *Hub {
+	return &Hub{pool: pool, store: store, Linger: 30 * time.Second, subs: map[topic]map[*Sub]struct{}{}}
 }
 
 // Sub is one stream's subscription to a conversation.
@@ -69,7 +85,10 @@ type Sub struct {
 }
 
 // Subscribe follows a conversation of org. It returns once the hub
-// listens: any event committed after Subscribe returns wakes the Sub.
+// listens and the conversation's lease is committed: any event written
+// after that wakes the Sub. (An event whose statement ran before the lease
+// committed and whose transaction commits after Subscribe returns does not:
+// readers read again FollowGrace after subscribing.)
 // Unavailable when the database cannot be listened to.
 func (h *Hub) Subscribe(ctx context.Context, org uuid.UUID, conv string) (*Sub, error) {
 	c := make(chan struct{}, 1)
@@ -95,10 +114,49 @@ func (h *Hub) Subscribe(ctx context.Context, org uuid.UUID, conv string) (*Sub, 
 			s.Close()
 			return nil, l.err
 		}
-		return s, nil
 	case <-ctx.Done():
 		s.Close()
 		return nil, ctx.Err()
+	}
+	if err := h.lease(ctx, org, []string{conv}); err != nil {
+		s.Close()
+		slog.Warn("conversation events: cannot lease a conversation's notifications", "err", err)
+		return nil, apperr.New(apperr.Unavailable, "following conversations is unavailable right now; retry")
+	}
+	return s, nil
+}
+
+// lease makes commits of org's conversations convs notify for FollowLease.
+func (h *Hub) lease(ctx context.Context, org uuid.UUID, convs []string) error {
+	return h.store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		return q.FollowConversations(ctx, dbq.FollowConversationsParams{
+			OrgID: org, Ids: convs, LeaseSeconds: FollowLease.Seconds(),
+		})
+	})
+}
+
+// renew renews the leases of the hub's conversations every FollowRenew
+// until ctx ends.
+func (h *Hub) renew(ctx context.Context) {
+	t := time.NewTicker(FollowRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		h.mu.Lock()
+		byOrg := map[uuid.UUID][]string{}
+		for tp := range h.subs {
+			byOrg[tp.org] = append(byOrg[tp.org], tp.conv)
+		}
+		h.mu.Unlock()
+		for org, convs := range byOrg {
+			if err := h.lease(ctx, org, convs); err != nil && ctx.Err() == nil {
+				slog.Warn("conversation events: renewing leases", "err", err)
+			}
+		}
 	}
 }
 
@@ -139,6 +197,7 @@ func (h *Hub) start() *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{cancel: cancel, ready: make(chan struct{})}
 	go h.run(ctx, l)
+	go h.renew(ctx)
 	return l
 }
 

@@ -89,7 +89,7 @@ func TestHubAcrossPools(t *testing.T) {
 	pool, err := db.Open(ctx, s.url, 2, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	hub := conversation.NewHub(pool)
+	hub := conversation.NewHub(pool, &db.Store{Pool: pool})
 	hub.Linger = 0
 
 	sub, err := hub.Subscribe(ctx, s.org, "c1")
@@ -124,9 +124,61 @@ func TestHubAcrossPools(t *testing.T) {
 	// Subscribing with a context already done fails.
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	hub2 := conversation.NewHub(pool)
+	hub2 := conversation.NewHub(pool, &db.Store{Pool: pool})
 	_, err = hub2.Subscribe(done, s.org, "c1")
 	require.ErrorIs(t, err, context.Canceled)
+}
+
+// notified reports whether a notification on the conversations' channel
+// reaches conn within wait.
+func notified(t *testing.T, conn *pgx.Conn, wait time.Duration) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, err := conn.WaitForNotification(ctx)
+	if err != nil {
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		return false
+	}
+	return true
+}
+
+// A conversation's commits notify only while a hub holds its lease (a
+// notifying commit waits for every other one): not before anyone follows,
+// for the followed conversation only, and not once its lease has expired.
+func TestOnlyFollowedConversationsNotify(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, s.url)
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close(ctx) })
+	_, err = conn.Exec(ctx, "LISTEN parley_conversation")
+	require.NoError(t, err)
+
+	s.say(t, "c1", "nobody follows")
+	require.False(t, notified(t, conn, 300*time.Millisecond), "a conversation nobody follows notified")
+
+	hub := conversation.NewHub(s.db.Pool, s.db)
+	sub, err := hub.Subscribe(ctx, s.org, "c1")
+	require.NoError(t, err)
+	defer sub.Close()
+	s.say(t, "c2", "not followed")
+	require.False(t, notified(t, conn, 300*time.Millisecond), "another conversation notified")
+	s.say(t, "c1", "followed")
+	require.True(t, notified(t, conn, 5*time.Second), "the followed conversation did not notify")
+	woken(t, sub, true)
+
+	// The lease lapses (as when an instance dies holding it).
+	require.NoError(t, s.db.TenantTx(ctx, s.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		tag, err := tx.Exec(ctx, "UPDATE conversation_follows SET until = now() - interval '1 second' WHERE conversation_id = 'c1'")
+		if err == nil && tag.RowsAffected() != 1 {
+			t.Errorf("%d leases of c1, want 1", tag.RowsAffected())
+		}
+		return err
+	}))
+	s.say(t, "c1", "lease expired")
+	require.False(t, notified(t, conn, 300*time.Millisecond), "a lapsed lease still notified")
 }
 
 // A stream opens with a heartbeat carrying its starting point, sends the
@@ -136,7 +188,7 @@ func TestWatchRunAndRequestHuman(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	svc := &conversation.Service{Store: s.db, Live: conversation.NewHub(s.db.Pool), Heartbeat: 50 * time.Millisecond}
+	svc := &conversation.Service{Store: s.db, Live: conversation.NewHub(s.db.Pool, s.db), Heartbeat: 50 * time.Millisecond}
 	s.say(t, "c1", "first")
 	p, err := conversation.MemberParty(s.member, "ada@example.com")
 	require.NoError(t, err)

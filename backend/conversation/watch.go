@@ -85,6 +85,8 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	grace := time.NewTimer(FollowGrace) // see Hub.Subscribe
+	defer grace.Stop()
 	var drain <-chan struct{}
 	if w.s.Drain != nil {
 		drain = w.s.Drain.Done()
@@ -106,6 +108,7 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 		case <-drain:
 			return nil
 		case <-w.sub.C:
+		case <-grace.C:
 		case <-tick.C:
 			// Quiet or not, read again below: a lost notification costs
 			// one heartbeat of latency at most.

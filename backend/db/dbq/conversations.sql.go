@@ -278,6 +278,28 @@ func (q *Queries) CreateHumanMessage(ctx context.Context, arg CreateHumanMessage
 	return i, err
 }
 
+const followConversations = `-- name: FollowConversations :exec
+INSERT INTO conversation_follows (org_id, conversation_id, until)
+SELECT c.org_id, c.id, now() + make_interval(secs => $1::float8)
+FROM conversations c
+WHERE c.org_id = $2 AND c.id = ANY ($3::text[])
+ON CONFLICT (org_id, conversation_id) DO UPDATE SET until = greatest(conversation_follows.until, excluded.until)
+`
+
+type FollowConversationsParams struct {
+	LeaseSeconds float64
+	OrgID        uuid.UUID
+	Ids          []string
+}
+
+// Leases the conversations' notifications for lease_seconds from now, by
+// the database's clock (migration 00017); a conversation that no longer
+// exists is skipped.
+func (q *Queries) FollowConversations(ctx context.Context, arg FollowConversationsParams) error {
+	_, err := q.db.Exec(ctx, followConversations, arg.LeaseSeconds, arg.OrgID, arg.Ids)
+	return err
+}
+
 const listenConversations = `-- name: ListenConversations :exec
 LISTEN parley_conversation
 `

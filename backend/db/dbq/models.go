@@ -110,6 +110,12 @@ type ConversationEvent struct {
 	CreatedAt      time.Time
 }
 
+type ConversationFollow struct {
+	OrgID          uuid.UUID
+	ConversationID string
+	Until          time.Time
+}
+
 type Datasource struct {
 	OrgID             uuid.UUID
 	ID                uuid.UUID

@@ -86,3 +86,13 @@ SELECT name FROM api_keys WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 -- name: ListenConversations :exec
 -- The channel the conversation_events triggers notify on.
 LISTEN parley_conversation;
+
+-- name: FollowConversations :exec
+-- Leases the conversations' notifications for lease_seconds from now, by
+-- the database's clock (migration 00017); a conversation that no longer
+-- exists is skipped.
+INSERT INTO conversation_follows (org_id, conversation_id, until)
+SELECT c.org_id, c.id, now() + make_interval(secs => sqlc.arg(lease_seconds)::float8)
+FROM conversations c
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = ANY (sqlc.arg(ids)::text[])
+ON CONFLICT (org_id, conversation_id) DO UPDATE SET until = greatest(conversation_follows.until, excluded.until);
