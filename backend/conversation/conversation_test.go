@@ -169,7 +169,8 @@ func TestListingFiltersAndPages(t *testing.T) {
 	require.Equal(t, 2, c6.MessagesCount)
 	require.Equal(t, "Hello from the fake model.", c6.LastMessage)
 	require.Nil(t, c6.Rating)
-	require.False(t, c6.UpdatedAt.Before(c6.CreatedAt))
+	// The answer, stored after the conversation's first transaction, touched it.
+	require.True(t, c6.UpdatedAt.After(c6.CreatedAt), "updated %v, created %v", c6.UpdatedAt, c6.CreatedAt)
 
 	// Filters.
 	_, l = list(f.A.Key, "?agentId="+f.private)

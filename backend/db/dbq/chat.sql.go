@@ -60,10 +60,6 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 }
 
 const createMessage = `-- name: CreateMessage :one
-WITH touched AS (
-  UPDATE conversations SET updated_at = now()
-  WHERE org_id = $1 AND id = $3
-)
 INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
                       model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete, tool_calls)
 VALUES ($1, $2, $3, $4, $5,
@@ -97,8 +93,8 @@ type CreateMessageRow struct {
 	CreatedAt time.Time
 }
 
-// Stores a message and touches its conversation (updated_at) in one
-// statement: a turn's writes cost a round trip each.
+// Stores a message; its trigger numbers the conversation's event and
+// touches the conversation (updated_at), one update (migration 00018).
 func (q *Queries) CreateMessage(ctx context.Context, arg CreateMessageParams) (CreateMessageRow, error) {
 	row := q.db.QueryRow(ctx, createMessage,
 		arg.OrgID,

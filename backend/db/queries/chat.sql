@@ -37,12 +37,8 @@ ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(max_rows);
 
 -- name: CreateMessage :one
--- Stores a message and touches its conversation (updated_at) in one
--- statement: a turn's writes cost a round trip each.
-WITH touched AS (
-  UPDATE conversations SET updated_at = now()
-  WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(conversation_id)
-)
+-- Stores a message; its trigger numbers the conversation's event and
+-- touches the conversation (updated_at), one update (migration 00018).
 INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
                       model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete, tool_calls)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), sqlc.arg(role), sqlc.arg(content),
