@@ -91,12 +91,15 @@ func (c *collector) add(lat time.Duration, err error) {
 }
 
 // closed runs clients that each send their next request when the last is
-// answered, for the configured duration. Requests in flight at the end are
-// waited for (and counted), not cut: a cut turn is not what is measured.
+// answered: for the warm-up (whose requests are not counted: the first
+// ones open connections, on both sides, and pay for it), then for the
+// configured duration. Requests in flight at the end are waited for (and
+// counted), not cut: a cut turn is not what is measured.
 func (r *runner) closed(ctx context.Context, name string, clients int, fn call) *result {
-	var c collector
+	var c, warm collector
 	var wg sync.WaitGroup
-	start := time.Now()
+	begin := time.Now()
+	start := begin.Add(r.cfg.warmup)
 	end := start.Add(r.cfg.duration)
 	for range clients {
 		wg.Go(func() {
@@ -105,13 +108,22 @@ func (r *runner) closed(ctx context.Context, name string, clients int, fn call) 
 				rctx, cancel := context.WithTimeout(ctx, time.Minute)
 				done, err := fn(rctx, r.seq.Add(1))
 				cancel()
-				c.add(done.Sub(t0), err)
+				if t0.Before(start) {
+					warm.add(done.Sub(t0), err)
+				} else {
+					c.add(done.Sub(t0), err)
+				}
 			}
 		})
 	}
 	wg.Wait()
 	res := &result{lats: c.lats, errs: c.errs, elapsed: time.Since(start)}
 	res.print(name)
+	if r.cfg.warmup > 0 && len(warm.lats) > 0 {
+		slices.Sort(warm.lats)
+		w := &result{lats: warm.lats}
+		fmt.Printf("   %-16s %d requests in the %s warm-up, not counted: p50 %s, max %s\n", "", len(warm.lats), r.cfg.warmup, ms(w.p(50)), ms(w.p(100)))
+	}
 	return res
 }
 

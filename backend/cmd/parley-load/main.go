@@ -27,6 +27,7 @@ type config struct {
 	keep       bool
 	clients    int
 	duration   time.Duration
+	warmup     time.Duration
 	rate       int
 	ttftConc   int
 	held       []int
@@ -45,6 +46,7 @@ func main() {
 	flag.BoolVar(&c.keep, "keep", false, "keep the run's database (default: dropped at the end)")
 	flag.IntVar(&c.clients, "clients", 32, "closed loop: concurrent clients")
 	flag.DurationVar(&c.duration, "duration", 5*time.Second, "how long each closed- and open-loop phase runs")
+	flag.DurationVar(&c.warmup, "warmup", time.Second, "closed loop: how long each phase runs before it is measured (its requests are not counted)")
 	flag.IntVar(&c.rate, "rate", 200, "open loop: requests per second")
 	flag.IntVar(&c.ttftConc, "ttft-streams", 50, "time to first token: concurrent streaming clients")
 	flag.StringVar(&held, "held", "2000,5000", "held concurrent streams: the counts, comma-separated (empty: none)")
@@ -63,7 +65,7 @@ func main() {
 		}
 		c.held = append(c.held, n)
 	}
-	if c.clients <= 0 || c.rate <= 0 || c.ttftConc <= 0 || c.duration <= 0 || c.gap <= 0 || c.hold < c.gap {
+	if c.clients <= 0 || c.rate <= 0 || c.ttftConc <= 0 || c.duration <= 0 || c.warmup < 0 || c.gap <= 0 || c.hold < c.gap {
 		fmt.Fprintln(os.Stderr, "parley-load: --clients, --rate, --ttft-streams, --duration and --gap must be positive, --hold at least --gap")
 		os.Exit(2)
 	}
