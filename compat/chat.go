@@ -196,7 +196,7 @@ func sourceJSON(s *parleyv1.Source) map[string]any {
 	return map[string]any{
 		"source": s.GetSource(), "score": s.GetScore(), "datasourceName": s.GetDatasourceName(),
 		"datasourceId": s.GetDatasourceId(), "chunk": s.GetChunk(), "title": s.GetTitle(), "url": s.GetUrl(),
-		"excerpt": s.GetExcerpt(),
+		"excerpt": s.GetExcerpt(), "heading": s.GetHeading(),
 	}
 }
 

@@ -382,27 +382,26 @@ func BenchmarkSearchPlans(b *testing.B) {
 		for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 			for _, query := range queries[:3] {
 				if err := env.store.TenantTx(ctx, env.org, func(tx pgx.Tx, q *dbq.Queries) error {
-					rows, err := q.TextTerms(ctx, dbq.TextTermsParams{Query: query, OrgID: env.org, DatastoreIds: []uuid.UUID{env.store_}})
-					if err != nil {
-						return err
-					}
-					p, ok := planText(rows, BM25.Budget)
-					if !ok {
-						return nil
-					}
 					if _, err := tx.Exec(ctx, "SELECT set_config('plan_cache_mode', $1, true)", mode); err != nil {
 						return err
 					}
-					fmt.Fprintf(os.Stderr, "== %s, %q: %v (df %v)\n", mode, query, p.terms, rows)
+					fmt.Fprintf(os.Stderr, "== %s, %q\n", mode, query)
+					sql, names := searchTextSQL()
 					params := reflect.ValueOf(dbq.SearchTextParams{
-						Terms: p.terms, Idfs: p.idfs, OrgID: env.org, DatastoreIds: []uuid.UUID{env.store_}, DatasourceIds: []uuid.UUID{},
-						K1: BM25.K1, B: BM25.B, AvgTokens: p.avgTokens, TitleBoost: BM25.TitleBoost, K: 40,
+						Query: query, OrgID: env.org, DatastoreIds: []uuid.UUID{env.store_}, DatasourceIds: []uuid.UUID{},
+						Budget: BM25.Budget, K1: BM25.K1, B: BM25.B, TitleBoost: BM25.TitleBoost, K: 40,
 					})
-					var args []any // in the order sqlc numbers them, its struct's
-					for i := range params.NumField() {
-						args = append(args, params.Field(i).Interface())
+					var args []any // in the order of names, its struct's fields by name
+					for _, name := range names {
+						f := params.FieldByNameFunc(func(field string) bool {
+							return strings.EqualFold(field, strings.ReplaceAll(name, "_", ""))
+						})
+						if !f.IsValid() {
+							return fmt.Errorf("SearchTextParams has no field for %s", name)
+						}
+						args = append(args, f.Interface())
 					}
-					plan, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+searchTextSQL(), args...)
+					plan, err := tx.Query(ctx, "EXPLAIN (ANALYZE, BUFFERS) "+sql, args...)
 					if err != nil {
 						return err
 					}
@@ -422,9 +421,10 @@ func BenchmarkSearchPlans(b *testing.B) {
 	}
 }
 
-// searchTextSQL is SearchText's query as sqlc numbers its arguments (by first
-// appearance), read from its .sql file.
-func searchTextSQL() string {
+// searchTextSQL is SearchText's query read from its .sql file, its
+// arguments numbered by first appearance; names are the arguments in that
+// order.
+func searchTextSQL() (sql string, names []string) {
 	raw, err := os.ReadFile("../db/queries/knowledge.sql")
 	if err != nil {
 		panic(err)
@@ -434,11 +434,13 @@ func searchTextSQL() string {
 	s = strings.TrimSpace(s[:len("-- name:")+strings.Index(s[len("-- name:"):], "-- name:")])
 	s = strings.TrimSuffix(s, ";")
 	args := map[string]int{}
-	return regexp.MustCompile(`sqlc\.arg\((\w+)\)`).ReplaceAllStringFunc(s, func(m string) string {
+	sql = regexp.MustCompile(`sqlc\.arg\((\w+)\)`).ReplaceAllStringFunc(s, func(m string) string {
 		name := m[len("sqlc.arg(") : len(m)-1]
 		if args[name] == 0 {
 			args[name] = len(args) + 1
+			names = append(names, name)
 		}
 		return fmt.Sprintf("$%d", args[name])
 	})
+	return sql, names
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/pgvector/pgvector-go"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -168,25 +169,115 @@ func TestFullTextRanksLikeBM25(t *testing.T) {
 	}))
 }
 
-func TestPlanText(t *testing.T) {
-	row := func(term string, df int64) dbq.TextTermsRow {
-		return dbq.TextTermsRow{Term: term, Df: df, Chunks: 10000, Tokens: 3_000_000}
+// SearchText plans the full-text half itself: which of the query's terms
+// it reads under a budget (from the rarest, ties by term, the rarest always)
+// and how it weighs them (idf over the visible chunks, the average chunk
+// length). Each chunk here holds one term of the query once, so the chunks
+// found are the chunks of the terms read, and a chunk's score is its term's
+// weight.
+func TestTextPlan(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "seed")
+	ctx := context.Background()
+	// term -> its chunks, each of tokens tokens; filler chunks hold no term
+	// of the query.
+	type group struct {
+		word, term string
+		chunks     int
+		tokens     int32
 	}
-	_, ok := planText([]dbq.TextTermsRow{row("absent", 0)}, 2000)
-	require.False(t, ok, "a query of absent terms plans a search")
-	_, ok = planText(nil, 2000)
-	require.False(t, ok)
+	groups := []group{
+		{"zebra", "zebra", 1, 60},
+		{"otter", "otter", 3, 20}, // df ties with lemon, which sorts first
+		{"lemon", "lemon", 3, 30},
+		{"apples", "appl", 5, 40},
+		{"quiet filler", "", 8, 10},
+	}
+	var rows []chunkRow
+	var texts []string
+	var total int64
+	termOf := map[string]string{}
+	for _, g := range groups {
+		for range g.chunks {
+			texts = append(texts, g.word)
+			rows = append(rows, chunkRow{OrgID: e.org, ID: uuid.New(), DatastoreID: e.store_, DatasourceID: e.ds, Generation: 1,
+				Position: int32(len(rows)), Text: g.word, Tokens: g.tokens, EmbeddingDim: embed.LexicalDim})
+			total += int64(g.tokens)
+		}
+		termOf[g.word] = g.term
+	}
+	vecs, err := embed.Lexical{}.Embed(ctx, texts)
+	require.NoError(t, err)
+	for i := range rows {
+		v := pgvector.NewVector(vecs[i])
+		rows[i].Embedding = &v
+	}
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		if err := writeChunks(ctx, q, rows); err != nil {
+			return err
+		}
+		return q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: e.org, DatasourceID: e.ds, Generation: 1})
+	}))
 
-	p, ok := planText([]dbq.TextTermsRow{row("common", 1500), row("rare", 3), row("absent", 0), row("mid", 400), row("it's", 900)}, 2000)
-	require.True(t, ok)
-	require.Equal(t, []string{"rare", "mid", "it's"}, p.terms, "the rarest terms within the budget are read")
-	require.InDelta(t, 300, p.avgTokens, 1e-9)
-	idf := func(df float64) float64 { return math.Log(1 + (10000-df+0.5)/(df+0.5)) }
-	require.InDelta(t, idf(3), p.idfs[0], 1e-9)
-	require.InDelta(t, idf(900), p.idfs[2], 1e-9)
-	require.Greater(t, p.idfs[0], p.idfs[1])
-
+	n := float64(len(rows))
+	avg := float64(total) / n
+	df := map[string]float64{"zebra": 1, "otter": 3, "lemon": 3, "appl": 5}
+	tokens := map[string]float64{"zebra": 60, "otter": 20, "lemon": 30, "appl": 40}
+	p := BM25Params{K1: 1.2, B: 0.75, TitleBoost: 5}
+	// weight is BM25 of a chunk holding term once.
+	weight := func(term string) float64 {
+		idf := math.Log(1 + (n-df[term]+0.5)/(df[term]+0.5))
+		return idf * (p.K1 + 1) / (1 + p.K1*(1-p.B+p.B*tokens[term]/avg))
+	}
+	search := func(query string, budget int64) map[string]int {
+		t.Helper()
+		read := map[string]int{} // term -> chunks found
+		require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+			found, err := q.SearchText(ctx, dbq.SearchTextParams{
+				Query: query, OrgID: e.org, DatastoreIds: []uuid.UUID{e.store_}, DatasourceIds: []uuid.UUID{},
+				Budget: budget, K1: p.K1, B: p.B, TitleBoost: p.TitleBoost, K: 100,
+			})
+			for _, r := range found {
+				term := termOf[r.Text]
+				read[term]++
+				require.InDelta(t, weight(term), r.Score, 1e-9, "the score of a chunk of %q", term)
+			}
+			return err
+		}))
+		return read
+	}
+	const query = "Zebra, lemon, otter or apple? Not a xylophone."
+	for _, c := range []struct {
+		budget int64
+		want   map[string]int
+	}{
+		{1 << 40, map[string]int{"zebra": 1, "lemon": 3, "otter": 3, "appl": 5}},
+		{12, map[string]int{"zebra": 1, "lemon": 3, "otter": 3, "appl": 5}},
+		{11, map[string]int{"zebra": 1, "lemon": 3, "otter": 3}},
+		{7, map[string]int{"zebra": 1, "lemon": 3, "otter": 3}},
+		{6, map[string]int{"zebra": 1, "lemon": 3}},
+		{4, map[string]int{"zebra": 1, "lemon": 3}},
+		{3, map[string]int{"zebra": 1}},
+		{0, map[string]int{"zebra": 1}}, // the rarest always
+	} {
+		require.Equal(t, c.want, search(query, c.budget), "budget %d", c.budget)
+	}
 	// Every term commoner than the budget: the rarest still counts.
-	p, _ = planText([]dbq.TextTermsRow{row("a", 5000), row("b", 3000), row("c", 4000)}, 2000)
-	require.Equal(t, []string{"b"}, p.terms)
+	require.Equal(t, map[string]int{"otter": 3}, search("apples and otters", 2))
+
+	// Through the search's own path, BM25Params' budget is the one applied:
+	// a budget that leaves the common term out finds the rare term's chunk
+	// alone.
+	texts = texts[:0]
+	for _, budget := range []int64{4, 6} {
+		p.Budget = budget
+		require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+			rs, err := p.search(ctx, q, e.org, []uuid.UUID{e.store_}, nil, "apples zebra", 10)
+			for _, r := range rs {
+				texts = append(texts, r.Text)
+			}
+			return err
+		}))
+	}
+	require.Equal(t, []string{"zebra", "zebra", "apples", "apples", "apples", "apples", "apples"}, texts)
 }

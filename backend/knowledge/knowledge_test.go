@@ -171,8 +171,8 @@ func TestIngestSearchAndChatWithSources(t *testing.T) {
 	var rep struct {
 		Answer  string
 		Sources []struct {
-			Source, DatasourceName, Chunk string
-			Score                         float64
+			Source, DatasourceName, Chunk, Heading string
+			Score                                  float64
 		}
 		Metadata struct{ Provider string }
 	}
@@ -182,6 +182,7 @@ func TestIngestSearchAndChatWithSources(t *testing.T) {
 	require.NotEmpty(t, rep.Sources)
 	require.Equal(t, "faq.md", rep.Sources[0].DatasourceName)
 	require.Contains(t, rep.Sources[0].Chunk, "opens at nine")
+	require.Equal(t, "Store FAQ > Opening hours", rep.Sources[0].Heading, "a source names its section")
 	require.True(t, rep.Sources[0].Score > 0 && rep.Sources[0].Score <= 1)
 
 	// The stream names its sources before its tokens.
@@ -190,6 +191,7 @@ func TestIngestSearchAndChatWithSources(t *testing.T) {
 	defer resp.Body.Close()
 	var types []string
 	var text strings.Builder
+	var headings []any
 	for _, ev := range testenv.ReadSSE(t, resp.Body) {
 		var m map[string]any
 		if json.Unmarshal([]byte(ev.Data), &m) != nil {
@@ -199,8 +201,12 @@ func TestIngestSearchAndChatWithSources(t *testing.T) {
 		if m["type"] == "token" {
 			text.WriteString(m["value"].(string))
 		}
+		if src, ok := m["source"].(map[string]any); ok {
+			headings = append(headings, src["heading"])
+		}
 	}
 	require.Equal(t, "source", types[0])
+	require.Equal(t, "Store FAQ > Shipping", headings[0], "a source event names its section")
 	require.Contains(t, text.String(), "Lyon")
 	firstToken := -1
 	lastSource := -1

@@ -124,6 +124,6 @@ func KnowledgeSource(r knowledge.Result) *parleyv1.Source {
 	}
 	return &parleyv1.Source{
 		Source: r.Source(), Score: r.Score, DatasourceName: r.DatasourceName, DatasourceId: r.DatasourceID.String(),
-		Chunk: r.Text, Title: title, Url: r.URL, Excerpt: excerpt,
+		Chunk: r.Text, Title: title, Url: r.URL, Excerpt: excerpt, Heading: r.Heading,
 	}
 }

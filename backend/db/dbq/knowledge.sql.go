@@ -655,22 +655,47 @@ func (q *Queries) PublishGeneration(ctx context.Context, arg PublishGenerationPa
 }
 
 const searchText = `-- name: SearchText :many
-WITH p AS (
-  SELECT t.term, u.chunk_id, u.tf + $2::float8 * u.title AS tf, u.length
+WITH n AS (
+  SELECT sum(st.chunks)::float8 AS chunks, sum(st.tokens)::float8 AS tokens
+  FROM datastore_text_stats st
+  WHERE st.org_id = $1 AND st.datastore_id = ANY ($2::uuid[])
+),
+df AS (
+  SELECT t.term, sum(t.df)::bigint AS df
+  FROM text_postings t
+  WHERE t.org_id = $1 AND t.datastore_id = ANY ($2::uuid[])
+    AND t.term = ANY (tsvector_to_array(to_tsvector('english', $3::text)))
+  GROUP BY t.term
+),
+ranked AS (
+  SELECT df.term, df.df, row_number() OVER w AS rarest, sum(df.df) OVER w AS running
+  FROM df
+  WINDOW w AS (ORDER BY df.df, df.term ROWS UNBOUNDED PRECEDING)
+),
+planned AS (
+  SELECT array_agg(r.term ORDER BY r.rarest) AS terms,
+         array_agg(ln(1 + (n.chunks - r.df::float8 + 0.5) / (r.df::float8 + 0.5)) ORDER BY r.rarest) AS idfs,
+         greatest(n.tokens / n.chunks, 1) AS avg_tokens
+  FROM ranked r CROSS JOIN n
+  WHERE n.chunks > 0 AND (r.rarest = 1 OR r.running <= $4::bigint)
+  GROUP BY n.chunks, n.tokens
+),
+p AS (
+  SELECT t.term, u.chunk_id, u.tf + $5::float8 * u.title AS tf, u.length
   FROM text_postings t
   CROSS JOIN LATERAL parley_postings(t.chunk_ids, t.tfs, t.title_places, t.lengths) AS u(chunk_id, tf, title, length)
-  WHERE t.org_id = $1 AND t.datastore_id = ANY ($3::uuid[])
-    AND t.term = ANY ($4::text[])
-    AND (cardinality($5::uuid[]) = 0 OR t.datasource_id = ANY ($5::uuid[]))
+  WHERE t.org_id = $1 AND t.datastore_id = ANY ($2::uuid[])
+    AND t.term = ANY ((SELECT pl.terms FROM planned pl)::text[])
+    AND (cardinality($6::uuid[]) = 0 OR t.datasource_id = ANY ($6::uuid[]))
 ),
 scored AS (
   SELECT p.chunk_id,
-         sum(($6::float8[])[array_position($4::text[], p.term)] * p.tf * ($7::float8 + 1)
-             / (p.tf + $7::float8 * (1 - $8::float8 + $8::float8 * p.length / $9::float8)))::float8 AS score
-  FROM p
+         sum(pl.idfs[array_position(pl.terms, p.term)] * p.tf * ($7::float8 + 1)
+             / (p.tf + $7::float8 * (1 - $8::float8 + $8::float8 * p.length / pl.avg_tokens)))::float8 AS score
+  FROM p CROSS JOIN planned pl
   GROUP BY p.chunk_id
   ORDER BY score DESC, p.chunk_id
-  LIMIT $10
+  LIMIT $9
 )
 SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page, s.score
 FROM scored s JOIN chunks c ON c.org_id = $1 AND c.id = s.chunk_id AND c.visible
@@ -679,14 +704,13 @@ ORDER BY s.score DESC, c.id
 
 type SearchTextParams struct {
 	OrgID         uuid.UUID
-	TitleBoost    float64
 	DatastoreIds  []uuid.UUID
-	Terms         []string
+	Query         string
+	Budget        int64
+	TitleBoost    float64
 	DatasourceIds []uuid.UUID
-	Idfs          []float64
 	K1            float64
 	B             float64
-	AvgTokens     float64
 	K             int32
 }
 
@@ -701,22 +725,37 @@ type SearchTextRow struct {
 	Score        float64
 }
 
-// The full-text half: the visible chunks holding any of terms, scored by
-// BM25 from the postings of terms (with their idfs), best first: a term's
-// frequency in a chunk (its places, one in the title or heading path
-// counting 1 + title_boost) saturated by k1, normalised by the chunk's
-// length against avg_tokens by b.
+// The full-text half of a search, BM25 over text_postings (migrations/00016;
+// knowledge.BM25Params), planned and scored in one statement:
+//
+//	n: the datastores' visible chunks (N) and tokens.
+//	df: each of the query's terms (Postgres' English stemmer; stop words
+//	  dropped) that some visible chunk of the datastores holds, with how
+//	  many hold it (of every datasource: the datasource filter narrows the
+//	  chunks scored, not the weights).
+//	ranked, planned: the terms read, from the rarest (df, then term,
+//	  ascending) while the running sum of their df is at most budget, the
+//	  rarest always; each with its inverse document frequency
+//	  idf = ln(1 + (N - df + 0.5) / (df + 0.5)); and the average chunk,
+//	  max(tokens / N, 1). No row when no term is read or N is 0.
+//	p, scored: the visible chunks holding a term read, scored from the
+//	  terms' postings: a term's frequency in a chunk (its places, one in
+//	  the title or heading path counting 1 + title_boost) saturated by k1,
+//	  normalised by b against the average chunk.
+//
+// Both reads of text_postings name their terms by an array (t.term = ANY),
+// so the primary key finds them whatever the planner guesses of the rows
+// before; a join on the term was found scanning a datastore's every term.
 func (q *Queries) SearchText(ctx context.Context, arg SearchTextParams) ([]SearchTextRow, error) {
 	rows, err := q.db.Query(ctx, searchText,
 		arg.OrgID,
-		arg.TitleBoost,
 		arg.DatastoreIds,
-		arg.Terms,
+		arg.Query,
+		arg.Budget,
+		arg.TitleBoost,
 		arg.DatasourceIds,
-		arg.Idfs,
 		arg.K1,
 		arg.B,
-		arg.AvgTokens,
 		arg.K,
 	)
 	if err != nil {
@@ -1032,62 +1071,6 @@ type StartIngestRunParams struct {
 func (q *Queries) StartIngestRun(ctx context.Context, arg StartIngestRunParams) error {
 	_, err := q.db.Exec(ctx, startIngestRun, arg.Fingerprint, arg.OrgID, arg.ID)
 	return err
-}
-
-const textTerms = `-- name: TextTerms :many
-WITH q AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', $3::text)) AS u(lexeme, positions, weights)),
-s AS (
-  SELECT coalesce(sum(st.chunks), 0)::bigint AS chunks, coalesce(sum(st.tokens), 0)::bigint AS tokens
-  FROM datastore_text_stats st
-  WHERE st.org_id = $1 AND st.datastore_id = ANY ($2::uuid[])
-)
-SELECT q.lexeme::text AS term, coalesce(sum(t.df), 0)::bigint AS df, s.chunks, s.tokens
-FROM q CROSS JOIN s
-LEFT JOIN text_postings t ON t.org_id = $1 AND t.datastore_id = ANY ($2::uuid[]) AND t.term = q.lexeme
-GROUP BY q.lexeme, s.chunks, s.tokens
-ORDER BY q.lexeme
-`
-
-type TextTermsParams struct {
-	OrgID        uuid.UUID
-	DatastoreIds []uuid.UUID
-	Query        string
-}
-
-type TextTermsRow struct {
-	Term   string
-	Df     int64
-	Chunks int64
-	Tokens int64
-}
-
-// The query's terms (Postgres' English stemmer; stop words dropped), each
-// with how many visible chunks of the datastores hold it, and the
-// datastores' visible chunks and tokens (the same on every row): what
-// knowledge.planText weighs the terms with (migrations/00016).
-func (q *Queries) TextTerms(ctx context.Context, arg TextTermsParams) ([]TextTermsRow, error) {
-	rows, err := q.db.Query(ctx, textTerms, arg.OrgID, arg.DatastoreIds, arg.Query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var items []TextTermsRow
-	for rows.Next() {
-		var i TextTermsRow
-		if err := rows.Scan(
-			&i.Term,
-			&i.Df,
-			&i.Chunks,
-			&i.Tokens,
-		); err != nil {
-			return nil, err
-		}
-		items = append(items, i)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	return items, nil
 }
 
 const tuneVectorSearch = `-- name: TuneVectorSearch :exec

@@ -147,42 +147,64 @@ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
 ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
 LIMIT sqlc.arg(k);
 
--- name: TextTerms :many
--- The query's terms (Postgres' English stemmer; stop words dropped), each
--- with how many visible chunks of the datastores hold it, and the
--- datastores' visible chunks and tokens (the same on every row): what
--- knowledge.planText weighs the terms with (migrations/00016).
-WITH q AS (SELECT DISTINCT u.lexeme FROM unnest(to_tsvector('english', sqlc.arg(query)::text)) AS u(lexeme, positions, weights)),
-s AS (
-  SELECT coalesce(sum(st.chunks), 0)::bigint AS chunks, coalesce(sum(st.tokens), 0)::bigint AS tokens
+-- name: SearchText :many
+-- The full-text half of a search, BM25 over text_postings (migrations/00016;
+-- knowledge.BM25Params), planned and scored in one statement:
+--   n: the datastores' visible chunks (N) and tokens.
+--   df: each of the query's terms (Postgres' English stemmer; stop words
+--     dropped) that some visible chunk of the datastores holds, with how
+--     many hold it (of every datasource: the datasource filter narrows the
+--     chunks scored, not the weights).
+--   ranked, planned: the terms read, from the rarest (df, then term,
+--     ascending) while the running sum of their df is at most budget, the
+--     rarest always; each with its inverse document frequency
+--     idf = ln(1 + (N - df + 0.5) / (df + 0.5)); and the average chunk,
+--     max(tokens / N, 1). No row when no term is read or N is 0.
+--   p, scored: the visible chunks holding a term read, scored from the
+--     terms' postings: a term's frequency in a chunk (its places, one in
+--     the title or heading path counting 1 + title_boost) saturated by k1,
+--     normalised by b against the average chunk.
+-- Both reads of text_postings name their terms by an array (t.term = ANY),
+-- so the primary key finds them whatever the planner guesses of the rows
+-- before; a join on the term was found scanning a datastore's every term.
+WITH n AS (
+  SELECT sum(st.chunks)::float8 AS chunks, sum(st.tokens)::float8 AS tokens
   FROM datastore_text_stats st
   WHERE st.org_id = sqlc.arg(org_id) AND st.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
-)
-SELECT q.lexeme::text AS term, coalesce(sum(t.df), 0)::bigint AS df, s.chunks, s.tokens
-FROM q CROSS JOIN s
-LEFT JOIN text_postings t ON t.org_id = sqlc.arg(org_id) AND t.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[]) AND t.term = q.lexeme
-GROUP BY q.lexeme, s.chunks, s.tokens
-ORDER BY q.lexeme;
-
--- name: SearchText :many
--- The full-text half: the visible chunks holding any of terms, scored by
--- BM25 from the postings of terms (with their idfs), best first: a term's
--- frequency in a chunk (its places, one in the title or heading path
--- counting 1 + title_boost) saturated by k1, normalised by the chunk's
--- length against avg_tokens by b.
-WITH p AS (
+),
+df AS (
+  SELECT t.term, sum(t.df)::bigint AS df
+  FROM text_postings t
+  WHERE t.org_id = sqlc.arg(org_id) AND t.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+    AND t.term = ANY (tsvector_to_array(to_tsvector('english', sqlc.arg(query)::text)))
+  GROUP BY t.term
+),
+ranked AS (
+  SELECT df.term, df.df, row_number() OVER w AS rarest, sum(df.df) OVER w AS running
+  FROM df
+  WINDOW w AS (ORDER BY df.df, df.term ROWS UNBOUNDED PRECEDING)
+),
+planned AS (
+  SELECT array_agg(r.term ORDER BY r.rarest) AS terms,
+         array_agg(ln(1 + (n.chunks - r.df::float8 + 0.5) / (r.df::float8 + 0.5)) ORDER BY r.rarest) AS idfs,
+         greatest(n.tokens / n.chunks, 1) AS avg_tokens
+  FROM ranked r CROSS JOIN n
+  WHERE n.chunks > 0 AND (r.rarest = 1 OR r.running <= sqlc.arg(budget)::bigint)
+  GROUP BY n.chunks, n.tokens
+),
+p AS (
   SELECT t.term, u.chunk_id, u.tf + sqlc.arg(title_boost)::float8 * u.title AS tf, u.length
   FROM text_postings t
   CROSS JOIN LATERAL parley_postings(t.chunk_ids, t.tfs, t.title_places, t.lengths) AS u(chunk_id, tf, title, length)
   WHERE t.org_id = sqlc.arg(org_id) AND t.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
-    AND t.term = ANY (sqlc.arg(terms)::text[])
+    AND t.term = ANY ((SELECT pl.terms FROM planned pl)::text[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR t.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
 ),
 scored AS (
   SELECT p.chunk_id,
-         sum((sqlc.arg(idfs)::float8[])[array_position(sqlc.arg(terms)::text[], p.term)] * p.tf * (sqlc.arg(k1)::float8 + 1)
-             / (p.tf + sqlc.arg(k1)::float8 * (1 - sqlc.arg(b)::float8 + sqlc.arg(b)::float8 * p.length / sqlc.arg(avg_tokens)::float8)))::float8 AS score
-  FROM p
+         sum(pl.idfs[array_position(pl.terms, p.term)] * p.tf * (sqlc.arg(k1)::float8 + 1)
+             / (p.tf + sqlc.arg(k1)::float8 * (1 - sqlc.arg(b)::float8 + sqlc.arg(b)::float8 * p.length / pl.avg_tokens)))::float8 AS score
+  FROM p CROSS JOIN planned pl
   GROUP BY p.chunk_id
   ORDER BY score DESC, p.chunk_id
   LIMIT sqlc.arg(k)

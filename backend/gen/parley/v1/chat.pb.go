@@ -340,11 +340,15 @@ type Source struct {
 	Score          float64 `protobuf:"fixed64,2,opt,name=score,proto3" json:"score,omitempty"`
 	DatasourceName string  `protobuf:"bytes,3,opt,name=datasource_name,json=datasourceName,proto3" json:"datasource_name,omitempty"`
 	// The text fragment used.
-	Chunk         string `protobuf:"bytes,4,opt,name=chunk,proto3" json:"chunk,omitempty"`
-	Title         string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
-	Url           string `protobuf:"bytes,6,opt,name=url,proto3" json:"url,omitempty"`
-	Excerpt       string `protobuf:"bytes,7,opt,name=excerpt,proto3" json:"excerpt,omitempty"`
-	DatasourceId  string `protobuf:"bytes,8,opt,name=datasource_id,json=datasourceId,proto3" json:"datasource_id,omitempty"`
+	Chunk        string `protobuf:"bytes,4,opt,name=chunk,proto3" json:"chunk,omitempty"`
+	Title        string `protobuf:"bytes,5,opt,name=title,proto3" json:"title,omitempty"`
+	Url          string `protobuf:"bytes,6,opt,name=url,proto3" json:"url,omitempty"`
+	Excerpt      string `protobuf:"bytes,7,opt,name=excerpt,proto3" json:"excerpt,omitempty"`
+	DatasourceId string `protobuf:"bytes,8,opt,name=datasource_id,json=datasourceId,proto3" json:"datasource_id,omitempty"`
+	// The chunk's heading path in its document ("Store FAQ > Returns"), as a
+	// search result names it; empty for text before the first heading and for
+	// sources that are not chunks (web search).
+	Heading       string `protobuf:"bytes,9,opt,name=heading,proto3" json:"heading,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -431,6 +435,13 @@ func (x *Source) GetExcerpt() string {
 func (x *Source) GetDatasourceId() string {
 	if x != nil {
 		return x.DatasourceId
+	}
+	return ""
+}
+
+func (x *Source) GetHeading() string {
+	if x != nil {
+		return x.Heading
 	}
 	return ""
 }
@@ -990,7 +1001,7 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\x15attachment.url_scheme\x12\x1cmust be an http or https URL\x1a9this.startsWith('http://') || this.startsWith('https://')\xc8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12\x1c\n" +
 	"\x04name\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xf4\x03R\x04name\x12\x1c\n" +
 	"\x04type\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x04type\x12\x1b\n" +
-	"\x04size\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x04size\"\xdc\x01\n" +
+	"\x04size\x18\x04 \x01(\x03B\a\xbaH\x04\"\x02(\x00R\x04size\"\xf6\x01\n" +
 	"\x06Source\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\tR\x06source\x12\x14\n" +
 	"\x05score\x18\x02 \x01(\x01R\x05score\x12'\n" +
@@ -999,7 +1010,8 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\x05title\x18\x05 \x01(\tR\x05title\x12\x10\n" +
 	"\x03url\x18\x06 \x01(\tR\x03url\x12\x18\n" +
 	"\aexcerpt\x18\a \x01(\tR\aexcerpt\x12#\n" +
-	"\rdatasource_id\x18\b \x01(\tR\fdatasourceId\"\xaf\x01\n" +
+	"\rdatasource_id\x18\b \x01(\tR\fdatasourceId\x12\x18\n" +
+	"\aheading\x18\t \x01(\tR\aheading\"\xaf\x01\n" +
 	"\x05Usage\x12#\n" +
 	"\rprompt_tokens\x18\x01 \x01(\x03R\fpromptTokens\x12+\n" +
 	"\x11completion_tokens\x18\x02 \x01(\x03R\x10completionTokens\x12!\n" +
