@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -125,13 +126,22 @@ func TestConnectionsAreReused(t *testing.T) {
 	// The default client: the shared transport every provider uses.
 	m := llm.NewOpenAI(llm.OpenAIConfig{APIKey: "sk-test", BaseURL: srv.URL + "/v1"})
 	const concurrent, rounds = 8, 4
-	for range rounds {
+	// The transport hands a connection back to its idle pool on its own
+	// goroutine after the body's end is read, so a round waits until all of
+	// the previous round's are back (kept or refused) before it starts:
+	// otherwise a busy machine opens new ones for calls that would have
+	// reused them a moment later.
+	var handedBack atomic.Int64
+	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
+		PutIdleConn: func(error) { handedBack.Add(1) },
+	})
+	for round := range rounds {
 		var wg sync.WaitGroup
 		errs := make(chan error, concurrent)
 		for range concurrent {
 			wg.Go(func() {
 				var text strings.Builder
-				err := m.Stream(context.Background(), basicReq, func(ev llm.Event) error { text.WriteString(ev.Text); return nil })
+				err := m.Stream(ctx, basicReq, func(ev llm.Event) error { text.WriteString(ev.Text); return nil })
 				if err == nil && text.String() != "ok" {
 					err = errors.New("answer " + text.String())
 				}
@@ -143,6 +153,9 @@ func TestConnectionsAreReused(t *testing.T) {
 		for err := range errs {
 			require.NoError(t, err)
 		}
+		want := int64((round + 1) * concurrent)
+		require.Eventually(t, func() bool { return handedBack.Load() >= want }, 5*time.Second, time.Millisecond,
+			"round %d: %d of %d connections handed back to the pool", round, handedBack.Load(), want)
 	}
 	require.LessOrEqual(t, accepted.Load(), int64(concurrent), "%d calls opened %d connections", concurrent*rounds, accepted.Load())
 }
