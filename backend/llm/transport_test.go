@@ -103,9 +103,11 @@ func TestSlowCallerIsNotAStall(t *testing.T) {
 	require.Equal(t, "ab", text)
 }
 
-// Turns reuse the provider's connections: rounds of concurrent calls open
-// no more connections than one round needs. (Go's default transport keeps 2
-// idle connections per host and would open most of them again each round.)
+// Turns reuse the provider's connections: after a first round of concurrent
+// calls, the next rounds' calls find one idle. (Go's default transport keeps
+// 2 idle connections per host and would open 6 of 8 again each round.) A
+// busy machine may still open one now and then (a connection handed back a
+// moment after a call looked for one), so the bar is three calls in four.
 func TestConnectionsAreReused(t *testing.T) {
 	t.Parallel()
 	var accepted atomic.Int64
@@ -131,9 +133,14 @@ func TestConnectionsAreReused(t *testing.T) {
 	// the previous round's are back (kept or refused) before it starts:
 	// otherwise a busy machine opens new ones for calls that would have
 	// reused them a moment later.
-	var handedBack atomic.Int64
+	var handedBack, reused atomic.Int64
 	ctx := httptrace.WithClientTrace(context.Background(), &httptrace.ClientTrace{
 		PutIdleConn: func(error) { handedBack.Add(1) },
+		GotConn: func(info httptrace.GotConnInfo) {
+			if info.Reused {
+				reused.Add(1)
+			}
+		},
 	})
 	for round := range rounds {
 		var wg sync.WaitGroup
@@ -157,5 +164,7 @@ func TestConnectionsAreReused(t *testing.T) {
 		require.Eventually(t, func() bool { return handedBack.Load() >= want }, 5*time.Second, time.Millisecond,
 			"round %d: %d of %d connections handed back to the pool", round, handedBack.Load(), want)
 	}
-	require.LessOrEqual(t, accepted.Load(), int64(concurrent), "%d calls opened %d connections", concurrent*rounds, accepted.Load())
+	later := int64(concurrent * (rounds - 1))
+	require.GreaterOrEqual(t, reused.Load(), later*3/4, "%d of the %d calls after the first round reused a connection (%d opened in all)",
+		reused.Load(), later, accepted.Load())
 }
