@@ -1,0 +1,102 @@
+package dbtest
+
+import (
+	"context"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/db"
+)
+
+// A pooled database a test wrote into comes back exactly as the template
+// is: every table's rows (the seeded plans, goose's and River's versions
+// included, though a test changed them) and every sequence.
+func TestResetGivesBackTheTemplate(t *testing.T) {
+	ctx := context.Background()
+	u := New(t)
+	name := dbName(t, u)
+	pool, err := db.Open(ctx, u, 2, nil)
+	require.NoError(t, err)
+	defer pool.Close()
+	for _, org := range []string{"One", "Two"} {
+		_, _, err := account.Bootstrap(ctx, &db.Store{Pool: pool}, org, "pro")
+		require.NoError(t, err)
+	}
+	_, err = pool.Exec(ctx, `
+		ALTER TABLE plans NO FORCE ROW LEVEL SECURITY;
+		UPDATE plans SET requests_per_minute = 1;
+		ALTER TABLE plans FORCE ROW LEVEL SECURITY;
+		DELETE FROM river_migration;
+		INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, true);
+		SELECT nextval('river_job_id_seq')`)
+	require.NoError(t, err)
+	require.NotEqual(t, snapshot(t, AdminURL(), templateName(t)), snapshot(t, AdminURL(), name), "the test's writes changed nothing")
+	pool.Close()
+
+	claim, err := pgx.Connect(ctx, AdminURL())
+	require.NoError(t, err)
+	defer claim.Close(ctx)
+	require.NoError(t, reset(ctx, claim, name))
+	require.Equal(t, snapshot(t, AdminURL(), templateName(t)), snapshot(t, AdminURL(), name))
+}
+
+// A database whose schema a test changed is not emptied but refused (and
+// then dropped and cloned again by claimPooled).
+func TestResetRefusesAChangedSchema(t *testing.T) {
+	ctx := context.Background()
+	u := New(t)
+	conn, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "CREATE INDEX scratch ON plans (requests_per_minute)")
+	require.NoError(t, err)
+	require.NoError(t, conn.Close(ctx))
+
+	claim, err := pgx.Connect(ctx, AdminURL())
+	require.NoError(t, err)
+	defer claim.Close(ctx)
+	require.ErrorIs(t, reset(ctx, claim, dbName(t, u)), errSchemaChanged)
+}
+
+func dbName(t *testing.T, u string) string {
+	p, err := url.Parse(u)
+	require.NoError(t, err)
+	return strings.TrimPrefix(p.Path, "/")
+}
+
+// snapshot is every public table's rows and every public sequence's state
+// in the database name, as text.
+func snapshot(t *testing.T, admin, name string) map[string]string {
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, withDB(admin, name))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tables, err := conn.Query(ctx, `SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p')`)
+	require.NoError(t, err)
+	names, err := pgx.CollectRows(tables, pgx.RowTo[string])
+	require.NoError(t, err)
+	// The owner reads past the forced policies of its tenant tables only in
+	// a transaction that lifts them and is rolled back.
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	out := map[string]string{}
+	for _, table := range names {
+		_, err := tx.Exec(ctx, "ALTER TABLE public."+pgx.Identifier{table}.Sanitize()+" NO FORCE ROW LEVEL SECURITY")
+		require.NoError(t, err)
+		var rows string
+		err = tx.QueryRow(ctx, "SELECT coalesce(string_agg(t::text, E'\\n' ORDER BY t::text), '') FROM public."+pgx.Identifier{table}.Sanitize()+" t").Scan(&rows)
+		require.NoError(t, err, table)
+		out[table] = rows
+	}
+	var seqs string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT string_agg(sequencename || '=' || coalesce(last_value::text, 'unset'), ',' ORDER BY sequencename)
+		FROM pg_sequences WHERE schemaname = 'public'`).Scan(&seqs))
+	out["sequences"] = seqs
+	return out
+}
