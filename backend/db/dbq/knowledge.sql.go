@@ -442,20 +442,25 @@ func (q *Queries) GetDatastore(ctx context.Context, arg GetDatastoreParams) (Dat
 }
 
 const insertChunks = `-- name: InsertChunks :exec
-INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim)
-SELECT $1, unnest($2::uuid[]), $3, $4, $5,
-       unnest($6::int[]), unnest($7::text[]), unnest($8::text[]),
-       unnest($9::text[]), unnest($10::text[]), unnest($11::int[]),
-       unnest($12::int[]), unnest($13::vector[]), $14
+INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim, tsv)
+SELECT $1, c.id, $2, $3, $4,
+       c.position, c.text, c.title, c.heading, c.url, c.page, c.tokens, c.embedding, $5,
+       setweight(to_tsvector('english', c.title || ' ' || c.heading), 'A') || to_tsvector('english', c.text)
+FROM (SELECT unnest($6::uuid[]) AS id, unnest($7::int[]) AS position,
+             unnest($8::text[]) AS text, unnest($9::text[]) AS title,
+             unnest($10::text[]) AS heading, unnest($11::text[]) AS url,
+             unnest($12::int[]) AS page, unnest($13::int[]) AS tokens,
+             unnest($14::vector[]) AS embedding) c
 ON CONFLICT (org_id, datasource_id, generation, position) DO NOTHING
 `
 
 type InsertChunksParams struct {
 	OrgID        uuid.UUID
-	Ids          []uuid.UUID
 	DatastoreID  uuid.UUID
 	DatasourceID uuid.UUID
 	Generation   int32
+	EmbeddingDim int32
+	Ids          []uuid.UUID
 	Positions    []int32
 	Texts        []string
 	Titles       []string
@@ -464,20 +469,23 @@ type InsertChunksParams struct {
 	Pages        []int32
 	Tokens       []int32
 	Embeddings   []*pgvector.Vector
-	EmbeddingDim int32
 }
 
 // One batch of a run's chunks in one statement, a row per element of the
 // arrays, which are zipped (COPY is refused on tables with row-level security; one INSERT of
 // many rows is planned once and fires the chunks' statement triggers once,
 // where a pipelined INSERT a row did both per row).
+// The words' vector (tsv) is computed here, once: it is a plain column so
+// that publishing, which updates every row, does not compute it again
+// (migration 00019). Its title and heading words weigh A.
 func (q *Queries) InsertChunks(ctx context.Context, arg InsertChunksParams) error {
 	_, err := q.db.Exec(ctx, insertChunks,
 		arg.OrgID,
-		arg.Ids,
 		arg.DatastoreID,
 		arg.DatasourceID,
 		arg.Generation,
+		arg.EmbeddingDim,
+		arg.Ids,
 		arg.Positions,
 		arg.Texts,
 		arg.Titles,
@@ -486,7 +494,6 @@ func (q *Queries) InsertChunks(ctx context.Context, arg InsertChunksParams) erro
 		arg.Pages,
 		arg.Tokens,
 		arg.Embeddings,
-		arg.EmbeddingDim,
 	)
 	return err
 }
@@ -639,6 +646,7 @@ func (q *Queries) MarkSynced(ctx context.Context, arg MarkSyncedParams) error {
 const publishGeneration = `-- name: PublishGeneration :exec
 UPDATE chunks SET visible = (generation = $1)
 WHERE org_id = $2 AND datasource_id = $3
+  AND visible <> (generation = $1)
 `
 
 type PublishGenerationParams struct {

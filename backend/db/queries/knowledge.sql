@@ -78,18 +78,26 @@ WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND 
 -- arrays, which are zipped (COPY is refused on tables with row-level security; one INSERT of
 -- many rows is planned once and fires the chunks' statement triggers once,
 -- where a pipelined INSERT a row did both per row).
-INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim)
-SELECT sqlc.arg(org_id), unnest(sqlc.arg(ids)::uuid[]), sqlc.arg(datastore_id), sqlc.arg(datasource_id), sqlc.arg(generation),
-       unnest(sqlc.arg(positions)::int[]), unnest(sqlc.arg(texts)::text[]), unnest(sqlc.arg(titles)::text[]),
-       unnest(sqlc.arg(headings)::text[]), unnest(sqlc.arg(urls)::text[]), unnest(sqlc.arg(pages)::int[]),
-       unnest(sqlc.arg(tokens)::int[]), unnest(sqlc.arg(embeddings)::vector[]), sqlc.arg(embedding_dim)
+-- The words' vector (tsv) is computed here, once: it is a plain column so
+-- that publishing, which updates every row, does not compute it again
+-- (migration 00019). Its title and heading words weigh A.
+INSERT INTO chunks (org_id, id, datastore_id, datasource_id, generation, position, text, title, heading, url, page, tokens, embedding, embedding_dim, tsv)
+SELECT sqlc.arg(org_id), c.id, sqlc.arg(datastore_id), sqlc.arg(datasource_id), sqlc.arg(generation),
+       c.position, c.text, c.title, c.heading, c.url, c.page, c.tokens, c.embedding, sqlc.arg(embedding_dim),
+       setweight(to_tsvector('english', c.title || ' ' || c.heading), 'A') || to_tsvector('english', c.text)
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(positions)::int[]) AS position,
+             unnest(sqlc.arg(texts)::text[]) AS text, unnest(sqlc.arg(titles)::text[]) AS title,
+             unnest(sqlc.arg(headings)::text[]) AS heading, unnest(sqlc.arg(urls)::text[]) AS url,
+             unnest(sqlc.arg(pages)::int[]) AS page, unnest(sqlc.arg(tokens)::int[]) AS tokens,
+             unnest(sqlc.arg(embeddings)::vector[]) AS embedding) c
 ON CONFLICT (org_id, datasource_id, generation, position) DO NOTHING;
 
 -- name: PublishGeneration :exec
 -- Makes a finished run's chunks the visible ones, in one statement per step
 -- of one transaction (see knowledge.Ingest).
 UPDATE chunks SET visible = (generation = sqlc.arg(generation))
-WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id);
+WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id)
+  AND visible <> (generation = sqlc.arg(generation));
 
 -- name: DeleteChunksBelow :exec
 DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation < sqlc.arg(generation);
