@@ -81,8 +81,13 @@ func TestIngestionAtItsLimits(t *testing.T) {
 		t.Parallel()
 		store := f.datastore(t, ent.Key, "Manual")
 		var doc bytes.Buffer
+		// Sections of six paragraphs, about a chunk each, as a manual has
+		// (a heading every paragraph made 92,000 chunks of 230 bytes).
 		for i := 0; doc.Len() < knowledge.MaxFileBytes-(64<<10); i++ {
-			fmt.Fprintf(&doc, "## Section %d\n\nSection %d describes part %d of the machine in enough words to make a paragraph of ordinary length. ", i, i, i)
+			if i%6 == 0 {
+				fmt.Fprintf(&doc, "## Section %d\n\n", i/6)
+			}
+			fmt.Fprintf(&doc, "Paragraph %d describes part %d of the machine in enough words to make a paragraph of ordinary length. ", i, i)
 			doc.WriteString("It goes on to explain how the part is fitted, cleaned and replaced, and what to do when it wears out.\n\n")
 		}
 		doc.WriteString("## Lighthouse\n\nThe lighthouse keeper's passphrase is amber falcon seventeen.\n")
@@ -104,7 +109,8 @@ func TestIngestionAtItsLimits(t *testing.T) {
 
 		ds := f.settledWithin(t, ent.Key, up.ID, 8*time.Minute)
 		require.Equal(t, "synced", ds.Status, ds.Error)
-		require.Greater(t, ds.ChunkCount, 10000)
+		require.Greater(t, ds.ChunkCount, 10000, "chunks")
+		t.Logf("%d chunks", ds.ChunkCount)
 
 		// Its last chunk is stored and visible. (Checked in the database:
 		// vector search needs an index of the embedder's dimension, and this
