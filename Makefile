@@ -55,13 +55,15 @@ run: db build ## Set up the database, migrate, create a demo organization, serve
 	PARLEY_SECRETS_KEY="$${PARLEY_SECRETS_KEY:-$$(cat .parley/secrets-key)}" $(BIN)/parley serve
 
 .PHONY: test
-# Test binaries link without DWARF or a symbol table (-s -w: half the link time, and linking is
-# most of a warm run's CPU: each binary holds the whole server), and four
-# packages run at once: their tests mostly wait on Postgres.
+# make test runs the test binaries kept in build/test (scripts/test.sh says
+# why: go test links every binary again on every run, and linking was most
+# of a warm run). Test binaries link without DWARF or a symbol table (-s -w:
+# half the link time); four packages run at once: their tests mostly wait
+# on Postgres. TESTARGS go to every test binary: TESTARGS='-test.run X -test.v'.
 TESTFLAGS ?= -count=1 -ldflags="-s -w"
 
 test: db redis chromium ## Run the whole suite against the real Postgres, Redis and Chromium
-	go test $(TESTFLAGS) -p 4 ./...
+	scripts/test.sh
 
 # The race detector makes the suite about three times slower here (2 cores);
 # CI runs both.
