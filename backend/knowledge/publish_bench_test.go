@@ -47,7 +47,7 @@ func BenchmarkPublish(b *testing.B) {
 			}
 			vec := pgvector.NewVector(v)
 			rows[i] = chunkRow{OrgID: env.org, ID: uuid.New(), DatastoreID: env.store_, DatasourceID: ds, Generation: 1, Position: int32(i),
-				Text: fmt.Sprintf("Paragraph %d tells of topic %d with words enough to index, vacuum %d and replication %d.", i, i%97, i%13, i%7),
+				Text:  fmt.Sprintf("Paragraph %d tells of topic %d with words enough to index, vacuum %d and replication %d.", i, i%97, i%13, i%7),
 				Title: "Bench", Heading: fmt.Sprintf("Section %d", i/20), Tokens: 20, Embedding: &vec, EmbeddingDim: 512}
 		}
 		if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
