@@ -153,7 +153,7 @@ func replyJSON(resp *parleyv1.ChatResponse) map[string]any {
 func doneFields(resp *parleyv1.ChatResponse) map[string]any {
 	sources := make([]map[string]any, 0, len(resp.GetSources()))
 	for _, s := range resp.GetSources() {
-		sources = append(sources, sourceJSON(s))
+		sources = append(sources, wire.SourceJSON(s))
 	}
 	u := resp.GetUsage()
 	out := map[string]any{
@@ -192,14 +192,6 @@ func toolCallJSON(c *parleyv1.ToolCall) map[string]any {
 		"status": c.GetStatus(), "result": c.GetResult()}
 }
 
-func sourceJSON(s *parleyv1.Source) map[string]any {
-	return map[string]any{
-		"source": s.GetSource(), "score": s.GetScore(), "datasourceName": s.GetDatasourceName(),
-		"datasourceId": s.GetDatasourceId(), "chunk": s.GetChunk(), "title": s.GetTitle(), "url": s.GetUrl(),
-		"excerpt": s.GetExcerpt(), "heading": s.GetHeading(),
-	}
-}
-
 // eventJSON is one stream event in the spec's dialect (type token, source,
 // tool_call, done, error) or, with text, the other reference's (type text
 // for the tokens; the rest unchanged). nil: nothing to send.
@@ -211,7 +203,7 @@ func eventJSON(ev *parleyv1.ChatStreamResponse, text bool) map[string]any {
 		}
 		return map[string]any{"type": "token", "value": e.Token}
 	case *parleyv1.ChatStreamResponse_Source:
-		return map[string]any{"type": "source", "source": sourceJSON(e.Source)}
+		return map[string]any{"type": "source", "source": wire.SourceJSON(e.Source)}
 	case *parleyv1.ChatStreamResponse_ToolCall:
 		out := toolCallJSON(e.ToolCall)
 		out["type"] = "tool_call"
@@ -261,7 +253,7 @@ func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
 	v1 := func(resp *parleyv1.ChatResponse, answer string) map[string]any {
 		sources := make([]map[string]any, 0, len(resp.GetSources()))
 		for _, s := range resp.GetSources() {
-			sources = append(sources, sourceJSON(s))
+			sources = append(sources, wire.SourceJSON(s))
 		}
 		return map[string]any{"answer": answer, "sources": sources, "conversationId": resp.GetConversationId(),
 			"visitorId": resp.GetVisitorId(), "messageId": resp.GetMessageId()}

@@ -304,7 +304,7 @@ func summaryJSON(c *parleyv1.ConversationSummary) map[string]any {
 func messageJSON(m *parleyv1.ConversationMessage) map[string]any {
 	sources := make([]map[string]any, 0, len(m.GetSources()))
 	for _, s := range m.GetSources() {
-		sources = append(sources, sourceJSON(s))
+		sources = append(sources, wire.SourceJSON(s))
 	}
 	calls := make([]map[string]any, 0, len(m.GetToolCalls()))
 	for _, c := range m.GetToolCalls() {

@@ -494,14 +494,14 @@ func (s *sseWriter) emit(ev *parleyv1.ChatStreamResponse) error {
 	case *parleyv1.ChatStreamResponse_Token:
 		out = map[string]any{"type": "token", "value": e.Token}
 	case *parleyv1.ChatStreamResponse_Source:
-		out = map[string]any{"type": "source", "source": sourceJSON(e.Source)}
+		out = map[string]any{"type": "source", "source": wire.SourceJSON(e.Source)}
 	case *parleyv1.ChatStreamResponse_ToolCall:
 		out = map[string]any{"type": "tool_call", "name": e.ToolCall.GetName(), "arguments": e.ToolCall.GetArguments()}
 	case *parleyv1.ChatStreamResponse_Done:
 		d := e.Done
 		sources := make([]map[string]any, 0, len(d.GetSources()))
 		for _, src := range d.GetSources() {
-			sources = append(sources, sourceJSON(src))
+			sources = append(sources, wire.SourceJSON(src))
 		}
 		s.ended = true
 		out = map[string]any{
@@ -521,13 +521,6 @@ func (s *sseWriter) emit(ev *parleyv1.ChatStreamResponse) error {
 		return nil
 	}
 	return s.send(http.StatusOK, out)
-}
-
-func sourceJSON(s *parleyv1.Source) map[string]any {
-	return map[string]any{
-		"title": s.GetTitle(), "url": s.GetUrl(), "excerpt": s.GetExcerpt(), "score": s.GetScore(),
-		"datasourceName": s.GetDatasourceName(), "datasourceId": s.GetDatasourceId(), "source": s.GetSource(),
-	}
 }
 
 // datastoreName is the name of one of the organization's datastores.

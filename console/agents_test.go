@@ -340,7 +340,7 @@ func agDecode(t *testing.T, ev sse.Event) map[string]any {
 
 func testPlayground(t *testing.T, e *env) {
 	org := e.Bootstrap("Playground", "pro")
-	store := agDatastore(t, e, org.Key, "Shop", "Our shop opens at nine in the morning. Deliveries leave every Tuesday.")
+	store := agDatastore(t, e, org.Key, "Shop", "## Hours\n\nOur shop opens at nine in the morning.\n\n## Deliveries\n\nDeliveries leave every Tuesday.")
 	id := agNew(t, e, org.Key, map[string]any{"name": "Shop", "instructions": "Answer from the shop's notes.", "datastores": []string{store}})
 	c := e.as(t, org.ID, member.Admin)
 	loc := "/console/agents/" + id
@@ -374,6 +374,7 @@ func testPlayground(t *testing.T, e *env) {
 	require.Contains(t, answer.String(), "nine")
 	require.NotEmpty(t, sources)
 	require.Equal(t, "Shop notes", sources[0]["title"])
+	require.Equal(t, "Hours", sources[0]["heading"], "a source names its section, as the REST API's do")
 	require.Equal(t, conv, done["conversationId"])
 	require.NotEmpty(t, done["messageId"])
 

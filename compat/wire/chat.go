@@ -80,3 +80,13 @@ func DecodeChat(agentID string, body []byte) (*parleyv1.ChatRequest, *bool, erro
 	}
 	return req, b.Streaming, nil
 }
+
+// SourceJSON is a chat source as the REST API's JSON and SSE replies (and
+// the console's playground, which speaks them) carry it.
+func SourceJSON(s *parleyv1.Source) map[string]any {
+	return map[string]any{
+		"source": s.GetSource(), "score": s.GetScore(), "datasourceName": s.GetDatasourceName(),
+		"datasourceId": s.GetDatasourceId(), "chunk": s.GetChunk(), "title": s.GetTitle(), "url": s.GetUrl(),
+		"excerpt": s.GetExcerpt(), "heading": s.GetHeading(),
+	}
+}
