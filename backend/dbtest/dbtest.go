@@ -88,7 +88,7 @@ func claimPooled(ctx context.Context, claim *pgx.Conn, tpl string) (string, erro
 	for i := 0; i < 1000; i++ {
 		name := prefix + strconv.Itoa(i)
 		var mine bool
-		if err := claim.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name).Scan(&mine); err != nil {
+		if err := claim.QueryRow(ctx, tryLockSQL, name).Scan(&mine); err != nil {
 			return "", err
 		}
 		if !mine {
@@ -106,7 +106,7 @@ func claimPooled(ctx context.Context, claim *pgx.Conn, tpl string) (string, erro
 			if !errors.Is(err, errSchemaChanged) {
 				return "", fmt.Errorf("emptying %s: %w", name, err)
 			}
-			if _, err := claim.Exec(ctx, "DROP DATABASE "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+			if err := dropDatabase(ctx, claim, name); err != nil {
 				return "", err
 			}
 		}
@@ -122,6 +122,16 @@ func claimPooled(ctx context.Context, claim *pgx.Conn, tpl string) (string, erro
 }
 
 var errSchemaChanged = errors.New("schema changed")
+
+// tryLockSQL claims a pooled database by name: the lock is the claim,
+// held by the claiming connection's session.
+const tryLockSQL = "SELECT pg_try_advisory_lock(hashtextextended($1, 0))"
+
+// dropDatabase drops name if it exists, closing its connections.
+func dropDatabase(ctx context.Context, conn *pgx.Conn, name string) error {
+	_, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+	return err
+}
 
 // reset empties the pooled database name (see the package's comment),
 // closing first any connection its last test left open.
@@ -166,14 +176,14 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, tpl string) error {
 		return err
 	}
 	building := tpl + "_building"
-	if _, err := admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{building}.Sanitize()+" WITH (FORCE)"); err != nil {
+	if err := dropDatabase(ctx, admin, building); err != nil {
 		return err
 	}
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+pgx.Identifier{building}.Sanitize()); err != nil {
 		return err
 	}
 	if err := migrateTemplate(ctx, withDB(AdminURL(), building)); err != nil {
-		_, _ = admin.Exec(ctx, "DROP DATABASE "+pgx.Identifier{building}.Sanitize())
+		_ = dropDatabase(ctx, admin, building)
 		return fmt.Errorf("migrating template: %w", err)
 	}
 	dropStalePools(ctx, admin, tpl)
@@ -268,10 +278,10 @@ func dropStalePools(ctx context.Context, admin *pgx.Conn, tpl string) {
 	}
 	for _, name := range names {
 		var mine bool
-		if admin.QueryRow(ctx, "SELECT pg_try_advisory_lock(hashtextextended($1, 0))", name).Scan(&mine) != nil || !mine {
+		if admin.QueryRow(ctx, tryLockSQL, name).Scan(&mine) != nil || !mine {
 			continue
 		}
-		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)")
+		_ = dropDatabase(ctx, admin, name)
 		_, _ = admin.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", name)
 	}
 }
@@ -359,7 +369,7 @@ func drop(t testing.TB, name string) {
 		return
 	}
 	defer conn.Close(ctx)
-	if _, err := conn.Exec(ctx, "DROP DATABASE IF EXISTS "+pgx.Identifier{name}.Sanitize()+" WITH (FORCE)"); err != nil {
+	if err := dropDatabase(ctx, conn, name); err != nil {
 		t.Errorf("dbtest: dropping %s: %v", name, err)
 	}
 }
