@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/google/uuid"
@@ -44,18 +45,33 @@ type Store struct {
 // chat turns per second on two cores (docs/benchmarks.md).
 const DefaultMaxConns = 16
 
-// Open connects a pool of at most maxConns connections (DefaultMaxConns
-// when 0) to url and checks it answers. tracer, when not nil, sees every
-// statement (tests count them).
-func Open(ctx context.Context, url string, maxConns int32, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
+// PoolSize is the one place that decides how many connections a pool of
+// url opens at most: configured when positive (--db-max-conns), else the
+// URL's own pool_max_conns (pgx's parameter, which an operator may already
+// use), else DefaultMaxConns. The turn queue's bounds are derived from it.
+func PoolSize(url string, configured int) int {
+	if configured > 0 {
+		return configured
+	}
+	if c, err := pgconn.ParseConfig(url); err == nil {
+		if _, ok := c.RuntimeParams["pool_max_conns"]; ok {
+			if pc, err := pgxpool.ParseConfig(url); err == nil {
+				return int(pc.MaxConns)
+			}
+		}
+	}
+	return DefaultMaxConns
+}
+
+// Open connects a pool of at most PoolSize(url, maxConns) connections to
+// url and checks it answers. tracer, when not nil, sees every statement
+// (tests count them).
+func Open(ctx context.Context, url string, maxConns int, tracer pgx.QueryTracer) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	cfg.MaxConns = DefaultMaxConns
-	if maxConns > 0 {
-		cfg.MaxConns = maxConns
-	}
+	cfg.MaxConns = int32(min(PoolSize(url, maxConns), math.MaxInt32))
 	cfg.ConnConfig.Tracer = tracer
 	// The vector type, for embeddings (binary encoding, COPY).
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {

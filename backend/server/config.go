@@ -40,7 +40,9 @@ type Config struct {
 	DatabaseURL string
 	// PublicURL is where people reach the console (sign-in links; an https
 	// URL makes the session cookie Secure).
-	PublicURL  string
+	PublicURL string
+	// DBMaxConns bounds the Postgres pool; 0: db.PoolSize decides (the
+	// URL's pool_max_conns, else db.DefaultMaxConns).
 	DBMaxConns int
 	// DBTracer sees every statement of the pool (not a flag: tests count
 	// statements with it).
@@ -53,7 +55,7 @@ type Config struct {
 	TurnTimeout time.Duration
 	// MaxTurns is how many chat turns run at once, TurnQueue how many more
 	// may wait for one of them (503 OVERLOADED past that); 0: derived from
-	// DBMaxConns (TurnLimits).
+	// the pool's size (TurnLimits).
 	MaxTurns      int
 	TurnQueue     int
 	LogLevel      string
@@ -128,7 +130,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"the address people open the console at (PARLEY_PUBLIC_URL); https makes the session cookie Secure")
 	fs.StringVar(&c.DatabaseURL, "database-url", env("PARLEY_DATABASE_URL", env("DATABASE_URL", DefaultDatabaseURL)),
 		"Postgres URL; the database needs the vector extension (PARLEY_DATABASE_URL or DATABASE_URL)")
-	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.envInt("PARLEY_DB_MAX_CONNS", db.DefaultMaxConns), "largest Postgres pool (PARLEY_DB_MAX_CONNS)")
+	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.envInt("PARLEY_DB_MAX_CONNS", 0),
+		fmt.Sprintf("largest Postgres pool; 0 takes the database URL's pool_max_conns, else %d (PARLEY_DB_MAX_CONNS)", db.DefaultMaxConns))
 	fs.StringVar(&c.RedisURL, "redis-url", env("PARLEY_REDIS_URL", ""),
 		"Redis URL for rate-limit counts shared by several instances, e.g. redis://127.0.0.1:6379/0; empty counts in memory (PARLEY_REDIS_URL)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("PARLEY_REDIS_PREFIX", "parley:ratelimit"), "Redis key prefix of rate-limit counters (PARLEY_REDIS_PREFIX)")
@@ -193,11 +196,7 @@ const loadsPerConn = 2
 
 // LoadLimit is how many chat turns run their load phase at once.
 func (c *Config) LoadLimit() int {
-	conns := c.DBMaxConns
-	if conns <= 0 {
-		conns = db.DefaultMaxConns
-	}
-	return conns * loadsPerConn
+	return db.PoolSize(c.DatabaseURL, c.DBMaxConns) * loadsPerConn
 }
 
 // TurnLimits is how many chat turns run at once and how many more may wait:
@@ -206,11 +205,7 @@ func (c *Config) LoadLimit() int {
 func (c *Config) TurnLimits() (running, waiting int) {
 	running, waiting = c.MaxTurns, c.TurnQueue
 	if running <= 0 {
-		conns := c.DBMaxConns
-		if conns <= 0 {
-			conns = db.DefaultMaxConns
-		}
-		running = conns * turnsPerConn
+		running = db.PoolSize(c.DatabaseURL, c.DBMaxConns) * turnsPerConn
 	}
 	if waiting <= 0 {
 		waiting = running

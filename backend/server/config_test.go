@@ -159,6 +159,10 @@ func TestTurnLimitsConfig(t *testing.T) {
 	c.DBMaxConns = 4
 	running, waiting = c.TurnLimits()
 	require.Equal(t, []int{1024, 1024}, []int{running, waiting})
+	c.DBMaxConns, c.DatabaseURL = 0, "postgres://u@h/d?pool_max_conns=2" // the URL's own size
+	running, _ = c.TurnLimits()
+	require.Equal(t, 512, running)
+	require.Equal(t, 4, c.LoadLimit())
 
 	t.Setenv("PARLEY_MAX_TURNS", "50")
 	c = Config{}

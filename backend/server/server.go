@@ -133,7 +133,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		// its acquire tracer on the same value.)
 		tracer = otelpgx.NewTracer(otelpgx.WithSpanNameFunc(db.QueryName), otelpgx.WithDisableConnectionDetailsInAttributes())
 	}
-	pool, err := db.Open(ctx, cfg.DatabaseURL, int32(cfg.DBMaxConns), tracer)
+	pool, err := db.Open(ctx, cfg.DatabaseURL, cfg.DBMaxConns, tracer)
 	if err != nil {
 		return nil, err
 	}
