@@ -48,6 +48,15 @@ func (t *TTL[K, V]) Get(key K, load func() (V, error)) (V, error) {
 	return v, nil
 }
 
+// Peek returns key's value while it is cached and fresh, reading nothing.
+func (t *TTL[K, V]) Peek(key K) (V, bool) {
+	if it := t.c.Get(key); it != nil {
+		return it.Value(), true
+	}
+	var zero V
+	return zero, false
+}
+
 // Forget drops key.
 func (t *TTL[K, V]) Forget(key K) {
 	t.forgets.Add(1)

@@ -630,10 +630,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		return nil, err
 	}
 	var row dbq.CreateMessageRow
-	// The question is durable already: the answer's commit does not wait
-	// for the disk (Store.TenantAsync says what that risks), and its insert
-	// goes with the transaction's BEGIN: two round trips with the commit.
-	err = s.Store.TenantAsyncTxWith(storeCtx, t.org, func(q *dbq.Queries) error {
+	insert := func(q *dbq.Queries) error {
 		var err error
 		row, err = q.CreateMessage(storeCtx, dbq.CreateMessageParams{
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: g.text, Channel: t.channel,
@@ -642,12 +639,23 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 			ToolCalls: callsJSON,
 		})
 		return err
-	}, func(tx pgx.Tx, _ *dbq.Queries) error {
-		return s.emitMessage(storeCtx, tx, t.org, view.Message{
-			ID: row.ID.String(), ConversationID: t.conv.ID, Role: "assistant", Content: g.text, CreateTime: row.CreatedAt,
-			Sources: t.sources, ToolCalls: t.calls, Model: t.modelName, Incomplete: g.err != nil,
+	}
+	// The question is durable already: the answer's commit does not wait
+	// for the disk (Store.TenantAsync says what that risks). An
+	// organization known to have no webhook endpoint gets no
+	// message.created to write: the insert goes with BEGIN and COMMIT in
+	// one round trip. Otherwise the event is written after the insert, in
+	// its transaction: two round trips.
+	if s.Hooks.Silent(t.org) {
+		err = s.Store.TenantAsyncBatch(storeCtx, t.org, insert)
+	} else {
+		err = s.Store.TenantAsyncTxWith(storeCtx, t.org, insert, func(tx pgx.Tx, _ *dbq.Queries) error {
+			return s.emitMessage(storeCtx, tx, t.org, view.Message{
+				ID: row.ID.String(), ConversationID: t.conv.ID, Role: "assistant", Content: g.text, CreateTime: row.CreatedAt,
+				Sources: t.sources, ToolCalls: t.calls, Model: t.modelName, Incomplete: g.err != nil,
+			})
 		})
-	})
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -41,23 +41,50 @@ func (s *Store) TenantAsyncTxWith(ctx context.Context, org uuid.UUID, first func
 // was dead is sent again once: nothing commits before fn is done, so that
 // is always safe.
 func (s *Store) pipelined(ctx context.Context, scopes []Scope, first func(q *dbq.Queries) error, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
-	for _, sc := range scopes {
-		if strings.ContainsRune(sc.Name, 0) || strings.ContainsRune(sc.Value, 0) {
-			return errNUL
-		}
+	return s.recorded(ctx, scopes, first, func(sc *pgx.QueuedQuery, queued []*pgx.QueuedQuery) error {
+		return s.sendPipelined(ctx, sc, queued, first, fn)
+	})
+}
+
+// recorded records first's statements and calls send with them and the
+// statement that sets scopes; a send whose BEGIN found the pooled
+// connection dead (errBeginLost) is called once more.
+func (s *Store) recorded(ctx context.Context, scopes []Scope, first func(q *dbq.Queries) error, send func(scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery) error) error {
+	scope, err := scopeQuery(scopes)
+	if err != nil {
+		return err
 	}
 	rec := &recorder{}
 	if err := first(dbq.New(rec)); err != nil {
 		return err
 	}
-	err := s.sendPipelined(ctx, scopes, rec.queued, first, fn)
+	err = send(scope, rec.queued)
 	if errors.Is(err, errBeginLost) && ctx.Err() == nil {
-		err = s.sendPipelined(ctx, scopes, rec.queued, first, fn)
+		err = send(scope, rec.queued)
 	}
 	if errors.Is(err, errBeginLost) {
 		err = errors.Unwrap(err)
 	}
 	return unavailable(ctx, err)
+}
+
+// scopeQuery is "select set_config($1, $2, true), ...": the scopes as
+// query parameters (nothing is spliced into SQL here).
+func scopeQuery(scopes []Scope) (*pgx.QueuedQuery, error) {
+	var sel strings.Builder
+	args := make([]any, 0, 2*len(scopes))
+	sel.WriteString("select ")
+	for i, sc := range scopes {
+		if strings.ContainsRune(sc.Name, 0) || strings.ContainsRune(sc.Value, 0) {
+			return nil, errNUL
+		}
+		if i > 0 {
+			sel.WriteString(", ")
+		}
+		fmt.Fprintf(&sel, "set_config($%d, $%d, true)", 2*i+1, 2*i+2)
+		args = append(args, sc.Name, sc.Value)
+	}
+	return &pgx.QueuedQuery{SQL: sel.String(), Arguments: args}, nil
 }
 
 // errBeginLost wraps a lost connection found by the batch's BEGIN.
@@ -69,42 +96,14 @@ func (e beginLost) Error() string        { return e.err.Error() }
 func (e beginLost) Unwrap() error        { return e.err }
 func (e beginLost) Is(target error) bool { return target == errBeginLost }
 
-func (s *Store) sendPipelined(ctx context.Context, scopes []Scope, queued []*pgx.QueuedQuery, first func(q *dbq.Queries) error, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
+func (s *Store) sendPipelined(ctx context.Context, scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery, first func(q *dbq.Queries) error, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	var sel strings.Builder
-	args := make([]any, 0, 2*len(scopes))
-	sel.WriteString("select ")
-	for i, sc := range scopes {
-		if i > 0 {
-			sel.WriteString(", ")
-		}
-		fmt.Fprintf(&sel, "set_config($%d, $%d, true)", 2*i+1, 2*i+2)
-		args = append(args, sc.Name, sc.Value)
-	}
-	b.Queue(sel.String(), args...)
-	for _, q := range queued {
-		b.Queue(q.SQL, q.Arguments...)
-	}
+	b.QueuedQueries = append(append(b.QueuedQueries, scope), queued...)
 	br := s.Pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		if connectionLost(err) {
-			return beginLost{err}
-		}
-		return err
-	}
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return err
-	}
-	rp := &replay{br: br, queued: queued}
-	err := first(dbq.New(rp))
-	if err == nil && rp.next != len(queued) {
-		err = fmt.Errorf("db: the pipelined statements ran %d queries of %d the second time", rp.next, len(queued))
-	}
+	err := readBatch(br, queued, first)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -115,6 +114,77 @@ func (s *Store) sendPipelined(ctx context.Context, scopes []Scope, queued []*pgx
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// readBatch reads the results of a batch that begins a transaction, sets
+// its scope and runs queued: BEGIN's (beginLost when it found the
+// connection dead), the scope's, then first's, replayed.
+func readBatch(br pgx.BatchResults, queued []*pgx.QueuedQuery, first func(q *dbq.Queries) error) error {
+	if _, err := br.Exec(); err != nil {
+		if connectionLost(err) {
+			return beginLost{err}
+		}
+		return err
+	}
+	if _, err := br.Exec(); err != nil {
+		return err
+	}
+	rp := &replay{br: br, queued: queued}
+	if err := first(dbq.New(rp)); err != nil {
+		return err
+	}
+	if rp.next != len(queued) {
+		return fmt.Errorf("db: the pipelined statements ran %d queries of %d the second time", rp.next, len(queued))
+	}
+	return nil
+}
+
+// TenantAsyncBatch is TenantAsyncTxWith with nothing to run after first:
+// BEGIN, the scope, first's statements and COMMIT travel in one round trip
+// (issue 13: a chat turn's answer). A statement that fails rolls the
+// transaction back and nothing commits. (A first that runs other queries
+// the second time is reported as TenantTxWith's is, but only once its
+// recorded statements have committed.) A BEGIN that finds the pooled
+// connection dead is retried as pipelined's is; the commit then travelled
+// with it, so a retry after a commit that ran unseen fails on the rows' own
+// keys rather than storing them twice (the answer's id is made before).
+func (s *Store) TenantAsyncBatch(ctx context.Context, org uuid.UUID, first func(q *dbq.Queries) error) error {
+	scopes := []Scope{{"app.org_id", org.String()}, {"synchronous_commit", "off"}}
+	return s.orgGone(org, s.recorded(ctx, scopes, first, func(scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery) error {
+		return s.sendOneTrip(ctx, scope, queued, first)
+	}))
+}
+
+func (s *Store) sendOneTrip(ctx context.Context, scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery, first func(q *dbq.Queries) error) error {
+	conn, err := s.Pool.Acquire(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Release()
+	b := &pgx.Batch{}
+	b.Queue("begin")
+	b.QueuedQueries = append(append(b.QueuedQueries, scope), queued...)
+	b.Queue("commit")
+	br := conn.SendBatch(ctx, b)
+	err = readBatch(br, queued, first)
+	if err == nil {
+		var tag pgconn.CommandTag
+		if tag, err = br.Exec(); err == nil && tag.String() == "ROLLBACK" {
+			err = pgx.ErrTxCommitRollback
+		}
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	// A statement failed: Postgres skipped the rest, COMMIT too, and the
+	// transaction waits aborted. End it here, or the pool would drop the
+	// connection.
+	if pc := conn.Conn().PgConn(); !pc.IsClosed() && pc.TxStatus() != 'I' {
+		if _, rerr := conn.Exec(context.WithoutCancel(ctx), "rollback"); rerr != nil {
+			_ = conn.Conn().Close(context.WithoutCancel(ctx))
+		}
+	}
+	return err
 }
 
 // recorder is the DBTX of first's recording run: it queues each query and

@@ -97,3 +97,91 @@ func TestTenantTxWith(t *testing.T) {
 		require.Empty(t, scope)
 	}
 }
+
+// TenantAsyncBatch sends BEGIN, the scope, first's statements and COMMIT
+// at once: what they write commits together in the tenant's scope; a
+// statement that fails (a duplicate id, another tenant's row) leaves
+// nothing of the batch stored, and the connection is kept, out of any
+// transaction, for the next user.
+func TestTenantAsyncBatch(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	orgA, _, err := account.Bootstrap(ctx, store, "A", "free")
+	require.NoError(t, err)
+	orgB, _, err := account.Bootstrap(ctx, store, "B", "free")
+	require.NoError(t, err)
+	create := func(q *dbq.Queries, org, id uuid.UUID) (dbq.Agent, error) {
+		return q.CreateAgent(ctx, dbq.CreateAgentParams{OrgID: org, ID: id, Name: "p", Instructions: "i", Model: "gpt-4o", Tools: []string{}, Visibility: "private"})
+	}
+	count := func(org uuid.UUID) int {
+		var n int
+		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			agents, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: org, MaxRows: 100})
+			n = len(agents)
+			return err
+		}))
+		return n
+	}
+
+	id := uuid.New()
+	var made []dbq.Agent
+	require.NoError(t, store.TenantAsyncBatch(ctx, orgA, func(q *dbq.Queries) error {
+		made = made[:0]
+		for _, id := range []uuid.UUID{id, uuid.New()} {
+			a, err := create(q, orgA, id)
+			if err != nil {
+				return err
+			}
+			made = append(made, a)
+		}
+		return nil
+	}))
+	require.Equal(t, id, made[0].ID, "the second run reads the results")
+	require.Equal(t, 2, count(orgA))
+	conns := pool.Stat().NewConnsCount()
+
+	for name, first := range map[string]func(q *dbq.Queries) error{
+		"a duplicate id after a new row": func(q *dbq.Queries) error {
+			if _, err := create(q, orgA, uuid.New()); err != nil {
+				return err
+			}
+			_, err := create(q, orgA, id)
+			return err
+		},
+		"another tenant's row": func(q *dbq.Queries) error {
+			if _, err := create(q, orgA, uuid.New()); err != nil {
+				return err
+			}
+			_, err := create(q, orgB, uuid.New())
+			return err
+		},
+	} {
+		require.Error(t, store.TenantAsyncBatch(ctx, orgA, first), name)
+		require.Equal(t, 2, count(orgA), "%s: nothing of the batch is stored", name)
+		require.Zero(t, count(orgB), name)
+	}
+
+	// A first that runs other queries the second time is refused; unlike
+	// TenantTxWith's, its recorded statements have committed by then (the
+	// COMMIT travelled with them).
+	runs := 0
+	err = store.TenantAsyncBatch(ctx, orgA, func(q *dbq.Queries) error {
+		runs++
+		if runs == 2 {
+			_, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: orgA, MaxRows: 100})
+			return err
+		}
+		_, err := create(q, orgA, uuid.New())
+		return err
+	})
+	require.ErrorContains(t, err, "same queries")
+
+	require.Equal(t, conns, pool.Stat().NewConnsCount(), "a failed batch's connection is rolled back and kept")
+	for range 4 {
+		var scope string
+		require.NoError(t, pool.QueryRow(ctx, "select coalesce(current_setting('app.org_id', true), '')").Scan(&scope))
+		require.Empty(t, scope)
+	}
+}

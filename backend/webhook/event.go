@@ -87,6 +87,19 @@ func (e *Emitter) Forget(org uuid.UUID) {
 	e.orgs().Forget(org)
 }
 
+// Silent reports that org is known, within CacheTTL, to have no enabled
+// endpoint: Emit would write nothing for it. A caller may then store an
+// event's resource in a transaction that has no room for Emit (chat sends
+// an answer's insert and its commit in one round trip). False when not
+// known: Emit asks.
+func (e *Emitter) Silent(org uuid.UUID) bool {
+	if e == nil {
+		return true
+	}
+	has, known := e.orgs().Peek(org)
+	return known && !has
+}
+
 // hasWebhooks reports whether org has any enabled endpoint, from the
 // cache or by asking q (org's tenant transaction).
 func (e *Emitter) hasWebhooks(ctx context.Context, q *dbq.Queries, org uuid.UUID) (bool, error) {

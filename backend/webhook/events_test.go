@@ -13,8 +13,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/handoff"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/testenv"
@@ -345,4 +347,29 @@ func TestRolledBackStatusChangeSendsNothing(t *testing.T) {
 	r.JSON(t, &c)
 	require.Equal(t, "unresolved", c.Status)
 	require.Zero(t, rcv.count())
+}
+
+// Silent is known only once a look found no enabled endpoint, and is
+// forgotten with the organization's endpoints (chat then stores an answer
+// in one round trip: nothing to emit).
+func TestSilentOrganizations(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, allowLoopback)
+	ctx := context.Background()
+	subscribe(t, e, e.A.Key, newSink(t), webhook.MessageCreated)
+	hooks := &webhook.Emitter{Jobs: &recorder{}}
+	emit := func(org uuid.UUID) {
+		require.NoError(t, e.App.Store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+			return hooks.Emit(ctx, tx, org, webhook.MessageCreated, func() (proto.Message, error) { return &parleyv1.Agent{}, nil })
+		}))
+	}
+	require.False(t, hooks.Silent(e.B.ID), "not known before a look")
+	emit(e.B.ID)
+	require.True(t, hooks.Silent(e.B.ID), "B has no endpoint")
+	emit(e.A.ID)
+	require.False(t, hooks.Silent(e.A.ID), "A has one")
+	hooks.Forget(e.B.ID)
+	require.False(t, hooks.Silent(e.B.ID))
+	var none *webhook.Emitter
+	require.True(t, none.Silent(e.A.ID), "no Emitter emits nothing")
 }
