@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# turn-sql-ceiling.sh: how many chat turns a second Postgres itself can
+# store on this machine, with no Parley in the way: pgbench (-M prepared, 32
+# clients) runs a turn's statements (scripts/pgbench/turn.sql) grouped in
+# round trips three ways: as Parley sends them today, with the question's
+# insert travelling with its commit, and with each transaction in one round
+# trip. Then the floor's single INSERT for comparison. Issue 13; figures in
+# docs/benchmarks.md.
+#
+# Needs a database that a load run kept: bin/parley-load --held "" --keep
+# (database parley_load). Reads its organization and agent as the postgres
+# superuser (row-level security hides them from parley), runs as parley.
+set -euo pipefail
+cd "$(dirname "$0")/pgbench"
+db=${PARLEY_LOAD_DB:-parley_load}
+secs=${SECS:-8}
+admin=(psql -h 127.0.0.1 -U postgres -d "$db" -qAt)
+read -r org agent < <("${admin[@]}" -F ' ' -c "select org_id, id from agents limit 1")
+[ -n "$org" ] || { echo "no agent in $db: run bin/parley-load --held '' --keep first" >&2; exit 1; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+# Variants: 4 round trips (today), 3 (question insert + commit in one),
+# 2 (each transaction one round trip).
+cp turn.sql "$work/4rt.sql"
+awk '/^INSERT INTO messages/ && !done {print "\\startpipeline"; print; getline; print; print "\\endpipeline"; done=1; next} {print}' turn.sql > "$work/3rt.sql"
+awk '/^\\endpipeline/ && !first {first=1; next} /^COMMIT;/ && !c {print; print "\\endpipeline"; c=1; next} {print}' turn.sql > "$work/2rt.sql"
+printf '%s\n' '\set r random(1, 1000000000)' \
+  "INSERT INTO load_floor (conversation_id, query) VALUES ('c' || :r, 'hello there, what are your hours?') RETURNING id;" > "$work/floor.sql"
+for v in 4rt 3rt 2rt floor; do
+  "${admin[@]}" -c "delete from conversations where id like 'pgb-%'" -c "vacuum analyze conversations, messages, conversation_events" >/dev/null
+  tps=$(pgbench -h 127.0.0.1 -U parley -n -M prepared -c 32 -j 2 -T "$secs" -D org="$org" -D agent="$agent" -f "$work/$v.sql" "$db" 2>&1 |
+    awk '/^tps/ {print $3} /aborted|error/ {print > "/dev/stderr"}')
+  printf '%-6s %8.0f per second\n' "$v" "$tps"
+done
