@@ -94,6 +94,17 @@ func (b *browser) text(css string) string {
 	return strings.TrimSpace(s)
 }
 
+// textNow is the text of the first element matching css as the page has
+// it now, "" when there is none: read in one evaluation, so that an element
+// swapped out between finding it and reading it (htmx polling a status
+// every second) is no error. For eventually's conditions.
+func (b *browser) textNow(css string) string {
+	b.t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](fmt.Sprintf(`(document.querySelector(%q)?.textContent ?? "").trim()`, css)))
+	require.NoError(b.t, err, css)
+	return s
+}
+
 // clean fails the test on any problem recorded so far, and any violation
 // the current page saw.
 func (b *browser) clean() {
@@ -173,7 +184,7 @@ func testBrowserWalk(t *testing.T, e *env) {
 		chromedp.Click(chromedp.CSS(`[data-testid=add-file] button[type=submit]`)),
 		chromedp.WaitVisible(chromedp.CSS(`[data-testid=source-row]`)),
 	)
-	b.eventually("the upload becomes synced", func() bool { return b.text(`[data-testid=source-status]`) == "synced" })
+	b.eventually("the upload becomes synced", func() bool { return b.textNow(`[data-testid=source-status]`) == "synced" })
 	b.screenshot("console-knowledge")
 	b.clean()
 
@@ -188,7 +199,7 @@ func testBrowserWalk(t *testing.T, e *env) {
 		chromedp.SendKeys(chromedp.CSS(`#playground-query`), "When does the shop open?"),
 		chromedp.Click(chromedp.CSS(`[data-testid=playground] button[type=submit]`)),
 	)
-	b.eventually("streamed tokens appear", func() bool { return strings.Contains(b.text(`#playground-log`), "nine") })
+	b.eventually("streamed tokens appear", func() bool { return strings.Contains(b.textNow(`#playground-log`), "nine") })
 	require.Contains(t, b.text(`#playground-sources`), "Opening hours", "the answer cites no source")
 	b.screenshot("console-playground")
 	b.clean()
