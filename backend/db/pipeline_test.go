@@ -6,6 +6,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -14,33 +15,53 @@ import (
 	"github.com/parleyhq/parley/backend/dbtest"
 )
 
+// twoOrgs is a store with organizations A and B, a way to create an agent
+// of org through q, and a count of org's agents read back.
+type twoOrgs struct {
+	store  *db.Store
+	pool   *pgxpool.Pool
+	a, b   uuid.UUID
+	create func(q *dbq.Queries, org, id uuid.UUID) (dbq.Agent, error)
+	count  func(org uuid.UUID) int
+}
+
+func newTwoOrgs(t *testing.T) twoOrgs {
+	t.Helper()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	a, _, err := account.Bootstrap(ctx, store, "A", "free")
+	require.NoError(t, err)
+	b, _, err := account.Bootstrap(ctx, store, "B", "free")
+	require.NoError(t, err)
+	return twoOrgs{
+		store: store, pool: pool, a: a, b: b,
+		create: func(q *dbq.Queries, org, id uuid.UUID) (dbq.Agent, error) {
+			return q.CreateAgent(ctx, dbq.CreateAgentParams{OrgID: org, ID: id, Name: "p", Instructions: "i", Model: "gpt-4o", Tools: []string{}, Visibility: "private"})
+		},
+		count: func(org uuid.UUID) int {
+			var n int
+			require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+				agents, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: org, MaxRows: 100})
+				n = len(agents)
+				return err
+			}))
+			return n
+		},
+	}
+}
+
 // TenantTxWith's first statements run in the tenant's scope, in the same
 // transaction as fn: their writes commit with fn's, roll back when fn
 // fails, and see only the tenant's rows; a failed statement fails the
 // transaction; first must run the same queries both times.
 func TestTenantTxWith(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
+	f := newTwoOrgs(t)
+	store, pool, orgA, orgB, count := f.store, f.pool, f.a, f.b, f.count
 	ctx := context.Background()
-	orgA, _, err := account.Bootstrap(ctx, store, "A", "free")
-	require.NoError(t, err)
-	orgB, _, err := account.Bootstrap(ctx, store, "B", "free")
-	require.NoError(t, err)
 	seedAgent(t, store, orgB)
-
-	create := func(q *dbq.Queries, id uuid.UUID) (dbq.Agent, error) {
-		return q.CreateAgent(ctx, dbq.CreateAgentParams{OrgID: orgA, ID: id, Name: "p", Instructions: "i", Model: "gpt-4o", Tools: []string{}, Visibility: "private"})
-	}
-	count := func(org uuid.UUID) int {
-		var n int
-		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
-			agents, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: org, MaxRows: 100})
-			n = len(agents)
-			return err
-		}))
-		return n
-	}
+	create := func(q *dbq.Queries, id uuid.UUID) (dbq.Agent, error) { return f.create(q, orgA, id) }
 
 	// Committed with fn; the reads see the tenant's rows only (B's agent
 	// is invisible even without the org filter: row-level security).
@@ -77,7 +98,7 @@ func TestTenantTxWith(t *testing.T) {
 
 	// Queries that differ between the runs are refused, nothing commits.
 	runs := 0
-	err = store.TenantTxWith(ctx, orgA, func(q *dbq.Queries) error {
+	err := store.TenantTxWith(ctx, orgA, func(q *dbq.Queries) error {
 		runs++
 		if runs == 2 {
 			_, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: orgA, MaxRows: 100})
@@ -105,25 +126,9 @@ func TestTenantTxWith(t *testing.T) {
 // transaction, for the next user.
 func TestTenantAsyncBatch(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
+	f := newTwoOrgs(t)
+	store, pool, orgA, orgB, create, count := f.store, f.pool, f.a, f.b, f.create, f.count
 	ctx := context.Background()
-	orgA, _, err := account.Bootstrap(ctx, store, "A", "free")
-	require.NoError(t, err)
-	orgB, _, err := account.Bootstrap(ctx, store, "B", "free")
-	require.NoError(t, err)
-	create := func(q *dbq.Queries, org, id uuid.UUID) (dbq.Agent, error) {
-		return q.CreateAgent(ctx, dbq.CreateAgentParams{OrgID: org, ID: id, Name: "p", Instructions: "i", Model: "gpt-4o", Tools: []string{}, Visibility: "private"})
-	}
-	count := func(org uuid.UUID) int {
-		var n int
-		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
-			agents, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: org, MaxRows: 100})
-			n = len(agents)
-			return err
-		}))
-		return n
-	}
 
 	id := uuid.New()
 	var made []dbq.Agent
@@ -167,7 +172,7 @@ func TestTenantAsyncBatch(t *testing.T) {
 	// TenantTxWith's, its recorded statements have committed by then (the
 	// COMMIT travelled with them).
 	runs := 0
-	err = store.TenantAsyncBatch(ctx, orgA, func(q *dbq.Queries) error {
+	err := store.TenantAsyncBatch(ctx, orgA, func(q *dbq.Queries) error {
 		runs++
 		if runs == 2 {
 			_, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: orgA, MaxRows: 100})
