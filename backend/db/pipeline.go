@@ -99,7 +99,7 @@ func (e beginLost) Is(target error) bool { return target == errBeginLost }
 func (s *Store) sendPipelined(ctx context.Context, scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery, first func(q *dbq.Queries) error, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
 	b := &pgx.Batch{}
 	b.BeginTx(pgx.TxOptions{})
-	b.QueuedQueries = append(append(b.QueuedQueries, scope), queued...)
+	queue(b, scope, queued)
 	br := s.Pool.SendBatch(ctx, b)
 	tx := br.Tx()
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
@@ -114,6 +114,18 @@ func (s *Store) sendPipelined(ctx context.Context, scope *pgx.QueuedQuery, queue
 		return err
 	}
 	return tx.Commit(ctx)
+}
+
+// queue adds the scope and the recorded statements to b as new queued
+// queries: pgx keeps on a queued query the statement it prepared for it on
+// the connection that sent it, so a batch sent again (its BEGIN found the
+// connection dead) must not reuse them, or it names a statement the new
+// connection never prepared (SQLSTATE 26000).
+func queue(b *pgx.Batch, scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery) {
+	b.Queue(scope.SQL, scope.Arguments...)
+	for _, q := range queued {
+		b.Queue(q.SQL, q.Arguments...)
+	}
 }
 
 // readBatch reads the results of a batch that begins a transaction, sets
@@ -163,7 +175,7 @@ func (s *Store) sendOneTrip(ctx context.Context, scope *pgx.QueuedQuery, queued 
 	defer conn.Release()
 	b := &pgx.Batch{}
 	b.Queue("begin")
-	b.QueuedQueries = append(append(b.QueuedQueries, scope), queued...)
+	queue(b, scope, queued)
 	b.Queue("commit")
 	br := conn.SendBatch(ctx, b)
 	err = readBatch(br, queued, first)

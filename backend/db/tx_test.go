@@ -24,38 +24,44 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 	pool, url := dbtest.NewPool(t)
 	store := &db.Store{Pool: pool}
 	ctx := context.Background()
-	read := func() error {
-		return store.Tenant(ctx, uuid.New(), func(q *dbq.Queries) error {
-			_, err := q.ListPlans(ctx)
-			return err
-		})
+	listPlans := func(q *dbq.Queries) error {
+		_, err := q.ListPlans(ctx)
+		return err
 	}
-	// Warm the pool: several connections, used just now.
-	for range 8 {
-		require.NoError(t, read())
-	}
-	for round := range 3 {
-		killer, err := pgx.Connect(ctx, url)
-		require.NoError(t, err)
-		tag, err := killer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
-			WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)
-		require.NoError(t, err)
-		require.NoError(t, killer.Close(ctx))
-		require.Positive(t, tag.RowsAffected(), "round %d killed nothing", round)
-		var ok, unavailable int
+	for name, read := range map[string]func() error{
+		"Tenant": func() error { return store.Tenant(ctx, uuid.New(), listPlans) },
+		"TenantTxWith (pipelined)": func() error {
+			return store.TenantTxWith(ctx, uuid.New(), listPlans, func(pgx.Tx, *dbq.Queries) error { return nil })
+		},
+		"TenantAsyncBatch (one round trip)": func() error { return store.TenantAsyncBatch(ctx, uuid.New(), listPlans) },
+	} {
+		// Warm the pool: several connections, used just now.
 		for range 8 {
-			err := read()
-			switch {
-			case err == nil:
-				ok++
-			case apperr.CodeOf(err) == apperr.Unavailable:
-				unavailable++
-			default:
-				t.Fatalf("round %d: a killed connection surfaced as %v", round, err)
-			}
+			require.NoError(t, read(), name)
 		}
-		require.Positive(t, ok, "round %d: nothing recovered", round)
-		time.Sleep(10 * time.Millisecond)
+		for round := range 3 {
+			killer, err := pgx.Connect(ctx, url)
+			require.NoError(t, err)
+			tag, err := killer.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE datname = current_database() AND pid <> pg_backend_pid() AND backend_type = 'client backend'`)
+			require.NoError(t, err)
+			require.NoError(t, killer.Close(ctx))
+			require.Positive(t, tag.RowsAffected(), "%s, round %d killed nothing", name, round)
+			var ok, unavailable int
+			for range 8 {
+				err := read()
+				switch {
+				case err == nil:
+					ok++
+				case apperr.CodeOf(err) == apperr.Unavailable:
+					unavailable++
+				default:
+					t.Fatalf("%s, round %d: a killed connection surfaced as %v", name, round, err)
+				}
+			}
+			require.Positive(t, ok, "%s, round %d: nothing recovered", name, round)
+			time.Sleep(10 * time.Millisecond)
+		}
 	}
 }
 
