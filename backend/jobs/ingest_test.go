@@ -204,7 +204,11 @@ func TestTimedOutAttemptResumes(t *testing.T) {
 	written := f.chunks(t)
 	require.Positive(t, written, "the first attempt committed no batch")
 
-	require.Equal(t, 2*64, written, "two batches of 64 were written before the stall")
+	// Whole batches, at most the two embedded before the stall: on a
+	// loaded machine the 2 s timeout may cut the second one's write (CI
+	// once saw one batch).
+	require.Zero(t, written%64, "only whole batches of 64 are written, got %d", written)
+	require.LessOrEqual(t, written, 2*64, "no batch was written after the stall")
 	w.timeout = nil // the real, size-based timeout
 	emb.stallAfter = 0
 	res = f.work(t, 2, 3)
