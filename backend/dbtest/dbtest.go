@@ -8,9 +8,10 @@
 // 2 s a test on a busy machine, and 154 s of a whole run's Postgres time):
 // databases cloned from the template are kept in a pool, named after it, and
 // claimed with an advisory lock held while the test runs, across every test
-// process at once. A claimed database is emptied first: its tables truncated
-// and the rows the migrations seeded put back, its sequences set as the
-// template had them (dbtest_seed.reset, installed in the template). One
+// process at once. A claimed database is emptied first: the tables a test
+// wrote into emptied and the rows the migrations seeded put back, its
+// sequences set as the template had them (dbtest_seed.reset, installed in
+// the template; seedSQL says how). One
 // whose schema a test changed (an index a benchmark built, a table of its
 // own) no longer matches the template's fingerprint and is dropped and cloned
 // again instead.
@@ -191,10 +192,24 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, tpl string) error {
 	return err
 }
 
-// seedSQL installs dbtest_seed in a migrated template: a copy of every
-// table the migrations put rows in, the sequences' values, the schema's
+// seedSQL installs dbtest_seed in a migrated template: every table's rows
+// as the migrations left them (a copy and a hash of each table they put rows
+// in), the sequences' values, the foreign keys between tables, the schema's
 // fingerprint, and reset, which puts a database cloned from the template
 // back as it was.
+//
+// reset deletes rather than truncates: a TRUNCATE gives every table and
+// index a new file (0.13–0.85 s for the whole schema, against 20 ms now),
+// and most tests write into a handful of tables. It empties only the tables
+// that differ from the template (a row in a table the migrations left
+// empty, a seeded table whose rows' hash changed; a plain table with no
+// page is not looked at) and with them every table that references one, the
+// referencing tables first (a table over 1 MiB is truncated), then puts the
+// seed rows back, the referenced tables first. The owner is held to its forced row-level policies and
+// fires its own triggers: both are lifted inside reset's transaction, so
+// each table comes back as the template has it and nothing else is
+// written. Foreign keys that form a cycle cannot be ordered: the template
+// is refused with a message saying so.
 const seedSQL = `
 CREATE SCHEMA dbtest_seed;
 
@@ -206,46 +221,120 @@ CREATE FUNCTION dbtest_seed.fingerprint() RETURNS text LANGUAGE sql STABLE AS $$
   WHERE n.nspname = 'public'
 $$;
 
+-- rows_hash is the hash of every row of the public table rel, in an order
+-- of their own (rows as jsonb, whose text is canonical).
+CREATE FUNCTION dbtest_seed.rows_hash(rel text) RETURNS text LANGUAGE plpgsql STABLE AS $$
+DECLARE h text;
+BEGIN
+  EXECUTE format('SELECT md5(coalesce(string_agg(to_jsonb(x)::text, E''\n'' ORDER BY to_jsonb(x)::text), '''')) FROM public.%I x', rel) INTO h;
+  RETURN h;
+END $$;
+
+CREATE FUNCTION dbtest_seed.has_rows(rel text) RETURNS boolean LANGUAGE plpgsql STABLE AS $$
+DECLARE found boolean;
+BEGIN
+  EXECUTE format('SELECT EXISTS (SELECT 1 FROM public.%I)', rel) INTO found;
+  RETURN found;
+END $$;
+
 CREATE TABLE dbtest_seed.template AS SELECT dbtest_seed.fingerprint() AS fingerprint;
 CREATE TABLE dbtest_seed.sequences AS
-  SELECT sequencename, last_value FROM pg_sequences WHERE schemaname = 'public' AND last_value IS NOT NULL;
+  SELECT sequencename, last_value, start_value FROM pg_sequences WHERE schemaname = 'public';
+
+-- refs: the child table's rows reference the parent's (a table referencing
+-- itself left out: one DELETE empties it).
+CREATE TABLE dbtest_seed.refs AS
+  SELECT DISTINCT r.relname::text COLLATE "default" AS child, p.relname::text COLLATE "default" AS parent
+  FROM pg_constraint c JOIN pg_class r ON r.oid = c.conrelid JOIN pg_class p ON p.oid = c.confrelid
+  JOIN pg_namespace n ON n.oid = r.relnamespace
+  WHERE c.contype = 'f' AND n.nspname = 'public' AND c.conrelid <> c.confrelid;
+
+-- tables: every public table; seeded is the hash of its rows when the
+-- migrations left rows in it; rank orders the deletes (a table's rank is
+-- above that of every table referencing it); triggers are its enabled
+-- triggers of its own (not the foreign keys' internal ones).
+CREATE TABLE dbtest_seed.tables AS
+  SELECT c.relname::text COLLATE "default" AS relname, c.relkind, c.relforcerowsecurity AS forced, NULL::text AS seeded, 0 AS rank,
+         ARRAY(SELECT t.tgname::text FROM pg_trigger t WHERE t.tgrelid = c.oid AND NOT t.tgisinternal AND t.tgenabled <> 'D' ORDER BY t.tgname) AS triggers
+  FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
+  WHERE ns.nspname = 'public' AND c.relkind IN ('r', 'p');
 
 DO $$
-DECLARE r record; n bigint;
+DECLARE r record; n int := 0; cycle text;
 BEGIN
-  FOR r IN SELECT c.relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
-           WHERE ns.nspname = 'public' AND c.relkind IN ('r', 'p') LOOP
-    EXECUTE format('SELECT count(*) FROM public.%I', r.relname) INTO n;
-    IF n > 0 THEN
+  FOR r IN SELECT relname FROM dbtest_seed.tables WHERE forced LOOP
+    EXECUTE format('ALTER TABLE public.%I NO FORCE ROW LEVEL SECURITY', r.relname);
+  END LOOP;
+  FOR r IN SELECT relname FROM dbtest_seed.tables LOOP
+    IF dbtest_seed.has_rows(r.relname) THEN
       EXECUTE format('CREATE TABLE dbtest_seed.%I AS SELECT * FROM public.%I', 'rows_' || r.relname, r.relname);
+      UPDATE dbtest_seed.tables SET seeded = dbtest_seed.rows_hash(r.relname) WHERE relname = r.relname;
+    END IF;
+  END LOOP;
+  FOR r IN SELECT relname FROM dbtest_seed.tables WHERE forced LOOP
+    EXECUTE format('ALTER TABLE public.%I FORCE ROW LEVEL SECURITY', r.relname);
+  END LOOP;
+  LOOP
+    UPDATE dbtest_seed.tables p SET rank = x.rank FROM (
+      SELECT f.parent, max(c.rank) + 1 AS rank FROM dbtest_seed.refs f JOIN dbtest_seed.tables c ON c.relname = f.child GROUP BY f.parent
+    ) x WHERE p.relname = x.parent AND p.rank < x.rank;
+    EXIT WHEN NOT FOUND;
+    n := n + 1;
+    IF n > (SELECT count(*) FROM dbtest_seed.tables) THEN
+      SELECT string_agg(relname, ', ' ORDER BY relname) INTO cycle FROM dbtest_seed.tables WHERE rank >= n;
+      RAISE EXCEPTION 'dbtest: the foreign keys among % form a cycle: reset cannot order its deletes (teach backend/dbtest about it)', cycle;
     END IF;
   END LOOP;
 END $$;
 
 CREATE FUNCTION dbtest_seed.reset() RETURNS void LANGUAGE plpgsql AS $$
-DECLARE r record; tables text; cols text; forced boolean;
+DECLARE r record; examined text[] := '{}'; dirty text[] := '{}'; cols text; tg text;
 BEGIN
-  SELECT string_agg(format('public.%I', c.relname), ', ') INTO tables
-  FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
-  WHERE ns.nspname = 'public' AND c.relkind IN ('r', 'p');
-  EXECUTE 'TRUNCATE ' || tables || ' RESTART IDENTITY';
-  FOR r IN SELECT substr(c.relname, 6) AS relname FROM pg_class c JOIN pg_namespace ns ON ns.oid = c.relnamespace
-           WHERE ns.nspname = 'dbtest_seed' AND c.relkind = 'r' AND c.relname LIKE 'rows\_%' LOOP
+  -- A plain table with no page has no row: only the others are looked at
+  -- (lifting a policy and planning a query cost about 1 ms a table).
+  FOR r IN SELECT t.relname, t.forced, t.seeded FROM dbtest_seed.tables t
+           WHERE t.seeded IS NOT NULL OR t.relkind <> 'r' OR pg_relation_size(format('public.%I', t.relname)) > 0 LOOP
+    examined := examined || r.relname;
+    IF r.forced THEN
+      EXECUTE format('ALTER TABLE public.%I NO FORCE ROW LEVEL SECURITY', r.relname);
+    END IF;
+    IF (r.seeded IS NULL AND dbtest_seed.has_rows(r.relname)) OR (r.seeded IS NOT NULL AND dbtest_seed.rows_hash(r.relname) <> r.seeded) THEN
+      dirty := dirty || r.relname;
+    END IF;
+  END LOOP;
+  WITH RECURSIVE d(relname) AS (
+    SELECT unnest(dirty) UNION SELECT f.child FROM dbtest_seed.refs f JOIN d ON d.relname = f.parent)
+  SELECT coalesce(array_agg(d.relname), '{}') INTO dirty FROM d WHERE d.relname = ANY (examined);
+  FOR r IN SELECT t.relname, t.triggers FROM dbtest_seed.tables t WHERE t.relname = ANY (dirty) ORDER BY t.rank LOOP
+    FOREACH tg IN ARRAY r.triggers LOOP
+      EXECUTE format('ALTER TABLE public.%I DISABLE TRIGGER %I', r.relname, tg);
+    END LOOP;
+    -- A big table is truncated: deleting its rows would leave every later
+    -- claim scanning their dead pages, its indexes full of them.
+    IF pg_relation_size(format('public.%I', r.relname)) > 1048576 THEN
+      EXECUTE format('TRUNCATE public.%I CASCADE', r.relname);
+    ELSE
+      EXECUTE format('DELETE FROM public.%I', r.relname);
+    END IF;
+  END LOOP;
+  FOR r IN SELECT t.relname FROM dbtest_seed.tables t WHERE t.relname = ANY (dirty) AND t.seeded IS NOT NULL ORDER BY t.rank DESC LOOP
     SELECT string_agg(format('%I', a.attname), ', ' ORDER BY a.attnum) INTO cols
     FROM pg_attribute a
     WHERE a.attrelid = format('public.%I', r.relname)::regclass AND a.attnum > 0 AND NOT a.attisdropped AND a.attgenerated = '';
-    -- The owner is held to a forced policy too (plans: only operators
-    -- write); the seed goes back as the migrations wrote it, around it.
-    SELECT c.relforcerowsecurity INTO forced FROM pg_class c WHERE c.oid = format('public.%I', r.relname)::regclass;
-    IF forced THEN
-      EXECUTE format('ALTER TABLE public.%I NO FORCE ROW LEVEL SECURITY', r.relname);
-    END IF;
     EXECUTE format('INSERT INTO public.%I (%s) OVERRIDING SYSTEM VALUE SELECT %s FROM dbtest_seed.%I', r.relname, cols, cols, 'rows_' || r.relname);
-    IF forced THEN
-      EXECUTE format('ALTER TABLE public.%I FORCE ROW LEVEL SECURITY', r.relname);
-    END IF;
   END LOOP;
-  PERFORM setval(format('public.%I', s.sequencename), s.last_value) FROM dbtest_seed.sequences s;
+  FOR r IN SELECT t.relname, t.triggers FROM dbtest_seed.tables t WHERE t.relname = ANY (dirty) LOOP
+    FOREACH tg IN ARRAY r.triggers LOOP
+      EXECUTE format('ALTER TABLE public.%I ENABLE TRIGGER %I', r.relname, tg);
+    END LOOP;
+  END LOOP;
+  FOR r IN SELECT t.relname FROM dbtest_seed.tables t WHERE t.forced AND t.relname = ANY (examined) LOOP
+    EXECUTE format('ALTER TABLE public.%I FORCE ROW LEVEL SECURITY', r.relname);
+  END LOOP;
+  PERFORM CASE WHEN s.last_value IS NULL THEN setval(format('public.%I', s.sequencename), s.start_value, false)
+               ELSE setval(format('public.%I', s.sequencename), s.last_value) END
+  FROM dbtest_seed.sequences s JOIN pg_sequences p ON p.schemaname = 'public' AND p.sequencename = s.sequencename
+  WHERE p.last_value IS DISTINCT FROM s.last_value;
 END
 $$;
 `

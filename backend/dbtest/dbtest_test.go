@@ -15,7 +15,7 @@ import (
 
 // A pooled database a test wrote into comes back exactly as the template
 // is: every table's rows (the seeded plans, goose's and River's versions
-// included, though a test changed them) and every sequence.
+// included, though a test changed or removed them) and every sequence.
 func TestResetGivesBackTheTemplate(t *testing.T) {
 	ctx := context.Background()
 	u := New(t)
@@ -35,6 +35,16 @@ func TestResetGivesBackTheTemplate(t *testing.T) {
 		INSERT INTO goose_db_version (version_id, is_applied) VALUES (999, true);
 		SELECT nextval('river_job_id_seq')`)
 	require.NoError(t, err)
+	// An emptied table that VACUUM cut back to no page still gets its seed.
+	_, err = pool.Exec(ctx, "VACUUM river_migration")
+	require.NoError(t, err)
+	var size int64
+	require.NoError(t, pool.QueryRow(ctx, "SELECT pg_relation_size('river_migration')").Scan(&size))
+	require.Zero(t, size)
+	// A table grown past 1 MiB is truncated, not left full of dead rows.
+	_, err = pool.Exec(ctx, `INSERT INTO river_job (kind, args, max_attempts, state)
+		SELECT 'bulk', jsonb_build_object('pad', repeat('x', 500)), 1, 'available' FROM generate_series(1, 5000)`)
+	require.NoError(t, err)
 	require.NotEqual(t, snapshot(t, AdminURL(), templateName(t)), snapshot(t, AdminURL(), name), "the test's writes changed nothing")
 	pool.Close()
 
@@ -43,6 +53,11 @@ func TestResetGivesBackTheTemplate(t *testing.T) {
 	defer claim.Close(ctx)
 	require.NoError(t, reset(ctx, claim, name))
 	require.Equal(t, snapshot(t, AdminURL(), templateName(t)), snapshot(t, AdminURL(), name))
+	conn, err := pgx.Connect(ctx, withDB(AdminURL(), name))
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	require.NoError(t, conn.QueryRow(ctx, "SELECT pg_relation_size('river_job')").Scan(&size))
+	require.Zero(t, size, "river_job was deleted from, not truncated")
 }
 
 // A database whose schema a test changed is not emptied but refused (and
