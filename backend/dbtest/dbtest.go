@@ -29,6 +29,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -61,24 +62,96 @@ func New(t testing.TB) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// The claim's connection holds the database's advisory lock until t
-	// ends; advisory locks are per database, so every claim is made on the
-	// admin database.
-	claim, err := pgx.Connect(ctx, AdminURL())
+	process.Lock()
+	defer process.Unlock()
+	admin, err := process.adminConn(ctx)
 	if err != nil {
 		t.Fatalf("dbtest: connecting to %s (run scripts/db-setup.sh): %v", redact(AdminURL()), err)
 	}
-	t.Cleanup(func() { claim.Close(context.Background()) })
-
 	tpl := templateName(t)
-	if err := ensureTemplate(ctx, claim, tpl); err != nil {
+	if err := ensureTemplate(ctx, admin, tpl); err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
-	name, err := claimPooled(ctx, claim, tpl)
+	name, err := claimPooled(ctx, admin, tpl)
 	if err != nil {
 		t.Fatalf("dbtest: %v", err)
 	}
+	process.claimed[name] = true
+	t.Cleanup(func() { process.release(name) })
 	return withDB(AdminURL(), name)
+}
+
+// process is what a test process keeps from one test to the next: a
+// connection to the admin database holding the advisory lock of every
+// pooled database its tests hold (advisory locks are per database, so every
+// claim is made there), and a connection into each pooled database it has
+// emptied, to empty it again. A new Postgres connection costs the server
+// about 40 ms of CPU on the 2-core machines this runs on (a forked backend's
+// first page faults), and there are two to save a test.
+var process = &keeper{claimed: map[string]bool{}, resetters: map[string]*pgx.Conn{}}
+
+type keeper struct {
+	sync.Mutex
+	admin     *pgx.Conn
+	claimed   map[string]bool      // pooled databases this process's tests hold
+	resetters map[string]*pgx.Conn // a connection into each pooled database emptied
+}
+
+// adminConn is the admin connection, made again if it was lost (the locks
+// it held went with it). The caller holds k's lock.
+func (k *keeper) adminConn(ctx context.Context) (*pgx.Conn, error) {
+	if k.admin != nil && k.admin.Ping(ctx) == nil {
+		return k.admin, nil
+	}
+	conn, err := pgx.Connect(ctx, AdminURL())
+	if err != nil {
+		return nil, err
+	}
+	k.admin, k.claimed = conn, map[string]bool{}
+	return conn, nil
+}
+
+// release gives back the pooled database name when its test ends.
+func (k *keeper) release(name string) {
+	k.Lock()
+	defer k.Unlock()
+	if !k.claimed[name] {
+		return
+	}
+	delete(k.claimed, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := k.admin.Exec(ctx, "SELECT pg_advisory_unlock(hashtextextended($1, 0))", name); err != nil {
+		// The lock is the session's: a lost session holds none.
+		k.admin.Close(ctx) //nolint:errcheck
+		k.admin = nil
+	}
+}
+
+// resetter is a connection into the pooled database name, kept for the
+// next time it is emptied. The caller holds k's lock.
+func (k *keeper) resetter(ctx context.Context, name string) (*pgx.Conn, error) {
+	if c := k.resetters[name]; c != nil {
+		if c.Ping(ctx) == nil {
+			return c, nil
+		}
+		c.Close(ctx) //nolint:errcheck
+		delete(k.resetters, name)
+	}
+	c, err := pgx.Connect(ctx, withDB(AdminURL(), name))
+	if err != nil {
+		return nil, err
+	}
+	k.resetters[name] = c
+	return c, nil
+}
+
+// forget closes the kept connection into name (before it is dropped).
+func (k *keeper) forget(name string) {
+	if c := k.resetters[name]; c != nil {
+		c.Close(context.Background()) //nolint:errcheck
+		delete(k.resetters, name)
+	}
 }
 
 // claimPooled locks the first free database of tpl's pool and makes it as
@@ -88,6 +161,11 @@ func claimPooled(ctx context.Context, claim *pgx.Conn, tpl string) (string, erro
 	prefix := "parley_pool_" + strings.TrimPrefix(tpl, "parley_tpl_") + "_"
 	for i := 0; i < 1000; i++ {
 		name := prefix + strconv.Itoa(i)
+		if process.claimed[name] {
+			// Held by another test of this process: its session's lock
+			// would be taken again, not refused.
+			continue
+		}
 		var mine bool
 		if err := claim.QueryRow(ctx, tryLockSQL, name).Scan(&mine); err != nil {
 			return "", err
@@ -107,6 +185,7 @@ func claimPooled(ctx context.Context, claim *pgx.Conn, tpl string) (string, erro
 			if !errors.Is(err, errSchemaChanged) {
 				return "", fmt.Errorf("emptying %s: %w", name, err)
 			}
+			process.forget(name)
 			if err := dropDatabase(ctx, claim, name); err != nil {
 				return "", err
 			}
@@ -135,16 +214,17 @@ func dropDatabase(ctx context.Context, conn *pgx.Conn, name string) error {
 }
 
 // reset empties the pooled database name (see the package's comment),
-// closing first any connection its last test left open.
+// closing first any connection its last test left open. The caller holds
+// process's lock.
 func reset(ctx context.Context, claim *pgx.Conn, name string) error {
-	if _, err := claim.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()", name); err != nil {
-		return err
-	}
-	conn, err := pgx.Connect(ctx, withDB(AdminURL(), name))
+	conn, err := process.resetter(ctx, name)
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := claim.Exec(ctx, "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid() AND pid <> $2",
+		name, conn.PgConn().PID()); err != nil {
+		return err
+	}
 	var same bool
 	if err := conn.QueryRow(ctx, "SELECT dbtest_seed.fingerprint() = (SELECT fingerprint FROM dbtest_seed.template)").Scan(&same); err != nil {
 		return err
@@ -203,13 +283,14 @@ func ensureTemplate(ctx context.Context, admin *pgx.Conn, tpl string) error {
 // and most tests write into a handful of tables. It empties only the tables
 // that differ from the template (a row in a table the migrations left
 // empty, a seeded table whose rows' hash changed; a plain table with no
-// page is not looked at) and with them every table that references one, the
-// referencing tables first (a table over 1 MiB is truncated), then puts the
-// seed rows back, the referenced tables first. The owner is held to its forced row-level policies and
-// fires its own triggers: both are lifted inside reset's transaction, so
-// each table comes back as the template has it and nothing else is
-// written. Foreign keys that form a cycle cannot be ordered: the template
-// is refused with a message saying so.
+// page is not looked at) and with them every table that references one,
+// the referencing tables first (a table over 1 MiB with its indexes is
+// truncated), then puts the seed rows back, the referenced tables first.
+// The owner is held to its forced row-level policies and fires its own
+// triggers: both are lifted inside reset's transaction, so each table
+// comes back as the template has it and nothing else is written. Foreign
+// keys that form a cycle cannot be ordered: the template is refused with a
+// message saying so.
 const seedSQL = `
 CREATE SCHEMA dbtest_seed;
 
@@ -309,9 +390,10 @@ BEGIN
     FOREACH tg IN ARRAY r.triggers LOOP
       EXECUTE format('ALTER TABLE public.%I DISABLE TRIGGER %I', r.relname, tg);
     END LOOP;
-    -- A big table is truncated: deleting its rows would leave every later
-    -- claim scanning their dead pages, its indexes full of them.
-    IF pg_relation_size(format('public.%I', r.relname)) > 1048576 THEN
+    -- A big table (with its indexes and TOAST) is truncated: deleting its
+    -- rows would leave every later claim scanning their dead pages, and its
+    -- indexes full of them (a bloated HNSW index turns the planner away).
+    IF pg_total_relation_size(format('public.%I', r.relname)) > 1048576 THEN
       EXECUTE format('TRUNCATE public.%I CASCADE', r.relname);
     ELSE
       EXECUTE format('DELETE FROM public.%I', r.relname);

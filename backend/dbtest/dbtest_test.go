@@ -3,6 +3,7 @@ package dbtest
 import (
 	"context"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -51,7 +52,10 @@ func TestResetGivesBackTheTemplate(t *testing.T) {
 	claim, err := pgx.Connect(ctx, AdminURL())
 	require.NoError(t, err)
 	defer claim.Close(ctx)
-	require.NoError(t, reset(ctx, claim, name))
+	process.Lock()
+	err = reset(ctx, claim, name)
+	process.Unlock()
+	require.NoError(t, err)
 	require.Equal(t, snapshot(t, AdminURL(), templateName(t)), snapshot(t, AdminURL(), name))
 	conn, err := pgx.Connect(ctx, withDB(AdminURL(), name))
 	require.NoError(t, err)
@@ -74,6 +78,8 @@ func TestResetRefusesAChangedSchema(t *testing.T) {
 	claim, err := pgx.Connect(ctx, AdminURL())
 	require.NoError(t, err)
 	defer claim.Close(ctx)
+	process.Lock()
+	defer process.Unlock()
 	require.ErrorIs(t, reset(ctx, claim, dbName(t, u)), errSchemaChanged)
 }
 
@@ -114,4 +120,20 @@ func snapshot(t *testing.T, admin, name string) map[string]string {
 		FROM pg_sequences WHERE schemaname = 'public'`).Scan(&seqs))
 	out["sequences"] = seqs
 	return out
+}
+
+// Tests of one process that hold databases at once (parallel tests, or a
+// test and its subtests) get one each, though one session holds every
+// claim (its advisory locks would be taken again, not refused).
+func TestHeldDatabasesAreNotClaimedAgain(t *testing.T) {
+	seen := map[string]bool{}
+	var claim func(t *testing.T, depth int)
+	claim = func(t *testing.T, depth int) {
+		seen[dbName(t, New(t))] = true
+		if depth < 3 {
+			t.Run(strconv.Itoa(depth), func(t *testing.T) { claim(t, depth+1) })
+		}
+	}
+	claim(t, 0)
+	require.Len(t, seen, 4)
 }
