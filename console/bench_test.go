@@ -22,7 +22,7 @@ import (
 // page, the usage report, the datastores of the create form, and the HTML.
 // The handler is called in process, so no network or client time counts.
 func BenchmarkAgentsPage(b *testing.B) {
-	e := testenv.New(b)
+	e := testenv.New(b, testenv.WithWorkers)
 	ctx := context.Background()
 	org := e.Bootstrap("Bench agents", plan.Enterprise)
 	if err := account.SetLimits(ctx, e.App.Store, org.ID, plan.Limits{PerMinute: 2_000_000_000, PerDay: 2_000_000_000}); err != nil {

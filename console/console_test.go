@@ -31,7 +31,7 @@ type env struct {
 // TestConsole runs every console test on one instance (one test server per
 // package). Each file adds its tests to this table.
 func TestConsole(t *testing.T) {
-	e := &env{Env: testenv.New(t)}
+	e := &env{Env: testenv.New(t, testenv.WithWorkers)}
 	e.members = &member.Service{Store: e.App.Store}
 	tests := map[string]func(*testing.T, *env){
 		"sign in and out":          testSignInAndOut,

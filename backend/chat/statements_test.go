@@ -81,7 +81,7 @@ func TestStatementsPerTurn(t *testing.T) {
 	t.Parallel()
 	var st statements
 	fake := testenv.NewFakeProvider(t)
-	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+	e := testenv.New(t, testenv.WithWorkers, testenv.WithFakeModels(fake), func(c *server.Config) {
 		c.DBTracer = &st
 		c.Workers = 0 // no job polling on the pool while counting
 	})
@@ -139,7 +139,7 @@ func TestStatementsPerTurn(t *testing.T) {
 func TestCachedAgents(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	other := testenv.NewOn(t, f.DBURL, testenv.WithFakeModels(f.fake))
+	other := testenv.NewOn(t, f.DBURL, testenv.WithWorkers, testenv.WithFakeModels(f.fake))
 	agent := f.agent(t, `{"name":"Cached","instructions":"First instructions."}`)
 	chatOn := func(e *testenv.Env, conv string) testenv.Response {
 		return e.Do("POST", "/api/v2/agent/"+agent+"/chat", f.A.Key, `{"query":"hi","conversationId":"`+conv+`"}`)

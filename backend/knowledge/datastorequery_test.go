@@ -66,7 +66,7 @@ func TestDatastoreQueryTool(t *testing.T) {
 	t.Parallel()
 	fp := testenv.NewFakeProvider(t)
 	fp.Reply = toolScript
-	f := kfix{testenv.New(t, testenv.WithFakeModels(fp))}
+	f := kfix{testenv.New(t, testenv.WithWorkers, testenv.WithFakeModels(fp))}
 	store := f.datastore(t, f.A.Key, "Shop")
 	docs := []string{
 		"The store opens at nine in the morning on weekdays.",
@@ -183,7 +183,7 @@ func TestNoToolsForRoutesWithoutThem(t *testing.T) {
 	t.Parallel()
 	fp := testenv.NewFakeProvider(t)
 	fp.Reply = toolScript
-	f := kfix{testenv.New(t, func(c *server.Config) {
+	f := kfix{testenv.New(t, testenv.WithWorkers, func(c *server.Config) {
 		testenv.WithFakeModels(fp)(c)
 		r := c.Catalog.Resolve("gpt-4o-mini")
 		r.NoTools = true

@@ -122,7 +122,7 @@ Parcels leave our warehouse in Lyon every weekday and reach most European addres
 
 func TestIngestSearchAndChatWithSources(t *testing.T) {
 	t.Parallel()
-	f := kfix{testenv.New(t)}
+	f := kfix{testenv.New(t, testenv.WithWorkers)}
 	store := f.datastore(t, f.A.Key, "FAQ")
 	// Uploaded as a file, as a user would.
 	var body bytes.Buffer
@@ -223,7 +223,7 @@ func TestIngestSearchAndChatWithSources(t *testing.T) {
 
 func TestFileUploadAndDatasourceFilters(t *testing.T) {
 	t.Parallel()
-	f := kfix{testenv.New(t)}
+	f := kfix{testenv.New(t, testenv.WithWorkers)}
 	store := f.datastore(t, f.A.Key, "Docs")
 	upload := func(name string, content []byte) (int, []byte) {
 		var body bytes.Buffer
@@ -266,7 +266,7 @@ func TestFileUploadAndDatasourceFilters(t *testing.T) {
 
 func TestKnowledgeTenantIsolation(t *testing.T) {
 	t.Parallel()
-	f := kfix{testenv.New(t)}
+	f := kfix{testenv.New(t, testenv.WithWorkers)}
 	storeA := f.datastore(t, f.A.Key, "A")
 	storeB := f.datastore(t, f.B.Key, "B")
 	a := f.source(t, f.A.Key, storeA, map[string]any{"type": "text", "text": "The launch code for project Falcon is ALPHA-1."})
@@ -331,7 +331,7 @@ func TestWebPagesThroughTheGuard(t *testing.T) {
 	defer srv.Close()
 
 	// By default, loopback is refused: the datasource fails with a clear error.
-	f := kfix{testenv.New(t)}
+	f := kfix{testenv.New(t, testenv.WithWorkers)}
 	store := f.datastore(t, f.A.Key, "Web")
 	ds := f.settled(t, f.A.Key, f.source(t, f.A.Key, store, map[string]any{"type": "web_page", "url": srv.URL}).ID)
 	require.Equal(t, "error", ds.Status)
@@ -345,7 +345,7 @@ func TestWebPagesThroughTheGuard(t *testing.T) {
 	}
 
 	// An operator who allows the range (intranet) gets the pages.
-	g := kfix{testenv.New(t, func(c *server.Config) { c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })}
+	g := kfix{testenv.New(t, testenv.WithWorkers, func(c *server.Config) { c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })}
 	store = g.datastore(t, g.A.Key, "Web")
 	page := g.settled(t, g.A.Key, g.source(t, g.A.Key, store, map[string]any{"type": "web_page", "url": srv.URL + "/about"}).ID)
 	require.Equal(t, "synced", page.Status, page.Error)
@@ -381,7 +381,7 @@ func TestCrawlBounds(t *testing.T) {
 	})
 	srv := httptest.NewServer(site)
 	defer srv.Close()
-	f := kfix{testenv.New(t, func(c *server.Config) { c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })}
+	f := kfix{testenv.New(t, testenv.WithWorkers, func(c *server.Config) { c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")} })}
 	store := f.datastore(t, f.A.Key, "Web")
 	ds := f.settled(t, f.A.Key, f.source(t, f.A.Key, store, map[string]any{"type": "web_site", "url": srv.URL + "/sitemap.xml", "maxPages": 3}).ID)
 	require.Equal(t, "synced", ds.Status, ds.Error)

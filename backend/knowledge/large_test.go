@@ -71,7 +71,7 @@ func (f kfix) settledWithin(t *testing.T, key, id string, d time.Duration) datas
 func TestIngestionAtItsLimits(t *testing.T) {
 	t.Parallel()
 	// Enterprise limits: the polling below must not be rate limited.
-	f := kfix{testenv.New(t, func(c *server.Config) { c.Embedder = tiny{} })}
+	f := kfix{testenv.New(t, testenv.WithWorkers, func(c *server.Config) { c.Embedder = tiny{} })}
 	ent := f.Bootstrap("Big", "enterprise")
 
 	// A 20 MiB Markdown file uploaded like any other: it ingests whole, in

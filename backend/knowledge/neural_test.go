@@ -15,7 +15,7 @@ import (
 // as the first source of a chat answer.
 func TestNeuralEmbedderEndToEnd(t *testing.T) {
 	t.Parallel()
-	f := kfix{testenv.New(t, func(c *server.Config) { c.Embeddings.Default = "use-lite" })}
+	f := kfix{testenv.New(t, testenv.WithWorkers, func(c *server.Config) { c.Embeddings.Default = "use-lite" })}
 	store := f.datastore(t, f.A.Key, "Shop")
 	r := f.Do("GET", "/api/datastores/"+store, f.A.Key, nil)
 	var d struct{ EmbeddingModel string }

@@ -20,7 +20,7 @@ import (
 // in a shared pool).
 func TestJobsFetchedWithTheMainPoolFull(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t, func(c *server.Config) { c.DBMaxConns = 2 })
+	e := testenv.New(t, testenv.WithWorkers, func(c *server.Config) { c.DBMaxConns = 2 })
 	ctx := context.Background()
 
 	var held []*pgxpool.Conn

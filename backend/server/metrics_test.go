@@ -72,7 +72,7 @@ func TestMetricsAfterChatAndRateLimit(t *testing.T) {
 		}
 		return testenv.FakeReply{Tokens: []string{"Hello", " there."}}
 	}
-	e := testenv.New(t, testenv.WithFakeModels(fake))
+	e := testenv.New(t, testenv.WithWorkers, testenv.WithFakeModels(fake))
 
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

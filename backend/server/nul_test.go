@@ -19,7 +19,7 @@ import (
 // text datasource), over REST and Connect alike.
 func TestNULIsRefusedAtTheEdge(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
+	e := testenv.New(t, testenv.WithWorkers)
 	agent := e.Do("POST", "/api/agents", e.A.Key, map[string]any{"name": "Bot", "instructions": "Be brief."})
 	require.Equal(t, http.StatusCreated, agent.Status, "%s", agent.Body)
 	var a struct{ ID string }

@@ -34,8 +34,8 @@ func TestTopologyTwoAPIInstancesAndOneWorker(t *testing.T) {
 	prefix := "parley-test:" + hex.EncodeToString(b[:])
 	fake := testenv.NewFakeProvider(t)
 	apiOnly := func(c *server.Config) { c.Workers = 0 }
-	one := testenv.New(t, withRedis(prefix), testenv.WithFakeModels(fake), apiOnly)
-	two := testenv.NewOn(t, one.DBURL, withRedis(prefix), testenv.WithFakeModels(fake), apiOnly)
+	one := testenv.New(t, testenv.WithWorkers, withRedis(prefix), testenv.WithFakeModels(fake), apiOnly)
+	two := testenv.NewOn(t, one.DBURL, testenv.WithWorkers, withRedis(prefix), testenv.WithFakeModels(fake), apiOnly)
 	ctx := context.Background()
 
 	t.Run("rate limits are exact across the API instances", func(t *testing.T) {

@@ -126,7 +126,7 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 	}()
 
 	fake := testenv.NewFakeProvider(t)
-	e := testenv.New(t, testenv.WithFakeModels(fake))
+	e := testenv.New(t, testenv.WithWorkers, testenv.WithFakeModels(fake))
 	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"T","instructions":"Be brief.","model":"gpt-4o"}`)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var agent struct{ ID string }

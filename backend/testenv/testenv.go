@@ -50,6 +50,10 @@ const TestSecretsKey = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
 // Option changes the configuration of an instance.
 type Option func(*server.Config)
 
+// WithWorkers runs the instance's job workers (ingestion, webhook
+// deliveries), as `parley serve` does by default.
+func WithWorkers(c *server.Config) { c.Workers = server.DefaultWorkers }
+
 var quietLogs sync.Once
 
 // New starts an instance on a fresh database.
@@ -69,8 +73,14 @@ func NewOn(t testing.TB, dbURL string, opts ...Option) *Env {
 			slog.SetDefault(slog.New(server.LogHandler{Handler: slog.NewJSONHandler(io.Discard, nil)}))
 		}
 	})
+	// Not migrated at startup: dbtest's databases come from a template that
+	// db.Migrate, the same call, made (a startup migration is tested in
+	// backend/server). No job workers unless asked for (WithWorkers): an
+	// instance is then as `parley serve --workers 0` runs it, and River's
+	// start (four connections of its own, its leader's first maintenance
+	// pass) is most of what an instance costs Postgres in a test.
 	cfg := server.Config{
-		DatabaseURL: dbURL, Migrate: true, ShutdownTimeout: 5 * time.Second, LastUsedFlush: time.Hour, Workers: server.DefaultWorkers,
+		DatabaseURL: dbURL, ShutdownTimeout: 5 * time.Second, LastUsedFlush: time.Hour,
 		SecretsKey: TestSecretsKey,
 	}
 	for _, o := range opts {

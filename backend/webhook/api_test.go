@@ -72,7 +72,7 @@ func (s *sink) count() int {
 // gone. The paths also answer without /api.
 func TestWebhooksREST(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t, allowLoopback)
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback)
 	rcv := newSink(t)
 	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{
 		"url": rcv.URL + "/in", "events": []string{"form.submitted", "lead.created"}, "description": "CRM",
@@ -181,7 +181,7 @@ func TestWebhooksREST(t *testing.T) {
 // metadata address is refused unless --fetch-allow opens its range.
 func TestWebhookValidation(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
+	e := testenv.New(t, testenv.WithWorkers)
 	good := []string{"form.submitted"}
 	for _, tc := range []struct {
 		name  string
@@ -234,7 +234,7 @@ func TestWebhookValidation(t *testing.T) {
 	require.Contains(t, string(r.Body), "203.0.113.7", "a refused update changed the endpoint")
 
 	// --fetch-allow opens a range.
-	open := testenv.New(t, allowLoopback)
+	open := testenv.New(t, testenv.WithWorkers, allowLoopback)
 	r = open.Do("POST", "/api/webhooks", open.A.Key, map[string]any{"url": "http://127.0.0.1:9/hook", "events": good})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	r = open.Do("POST", "/api/webhooks", open.A.Key, map[string]any{"url": "http://10.1.2.3/hook", "events": good})
@@ -246,7 +246,7 @@ func TestWebhookValidation(t *testing.T) {
 // (DESIGN.md: 403), and nothing of them changes; unknown ids are 404.
 func TestWebhookTenantIsolation(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t, allowLoopback)
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback)
 	rcv := newSink(t)
 	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": rcv.URL, "events": []string{"lead.created"}, "description": "A's"})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
@@ -331,7 +331,7 @@ func TestWebhookTenantIsolation(t *testing.T) {
 // schema's rules and the URL check apply as over REST.
 func TestWebhookServiceConnect(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
+	e := testenv.New(t, testenv.WithWorkers)
 	client := parleyv1connect.NewWebhookServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
 	ctx := context.Background()
 	created, err := client.CreateWebhook(ctx, &parleyv1.CreateWebhookRequest{Url: "https://203.0.113.7/hook", Events: []string{"message.created"}})
@@ -353,7 +353,7 @@ func TestWebhookServiceConnect(t *testing.T) {
 // stored sealed.
 func TestWebhooksNeedTheSecretsKey(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t, func(c *server.Config) { c.SecretsKey = "" })
+	e := testenv.New(t, testenv.WithWorkers, func(c *server.Config) { c.SecretsKey = "" })
 	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": "https://203.0.113.7/hook", "events": []string{"lead.created"}})
 	require.GreaterOrEqual(t, r.Status, 400)
 	require.Less(t, r.Status, 500)
@@ -368,7 +368,7 @@ func mask(paths ...string) *fieldmaskpb.FieldMask { return &fieldmaskpb.FieldMas
 // the submission as the API shows it; a refused submission sends nothing.
 func TestFormSubmittedEvent(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t, allowLoopback)
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback)
 	rcv := newSink(t)
 	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": rcv.URL, "events": []string{"form.submitted"}})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)

@@ -145,7 +145,7 @@ func TestChatEmitsConversationAndMessages(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
 	fake.Reply = actor
-	e := testenv.New(t, allowLoopback, testenv.WithFakeModels(fake))
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback, testenv.WithFakeModels(fake))
 	rcv := newSink(t)
 	agent := newAgent(t, e, e.A.Key)
 	chatTurn(t, e, agent, e.A.Key, map[string]any{"query": "before any endpoint", "conversationId": "early"})
@@ -214,7 +214,7 @@ func TestStatusAndRepliesEmitEvents(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
 	fake.Reply = actor
-	e := testenv.New(t, allowLoopback, testenv.WithFakeModels(fake))
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback, testenv.WithFakeModels(fake))
 	rcv := newSink(t)
 	agent := newAgent(t, e, e.A.Key)
 	subscribe(t, e, e.A.Key, rcv, webhook.ConversationHumanRequested, webhook.ConversationResolved, webhook.MessageCreated)
@@ -271,7 +271,7 @@ func TestToolsEmitLeadAndHandoff(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
 	fake.Reply = actor
-	e := testenv.New(t, allowLoopback, testenv.WithFakeModels(fake))
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback, testenv.WithFakeModels(fake))
 	rcv := newSink(t)
 	agent := newAgent(t, e, e.A.Key, tool.LeadCapture, tool.RequestHuman)
 	subscribe(t, e, e.A.Key, rcv, webhook.LeadCreated, webhook.ConversationHumanRequested)
@@ -318,7 +318,7 @@ func (r *recorder) EnqueueDelivery(context.Context, pgx.Tx, uuid.UUID, uuid.UUID
 func TestRolledBackStatusChangeSendsNothing(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
-	e := testenv.New(t, allowLoopback, testenv.WithFakeModels(fake))
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback, testenv.WithFakeModels(fake))
 	rcv := newSink(t)
 	agent := newAgent(t, e, e.A.Key)
 	hook := subscribe(t, e, e.A.Key, rcv, webhook.ConversationResolved)
@@ -354,7 +354,7 @@ func TestRolledBackStatusChangeSendsNothing(t *testing.T) {
 // in one round trip: nothing to emit).
 func TestSilentOrganizations(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t, allowLoopback)
+	e := testenv.New(t, testenv.WithWorkers, allowLoopback)
 	ctx := context.Background()
 	subscribe(t, e, e.A.Key, newSink(t), webhook.MessageCreated)
 	hooks := &webhook.Emitter{Jobs: &recorder{}}
