@@ -22,7 +22,7 @@ mkdir -p "$out"
 
 go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}} {{.Dir}}{{end}}' ./... | sed '/^$/d' > "$out/packages"
 # shellcheck disable=SC2046
-go test -c -ldflags="-s -w" -o "$out/" $(cut -d' ' -f1 "$out/packages")
+go test -c -trimpath -ldflags="-s -w" -o "$out/" $(cut -d' ' -f1 "$out/packages")
 touch "$out/times"
 # Slowest first by the last run's times (a package not timed yet first of all).
 awk 'FILENAME == ARGV[1] { t[$1] = $2; next } { print ($1 in t ? t[$1] : 1e9), $0 }' "$out/times" "$out/packages" |
