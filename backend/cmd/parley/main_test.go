@@ -83,31 +83,14 @@ func TestServeAndShutdown(t *testing.T) {
 	var boot struct{ OrganizationID, APIKey string }
 	require.NoError(t, json.Unmarshal(out.Bytes(), &boot))
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
-	mln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	metricsAddr := mln.Addr().String()
-	mln.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
 	logs := &syncBuffer{}
-	exited := make(chan error, 1)
-	go func() {
-		exited <- run(ctx, []string{"serve", "--addr", addr, "--metrics-addr", metricsAddr, "--database-url", u, "--shutdown-timeout", "5s", "--embeddings", "lexical"}, io.Discard, logs)
-	}()
-
-	base := "http://" + addr
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 15*time.Second, 50*time.Millisecond)
+	var metricsAddr string
+	base, exited := serveOnFreePort(t, ctx, logs, func(addr string) []string {
+		metricsAddr = freeAddr(t)
+		return []string{"serve", "--addr", addr, "--metrics-addr", metricsAddr, "--database-url", u, "--shutdown-timeout", "5s", "--embeddings", "lexical"}
+	})
 	req, _ := http.NewRequest("GET", base+"/api/agents", nil)
 	req.Header.Set("Authorization", "Bearer "+boot.APIKey)
 	resp, err := http.DefaultClient.Do(req)
@@ -192,6 +175,55 @@ func TestServeAndShutdown(t *testing.T) {
 }
 
 // syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+// serveOnFreePort runs `parley serve` with args(addr), addr a loopback
+// port found free, and returns its base URL once it is ready, and the
+// channel its exit arrives on. A port found free can be bound by another
+// test process before serve binds it (make test runs four packages at
+// once), and that process's server would answer our /readyz and reject our
+// key (a 401 seen once): so readiness is asked only after serve logged that
+// it serves on addr, and serve is started again on another port when it
+// could not bind.
+func serveOnFreePort(t *testing.T, ctx context.Context, logs *syncBuffer, args func(addr string) []string) (string, chan error) {
+	t.Helper()
+tries:
+	for range 5 {
+		addr := freeAddr(t)
+		exited := make(chan error, 1)
+		go func() { exited <- run(ctx, args(addr), io.Discard, logs) }()
+		serving := `"msg":"serving","addr":"` + addr + `"`
+		for !strings.Contains(logs.String(), serving) {
+			select {
+			case err := <-exited:
+				if err != nil && strings.Contains(err.Error(), "address already in use") {
+					continue tries
+				}
+				t.Fatalf("serve exited before serving: %v", err)
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		require.Eventually(t, func() bool {
+			resp, err := http.Get("http://" + addr + "/readyz")
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}, 15*time.Second, 50*time.Millisecond)
+		return "http://" + addr, exited
+	}
+	t.Fatal("no free port in five tries")
+	return "", nil
+}
+
+// freeAddr is a loopback address no one listened on a moment ago.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
 type syncBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
@@ -268,26 +300,12 @@ func TestShutdownDuringJSONChat(t *testing.T) {
 	require.NoError(t, os.WriteFile(models, []byte(`{"providers":{"fake":{"type":"openai","baseURL":"`+fake.URL+`/v1"}},
 		"models":{"gpt-4o-mini":{"provider":"fake","model":"fake-mini"}}}`), 0o600))
 
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	addr := ln.Addr().String()
-	ln.Close()
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	exited := make(chan error, 1)
-	go func() {
-		exited <- run(ctx, []string{"serve", "--addr", addr, "--database-url", u, "--shutdown-timeout", "3s",
-			"--turn-timeout", "0", "--embeddings", "lexical", "--models-file", models}, io.Discard, io.Discard)
-	}()
-	base := "http://" + addr
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(base + "/readyz")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == 200
-	}, 15*time.Second, 50*time.Millisecond)
+	base, exited := serveOnFreePort(t, ctx, &syncBuffer{}, func(addr string) []string {
+		return []string{"serve", "--addr", addr, "--database-url", u, "--shutdown-timeout", "3s",
+			"--turn-timeout", "0", "--embeddings", "lexical", "--models-file", models}
+	})
 	post := func(path, body string) (int, []byte) {
 		req, _ := http.NewRequest("POST", base+path, strings.NewReader(body))
 		req.Header.Set("Authorization", "Bearer "+boot.APIKey)
