@@ -16,15 +16,16 @@ import (
 
 // The BM25 sweep (PARLEY_EVAL_SWEEP=1 make eval-knowledge): the full-text
 // half's parameters and the fusion's text weight, tried on the same
-// ingested documents; what chose knowledge.BM25 and TextWeight.
+// ingested documents; what chose knowledge.BM25 (with reciprocal rank
+// fusion, before the score fusion) and can check TextShare.
 
 type sweepSetting struct {
-	bm25   BM25Params
-	weight float64
+	bm25  BM25Params
+	share float64
 }
 
 func (s sweepSetting) String() string {
-	return fmt.Sprintf("k1 %.1f, b %.2f, title boost %.0f, text weight %.2f", s.bm25.K1, s.bm25.B, s.bm25.TitleBoost, s.weight)
+	return fmt.Sprintf("k1 %.1f, b %.2f, title boost %.0f, text share %.2f", s.bm25.K1, s.bm25.B, s.bm25.TitleBoost, s.share)
 }
 
 func sweepSettings() []sweepSetting {
@@ -32,7 +33,7 @@ func sweepSettings() []sweepSetting {
 	for _, k1 := range []float64{0.9, 1.2, 1.6} {
 		for _, b := range []float64{0.4, 0.75, 0.9} {
 			for _, boost := range []float64{0, 2, 5} {
-				for _, w := range []float64{1, 1.5, 2} {
+				for _, w := range []float64{0.5, 0.6, 0.7} {
 					out = append(out, sweepSetting{BM25Params{K1: k1, B: b, TitleBoost: boost, Budget: BM25.Budget}, w})
 				}
 			}
@@ -84,7 +85,7 @@ func (s sweepScores) sweep(t *testing.T, k *Knowledge, org uuid.UUID, store dbq.
 					return err
 				}
 				s[set]["text"].add(rank(text, i), qu.Q)
-				s[set]["hybrid"].add(rank(fuse(ranked{vector: lists[i].vector, text: text}, set.weight), i), qu.Q)
+				s[set]["hybrid"].add(rank(fuse(ranked{vector: lists[i].vector, text: text}, set.share), i), qu.Q)
 			}
 		}
 		return nil

@@ -189,7 +189,7 @@ func vectorOnly(l ranked) []Result {
 
 func textOnly(l ranked) []Result { return l.text }
 
-func hybrid(l ranked) []Result { return fuse(l, TextWeight) }
+func hybrid(l ranked) []Result { return fuse(l, TextShare) }
 
 type evalScore struct {
 	n, hit1, hit5 int
@@ -252,14 +252,19 @@ func TestEvalRetrieval(t *testing.T) {
 	}
 	rr := newRerankEval(neural) // rerank_eval_test.go
 	methods = append(methods, rr.methods()...)
-	// The fusion's weight of the full-text list, tried on the same lists.
-	for _, w := range []float64{0.5, 1.5, 2} {
-		for _, m := range []string{"lexical", "use-lite"} {
-			model := embed.Lexical{}.Model()
-			if m == "use-lite" {
-				model = neural.Model()
-			}
-			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, text weight %.2f", m, w), model, func(l ranked) []Result { return fuse(l, w) }})
+	// Other fusions on the same lists: the full-text share of the score
+	// fusion, and reciprocal rank fusion as the search did before
+	// (fusion_eval_test.go), with the full-text list weighing 1 or 2.
+	for _, m := range []string{"lexical", "use-lite"} {
+		model := embed.Lexical{}.Model()
+		if m == "use-lite" {
+			model = neural.Model()
+		}
+		for _, a := range []float64{0.5, 0.7} {
+			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, text share %.2f", m, a), model, func(l ranked) []Result { return fuse(l, a) }})
+		}
+		for _, w := range []float64{1, 2} {
+			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, rrf, text weight %.0f", m, w), model, func(l ranked) []Result { return fuseRanks(l, w) }})
 		}
 	}
 	scores := map[string]map[string]*evalScore{} // method -> doc -> score
@@ -296,7 +301,7 @@ func TestEvalRetrieval(t *testing.T) {
 				scores[m.name][d.Name] = s
 				require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 					for i, qu := range d.Questions {
-						l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, cmp.Or(rr.candidates[m.name], 20))
+						l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, cmp.Or(rr.candidates[m.name], Candidates))
 						if err != nil {
 							return err
 						}

@@ -60,7 +60,7 @@ func (p BM25Params) search(ctx context.Context, q *dbq.Queries, org uuid.UUID, i
 	}
 	out := make([]Result, len(found))
 	for i, r := range found {
-		out[i] = Result{ChunkID: r.ID, DatasourceID: r.DatasourceID, Text: r.Text, Title: r.Title, Heading: r.Heading, URL: r.Url, Page: int(r.Page)}
+		out[i] = Result{ChunkID: r.ID, DatasourceID: r.DatasourceID, Text: r.Text, Title: r.Title, Heading: r.Heading, URL: r.Url, Page: int(r.Page), Score: r.Score}
 	}
 	return out, nil
 }

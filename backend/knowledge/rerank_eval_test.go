@@ -192,7 +192,7 @@ func (rr *rerankEval) methods() []evalMethod {
 	// vector list.
 	exact := func(name string, score func(x evalQuery, c evalChunk) float64) {
 		add(name+" + text, rrf", 20, func(l ranked, x evalQuery) []Result {
-			return fuse(ranked{vector: [][]Result{byScore(x.chunks, 20, func(c evalChunk) float64 { return score(x, c) })}, text: l.text}, TextWeight)
+			return fuse(ranked{vector: [][]Result{byScore(x.chunks, 20, func(c evalChunk) float64 { return score(x, c) })}, text: l.text}, 2)
 		})
 	}
 	exact("all chunks exact by chunk vector", func(x evalQuery, c evalChunk) float64 { return maxSim(x.vec, [][]float32{c.vec.Slice()}) })
@@ -205,7 +205,7 @@ func (rr *rerankEval) methods() []evalMethod {
 	})
 	// Pseudo-relevance feedback: the query moved towards the fused top 3.
 	add("query + mean of fused top 3 (rocchio) + text, rrf", 20, func(l ranked, x evalQuery) []Result {
-		f := fuse(l, TextWeight)
+		f := fuseRanks(l, 2)
 		vec := map[uuid.UUID][]float32{}
 		for _, c := range x.chunks {
 			vec[c.id] = c.vec.Slice()
@@ -218,14 +218,14 @@ func (rr *rerankEval) methods() []evalMethod {
 			}
 		}
 		q = normalized(q)
-		return fuse(ranked{vector: [][]Result{byScore(x.chunks, 20, func(c evalChunk) float64 { return maxSim(q, [][]float32{vec[c.id]}) })}, text: l.text}, TextWeight)
+		return fuse(ranked{vector: [][]Result{byScore(x.chunks, 20, func(c evalChunk) float64 { return maxSim(q, [][]float32{vec[c.id]}) })}, text: l.text}, 2)
 	})
 	return out
 }
 
 // rerankBy reorders the first n of the fused list by score, best first.
 func rerankBy(l ranked, n int, score func(r Result, fusedRank int) float64) []Result {
-	f := fuse(l, TextWeight)
+	f := fuseRanks(l, 2)
 	if len(f) > n {
 		f = f[:n]
 	}
@@ -248,7 +248,7 @@ func rerankBy(l ranked, n int, score func(r Result, fusedRank int) float64) []Re
 // rrfWith fuses the fused order of the first n candidates with their order
 // by score, by RRF (weight w for the latter).
 func rrfWith(l ranked, n int, w float64, score func(r Result) float64) []Result {
-	f := fuse(l, TextWeight)
+	f := fuseRanks(l, 2)
 	if len(f) > n {
 		f = f[:n]
 	}
