@@ -68,7 +68,7 @@ func (s sweepScores) sweep(t *testing.T, k *Knowledge, org uuid.UUID, store dbq.
 	require.NoError(t, k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		lists := make([]ranked, len(d.Questions))
 		for i, qu := range d.Questions {
-			l, err := k.lists(ctx, q, org, []dbq.Datastore{store}, nil, qu.Q, 20)
+			l, err := k.lists(ctx, q, org, []dbq.Datastore{store}, nil, qu.Q, Candidates)
 			if err != nil {
 				return err
 			}
@@ -80,7 +80,7 @@ func (s sweepScores) sweep(t *testing.T, k *Knowledge, org uuid.UUID, store dbq.
 			}
 			BM25 = set.bm25
 			for i, qu := range d.Questions {
-				text, err := k.textSearch(ctx, q, org, []uuid.UUID{store.ID}, nil, qu.Q, 20)
+				text, err := k.textSearch(ctx, q, org, []uuid.UUID{store.ID}, nil, qu.Q, Candidates)
 				if err != nil {
 					return err
 				}
