@@ -263,10 +263,6 @@ func TestEvalRetrieval(t *testing.T) {
 		for _, a := range []float64{0.5, 0.7} {
 			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, text share %.2f", m, a), model, func(l ranked) []Result { return fuse(l, a) }})
 		}
-		for _, a := range []float64{0.5, 0.6, 0.7} {
-			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, text share %.2f, similarity of every candidate", m, a), model, func(l ranked) []Result { return filled(l, a) }})
-			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, text share %.2f, both scores of every candidate", m, a), model, func(l ranked) []Result { return filledBoth(l, a) }})
-		}
 		for _, w := range []float64{1, 2} {
 			methods = append(methods, evalMethod{fmt.Sprintf("%s hybrid, rrf, text weight %.0f", m, w), model, func(l ranked) []Result { return fuseRanks(l, w) }})
 		}
@@ -278,7 +274,6 @@ func TestEvalRetrieval(t *testing.T) {
 		all[m.name] = &evalScore{}
 	}
 	chunkCounts := map[string]int{}
-	queryVecs := map[string][]float32{} // embedder and question -> the question's vector
 	sweep := sweepScores{}
 	ingestTime := map[string]time.Duration{}
 	for _, d := range docs {
@@ -304,29 +299,8 @@ func TestEvalRetrieval(t *testing.T) {
 				}
 				s := &evalScore{}
 				scores[m.name][d.Name] = s
-				evalFill.vecs = map[uuid.UUID][]float32{}
-				for _, c := range ds.chunks {
-					evalFill.vecs[c.id] = c.vec.Slice()
-				}
 				require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 					for i, qu := range d.Questions {
-						key := emb.Model() + "\x00" + qu.Q
-						if queryVecs[key] == nil {
-							qv, err := emb.Embed(ctx, []string{qu.Q})
-							if err != nil {
-								return err
-							}
-							queryVecs[key] = qv[0]
-						}
-						evalFill.q = queryVecs[key]
-						every, err := k.textSearch(ctx, q, org, []uuid.UUID{ds.store.ID}, nil, qu.Q, 1000)
-						if err != nil {
-							return err
-						}
-						evalFill.bm25 = map[uuid.UUID]float64{}
-						for _, r := range every {
-							evalFill.bm25[r.ChunkID] = r.Score
-						}
 						l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, cmp.Or(rr.candidates[m.name], Candidates))
 						if err != nil {
 							return err
