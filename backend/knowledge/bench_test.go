@@ -346,7 +346,7 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 				return nil, err
 			}
 		}
-		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, K: 10})
+		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, ExactBelow: k.ExactBelow, K: 10})
 		out := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
 			out[i] = r.ID

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -189,6 +190,9 @@ func insertSynthetic(t *testing.T, e kenv, ds uuid.UUID, n int, text string) {
 
 // At a size where it matters, the vector search uses the HNSW index (1,000
 // chunks: at 50 the planner rightly scans; 4,000 cost 25 s of HNSW inserts).
+// TestVectorSearchUsesHNSW: a scope above ExactBelow goes through the HNSW
+// index, one at or below it is ranked exactly and the index is not touched
+// (EXPLAIN ANALYZE: the other branch "never executed").
 func TestVectorSearchUsesHNSW(t *testing.T) {
 	t.Parallel()
 	e := setupIngest(t, "seed")
@@ -199,16 +203,30 @@ func TestVectorSearchUsesHNSW(t *testing.T) {
 	defer tx.Rollback(ctx) //nolint:errcheck
 	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String())
 	require.NoError(t, err)
-	v, _ := embed.Lexical{}.Embed(ctx, []string{"assorted planner"})
-	rows, err := tx.Query(ctx, "EXPLAIN "+searchVector512SQL(), pgvector.NewVector(v[0]), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, 10)
+	_, err = tx.Exec(ctx, "UPDATE datasources SET chunk_count = 1000 WHERE id = $1", e.ds)
 	require.NoError(t, err)
-	var plan strings.Builder
-	for rows.Next() {
-		var line string
-		require.NoError(t, rows.Scan(&line))
-		plan.WriteString(line + "\n")
+	v, _ := embed.Lexical{}.Embed(ctx, []string{"assorted planner"})
+	plan := func(exactBelow int64) string {
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+searchVector512SQL(), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, pgvector.NewVector(v[0]), exactBelow, 10)
+		require.NoError(t, err)
+		var plan strings.Builder
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan.WriteString(line + "\n")
+		}
+		require.NoError(t, rows.Err())
+		return plan.String()
 	}
-	require.Contains(t, plan.String(), "chunks_embedding_512", "the plan does not use the HNSW index:\n%s", plan.String())
+	// Each branch ran when its node reports rows, not "(never executed)".
+	hnsw := regexp.MustCompile(`Index Scan using chunks_embedding_512 on chunks \w+ \(actual rows=10 `)
+	exact := regexp.MustCompile(`Sort \(actual rows=10 loops=1\)\s+Sort Key: \(\(c\.embedding <=> `)
+	p := plan(999)
+	require.Regexp(t, hnsw, p, "1,000 chunks above ExactBelow 999: the plan does not search the HNSW index")
+	require.NotRegexp(t, exact, p, "1,000 chunks above ExactBelow 999 ranked exactly too")
+	p = plan(1000)
+	require.Regexp(t, exact, p, "1,000 chunks at ExactBelow: not ranked exactly")
+	require.NotRegexp(t, hnsw, p, "1,000 chunks at ExactBelow: the HNSW index was searched too")
 }
 
 // searchVector512SQL is the generated query's text, read from the generated

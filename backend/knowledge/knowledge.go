@@ -47,6 +47,13 @@ type Knowledge struct {
 	// with the neural embedder on 18,830 English sentences: 80 gives
 	// recall@10 0.988 in 3.4 ms, 200 gives 0.997 in 6.0 ms.
 	EfSearch int
+	// ExactBelow: a search whose datastores (or datasources asked) hold at
+	// most this many chunks ranks them all exactly instead of asking the
+	// HNSW index, which holds every organization's chunks: a small scope
+	// filtered out of a large index costs a long walk of the graph and
+	// misses neighbours (docs/benchmarks.md, "At 1,000,000 chunks over 100
+	// datastores"); ranking 10,000 vectors exactly takes about 25 ms.
+	ExactBelow int64
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
 	// Hooks sends datasource.synced and datasource.failed to the
@@ -57,9 +64,12 @@ type Knowledge struct {
 // DefaultEfSearch is the HNSW search breadth unless configured.
 const DefaultEfSearch = 200
 
+// DefaultExactBelow is the largest search scope ranked exactly, in chunks.
+const DefaultExactBelow = 10_000
+
 // New returns a Knowledge embedding new datastores with def.
 func New(store *db.Store, def embed.Embedder, guard *netguard.Client, others ...embed.Embedder) *Knowledge {
-	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch,
+	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch, ExactBelow: DefaultExactBelow,
 		embedders: map[string]embed.Embedder{def.Model(): def}}
 	for _, e := range others {
 		k.embedders[e.Model()] = e

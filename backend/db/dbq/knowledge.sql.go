@@ -794,21 +794,36 @@ func (q *Queries) SearchText(ctx context.Context, arg SearchTextParams) ([]Searc
 }
 
 const searchVector1536 = `-- name: SearchVector1536 :many
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       (c.embedding::vector(1536) <=> $1::vector(1536))::float8 AS distance
-FROM chunks c
-WHERE c.org_id = $2 AND c.embedding_dim = 1536 AND c.visible
-  AND c.datastore_id = ANY ($3::uuid[])
-  AND (cardinality($4::uuid[]) = 0 OR c.datasource_id = ANY ($4::uuid[]))
-ORDER BY c.embedding::vector(1536) <=> $1::vector(1536)
-LIMIT $5
+WITH scope AS MATERIALIZED (
+  SELECT d.id, d.chunk_count FROM datasources d
+  WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
+    AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+)
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding <=> $4::vector)::float8 AS distance
+ FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
+ WHERE c.visible AND c.embedding_dim = 1536
+   AND (SELECT sum(chunk_count) FROM scope) <= $5::bigint
+ ORDER BY c.embedding <=> $4::vector
+ LIMIT $6)
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(1536) <=> $4::vector(1536))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = $1 AND c.embedding_dim = 1536 AND c.visible
+   AND c.datastore_id = ANY ($2::uuid[])
+   AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
+   AND (SELECT sum(chunk_count) FROM scope) > $5::bigint
+ ORDER BY c.embedding::vector(1536) <=> $4::vector(1536)
+ LIMIT $6)
 `
 
 type SearchVector1536Params struct {
-	Query         *pgvector.Vector
 	OrgID         uuid.UUID
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
+	Query         *pgvector.Vector
+	ExactBelow    int64
 	K             int32
 }
 
@@ -823,14 +838,23 @@ type SearchVector1536Row struct {
 	Distance     float64
 }
 
-// Nearest visible chunks by cosine distance, for 1536-dimension datastores
-// (the expression and predicate match the partial HNSW index).
+// Nearest visible chunks by cosine distance, for 1536-dimension datastores.
+// A scope of at most exact_below chunks (the datastores' synced datasources,
+// or the datasources asked) is ranked exactly: its chunks read through
+// their datasources' index, every distance computed (the ORDER BY is not
+// the index's expression, so the HNSW index cannot serve it). A larger
+// scope goes through the partial HNSW index (expression and predicate
+// match it). The chunk count is read once; each branch's gate is a
+// one-time filter, so only one branch runs. Why: the index holds every
+// organization's chunks, and a small scope filtered out of a large index
+// costs a long iterative scan and loses recall (docs/benchmarks.md).
 func (q *Queries) SearchVector1536(ctx context.Context, arg SearchVector1536Params) ([]SearchVector1536Row, error) {
 	rows, err := q.db.Query(ctx, searchVector1536,
-		arg.Query,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
+		arg.Query,
+		arg.ExactBelow,
 		arg.K,
 	)
 	if err != nil {
@@ -861,21 +885,36 @@ func (q *Queries) SearchVector1536(ctx context.Context, arg SearchVector1536Para
 }
 
 const searchVector512 = `-- name: SearchVector512 :many
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       (c.embedding::vector(512) <=> $1::vector(512))::float8 AS distance
-FROM chunks c
-WHERE c.org_id = $2 AND c.embedding_dim = 512 AND c.visible
-  AND c.datastore_id = ANY ($3::uuid[])
-  AND (cardinality($4::uuid[]) = 0 OR c.datasource_id = ANY ($4::uuid[]))
-ORDER BY c.embedding::vector(512) <=> $1::vector(512)
-LIMIT $5
+WITH scope AS MATERIALIZED (
+  SELECT d.id, d.chunk_count FROM datasources d
+  WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
+    AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+)
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding <=> $4::vector)::float8 AS distance
+ FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
+ WHERE c.visible AND c.embedding_dim = 512
+   AND (SELECT sum(chunk_count) FROM scope) <= $5::bigint
+ ORDER BY c.embedding <=> $4::vector
+ LIMIT $6)
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(512) <=> $4::vector(512))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = $1 AND c.embedding_dim = 512 AND c.visible
+   AND c.datastore_id = ANY ($2::uuid[])
+   AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
+   AND (SELECT sum(chunk_count) FROM scope) > $5::bigint
+ ORDER BY c.embedding::vector(512) <=> $4::vector(512)
+ LIMIT $6)
 `
 
 type SearchVector512Params struct {
-	Query         *pgvector.Vector
 	OrgID         uuid.UUID
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
+	Query         *pgvector.Vector
+	ExactBelow    int64
 	K             int32
 }
 
@@ -890,14 +929,23 @@ type SearchVector512Row struct {
 	Distance     float64
 }
 
-// Nearest visible chunks by cosine distance, for 512-dimension datastores
-// (the expression and predicate match the partial HNSW index).
+// Nearest visible chunks by cosine distance, for 512-dimension datastores.
+// A scope of at most exact_below chunks (the datastores' synced datasources,
+// or the datasources asked) is ranked exactly: its chunks read through
+// their datasources' index, every distance computed (the ORDER BY is not
+// the index's expression, so the HNSW index cannot serve it). A larger
+// scope goes through the partial HNSW index (expression and predicate
+// match it). The chunk count is read once; each branch's gate is a
+// one-time filter, so only one branch runs. Why: the index holds every
+// organization's chunks, and a small scope filtered out of a large index
+// costs a long iterative scan and loses recall (docs/benchmarks.md).
 func (q *Queries) SearchVector512(ctx context.Context, arg SearchVector512Params) ([]SearchVector512Row, error) {
 	rows, err := q.db.Query(ctx, searchVector512,
-		arg.Query,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
+		arg.Query,
+		arg.ExactBelow,
 		arg.K,
 	)
 	if err != nil {
@@ -928,21 +976,36 @@ func (q *Queries) SearchVector512(ctx context.Context, arg SearchVector512Params
 }
 
 const searchVector768 = `-- name: SearchVector768 :many
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       (c.embedding::vector(768) <=> $1::vector(768))::float8 AS distance
-FROM chunks c
-WHERE c.org_id = $2 AND c.embedding_dim = 768 AND c.visible
-  AND c.datastore_id = ANY ($3::uuid[])
-  AND (cardinality($4::uuid[]) = 0 OR c.datasource_id = ANY ($4::uuid[]))
-ORDER BY c.embedding::vector(768) <=> $1::vector(768)
-LIMIT $5
+WITH scope AS MATERIALIZED (
+  SELECT d.id, d.chunk_count FROM datasources d
+  WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
+    AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+)
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding <=> $4::vector)::float8 AS distance
+ FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
+ WHERE c.visible AND c.embedding_dim = 768
+   AND (SELECT sum(chunk_count) FROM scope) <= $5::bigint
+ ORDER BY c.embedding <=> $4::vector
+ LIMIT $6)
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(768) <=> $4::vector(768))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = $1 AND c.embedding_dim = 768 AND c.visible
+   AND c.datastore_id = ANY ($2::uuid[])
+   AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
+   AND (SELECT sum(chunk_count) FROM scope) > $5::bigint
+ ORDER BY c.embedding::vector(768) <=> $4::vector(768)
+ LIMIT $6)
 `
 
 type SearchVector768Params struct {
-	Query         *pgvector.Vector
 	OrgID         uuid.UUID
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
+	Query         *pgvector.Vector
+	ExactBelow    int64
 	K             int32
 }
 
@@ -957,14 +1020,23 @@ type SearchVector768Row struct {
 	Distance     float64
 }
 
-// Nearest visible chunks by cosine distance, for 768-dimension datastores
-// (the expression and predicate match the partial HNSW index).
+// Nearest visible chunks by cosine distance, for 768-dimension datastores.
+// A scope of at most exact_below chunks (the datastores' synced datasources,
+// or the datasources asked) is ranked exactly: its chunks read through
+// their datasources' index, every distance computed (the ORDER BY is not
+// the index's expression, so the HNSW index cannot serve it). A larger
+// scope goes through the partial HNSW index (expression and predicate
+// match it). The chunk count is read once; each branch's gate is a
+// one-time filter, so only one branch runs. Why: the index holds every
+// organization's chunks, and a small scope filtered out of a large index
+// costs a long iterative scan and loses recall (docs/benchmarks.md).
 func (q *Queries) SearchVector768(ctx context.Context, arg SearchVector768Params) ([]SearchVector768Row, error) {
 	rows, err := q.db.Query(ctx, searchVector768,
-		arg.Query,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
+		arg.Query,
+		arg.ExactBelow,
 		arg.K,
 	)
 	if err != nil {

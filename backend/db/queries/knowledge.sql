@@ -120,40 +120,106 @@ DELETE FROM agent_datastores WHERE org_id = sqlc.arg(org_id) AND agent_id = sqlc
 INSERT INTO agent_datastores (org_id, agent_id, datastore_id) VALUES (sqlc.arg(org_id), sqlc.arg(agent_id), sqlc.arg(datastore_id));
 
 -- name: SearchVector512 :many
--- Nearest visible chunks by cosine distance, for 512-dimension datastores
--- (the expression and predicate match the partial HNSW index).
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       (c.embedding::vector(512) <=> sqlc.arg(query)::vector(512))::float8 AS distance
-FROM chunks c
-WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 512 AND c.visible
-  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
-  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-ORDER BY c.embedding::vector(512) <=> sqlc.arg(query)::vector(512)
-LIMIT sqlc.arg(k);
+-- Nearest visible chunks by cosine distance, for 512-dimension datastores.
+-- A scope of at most exact_below chunks (the datastores' synced datasources,
+-- or the datasources asked) is ranked exactly: its chunks read through
+-- their datasources' index, every distance computed (the ORDER BY is not
+-- the index's expression, so the HNSW index cannot serve it). A larger
+-- scope goes through the partial HNSW index (expression and predicate
+-- match it). The chunk count is read once; each branch's gate is a
+-- one-time filter, so only one branch runs. Why: the index holds every
+-- organization's chunks, and a small scope filtered out of a large index
+-- costs a long iterative scan and loses recall (docs/benchmarks.md).
+WITH scope AS MATERIALIZED (
+  SELECT d.id, d.chunk_count FROM datasources d
+  WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+)
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
+ FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
+ WHERE c.visible AND c.embedding_dim = 512
+   AND (SELECT sum(chunk_count) FROM scope) <= sqlc.arg(exact_below)::bigint
+ ORDER BY c.embedding <=> sqlc.arg(query)::vector
+ LIMIT sqlc.arg(k))
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(512) <=> sqlc.arg(query)::vector(512))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 512 AND c.visible
+   AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+   AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+   AND (SELECT sum(chunk_count) FROM scope) > sqlc.arg(exact_below)::bigint
+ ORDER BY c.embedding::vector(512) <=> sqlc.arg(query)::vector(512)
+ LIMIT sqlc.arg(k));
 
 -- name: SearchVector768 :many
--- Nearest visible chunks by cosine distance, for 768-dimension datastores
--- (the expression and predicate match the partial HNSW index).
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       (c.embedding::vector(768) <=> sqlc.arg(query)::vector(768))::float8 AS distance
-FROM chunks c
-WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 768 AND c.visible
-  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
-  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-ORDER BY c.embedding::vector(768) <=> sqlc.arg(query)::vector(768)
-LIMIT sqlc.arg(k);
+-- Nearest visible chunks by cosine distance, for 768-dimension datastores.
+-- A scope of at most exact_below chunks (the datastores' synced datasources,
+-- or the datasources asked) is ranked exactly: its chunks read through
+-- their datasources' index, every distance computed (the ORDER BY is not
+-- the index's expression, so the HNSW index cannot serve it). A larger
+-- scope goes through the partial HNSW index (expression and predicate
+-- match it). The chunk count is read once; each branch's gate is a
+-- one-time filter, so only one branch runs. Why: the index holds every
+-- organization's chunks, and a small scope filtered out of a large index
+-- costs a long iterative scan and loses recall (docs/benchmarks.md).
+WITH scope AS MATERIALIZED (
+  SELECT d.id, d.chunk_count FROM datasources d
+  WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+)
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
+ FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
+ WHERE c.visible AND c.embedding_dim = 768
+   AND (SELECT sum(chunk_count) FROM scope) <= sqlc.arg(exact_below)::bigint
+ ORDER BY c.embedding <=> sqlc.arg(query)::vector
+ LIMIT sqlc.arg(k))
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(768) <=> sqlc.arg(query)::vector(768))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 768 AND c.visible
+   AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+   AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+   AND (SELECT sum(chunk_count) FROM scope) > sqlc.arg(exact_below)::bigint
+ ORDER BY c.embedding::vector(768) <=> sqlc.arg(query)::vector(768)
+ LIMIT sqlc.arg(k));
 
 -- name: SearchVector1536 :many
--- Nearest visible chunks by cosine distance, for 1536-dimension datastores
--- (the expression and predicate match the partial HNSW index).
-SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-       (c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536))::float8 AS distance
-FROM chunks c
-WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
-  AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
-  AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
-LIMIT sqlc.arg(k);
+-- Nearest visible chunks by cosine distance, for 1536-dimension datastores.
+-- A scope of at most exact_below chunks (the datastores' synced datasources,
+-- or the datasources asked) is ranked exactly: its chunks read through
+-- their datasources' index, every distance computed (the ORDER BY is not
+-- the index's expression, so the HNSW index cannot serve it). A larger
+-- scope goes through the partial HNSW index (expression and predicate
+-- match it). The chunk count is read once; each branch's gate is a
+-- one-time filter, so only one branch runs. Why: the index holds every
+-- organization's chunks, and a small scope filtered out of a large index
+-- costs a long iterative scan and loses recall (docs/benchmarks.md).
+WITH scope AS MATERIALIZED (
+  SELECT d.id, d.chunk_count FROM datasources d
+  WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+)
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
+ FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
+ WHERE c.visible AND c.embedding_dim = 1536
+   AND (SELECT sum(chunk_count) FROM scope) <= sqlc.arg(exact_below)::bigint
+ ORDER BY c.embedding <=> sqlc.arg(query)::vector
+ LIMIT sqlc.arg(k))
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
+   AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+   AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+   AND (SELECT sum(chunk_count) FROM scope) > sqlc.arg(exact_below)::bigint
+ ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
+ LIMIT sqlc.arg(k));
 
 -- name: SearchText :many
 -- The full-text half of a search, BM25 over text_postings (migrations/00016;
