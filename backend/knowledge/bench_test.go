@@ -137,7 +137,12 @@ func setupSearch(b *testing.B) kenv {
 			return err
 		}
 		publish := func(q *dbq.Queries, o *open) error {
-			return q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: env.org, DatasourceID: o.source, Generation: o.gen})
+			if err := q.PublishGeneration(ctx, dbq.PublishGenerationParams{OrgID: env.org, DatasourceID: o.source, Generation: o.gen}); err != nil {
+				return err
+			}
+			// Its chunk count, as ingestion records it: the vector search
+			// chooses exact or HNSW by it.
+			return q.MarkSynced(ctx, dbq.MarkSyncedParams{OrgID: env.org, ID: o.source, Generation: o.gen, ChunkCount: int32(o.n)})
 		}
 		searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 			for range spread - 1 {

@@ -50,9 +50,9 @@ type Knowledge struct {
 	// ExactBelow: a search whose datastores (or datasources asked) hold at
 	// most this many chunks ranks them all exactly instead of asking the
 	// HNSW index, which holds every organization's chunks: a small scope
-	// filtered out of a large index costs a long walk of the graph and
-	// misses neighbours (docs/benchmarks.md, "At 1,000,000 chunks over 100
-	// datastores"); ranking 10,000 vectors exactly takes about 25 ms.
+	// filtered out of a large index costs a long walk of the graph, misses
+	// neighbours, and past pgvector's hnsw.max_scan_tuples returns fewer
+	// than asked (docs/benchmarks.md, "Small scopes ranked exactly").
 	ExactBelow int64
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
@@ -64,8 +64,10 @@ type Knowledge struct {
 // DefaultEfSearch is the HNSW search breadth unless configured.
 const DefaultEfSearch = 200
 
-// DefaultExactBelow is the largest search scope ranked exactly, in chunks.
-const DefaultExactBelow = 10_000
+// DefaultExactBelow is the largest search scope ranked exactly, in chunks:
+// 10,000 took 132 ms with their rows scattered over a 100,000-chunk table,
+// so a fifth of that bounds the exact scan near 25 ms.
+const DefaultExactBelow = 2_000
 
 // New returns a Knowledge embedding new datastores with def.
 func New(store *db.Store, def embed.Embedder, guard *netguard.Client, others ...embed.Embedder) *Knowledge {
