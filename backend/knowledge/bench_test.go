@@ -8,7 +8,6 @@ import (
 	"os"
 	"reflect"
 	"regexp"
-	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,8 +75,6 @@ var (
 	searchEnv  kenv
 	searchErr  error
 	queries    []string
-	// searchStores are the loaded datastores, the first being env.store_.
-	searchStores []uuid.UUID
 )
 
 // vocabulary is a deterministic set of pseudo-words.
@@ -233,24 +230,23 @@ func setupSearch(b *testing.B) kenv {
 		for i := 0; i < 200; i++ {
 			queries = append(queries, sentence(3+r.Intn(5)))
 		}
-		for _, o := range sources {
-			if !slices.Contains(searchStores, o.store) {
-				searchStores = append(searchStores, o.store)
-			}
-		}
 		// Warm the caches as a serving instance's would be, with 200 other
 		// questions through both halves over every datastore: the measured
 		// ones are not among them, so their own pages are not read ahead.
 		k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 		start = time.Now()
+		var stores []dbq.Datastore
+		if searchErr = env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
+			var err error
+			stores, err = qq.ListDatastores(ctx, env.org)
+			return err
+		}); searchErr != nil {
+			return
+		}
 		for i := 0; i < 200; i++ {
 			q := sentence(3 + r.Intn(5))
 			if searchErr = env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
-				stores, err := qq.ListDatastores(ctx, env.org)
-				if err != nil {
-					return err
-				}
-				_, err = k.Search(ctx, qq, env.org, stores, nil, q, 10)
+				_, err := k.Search(ctx, qq, env.org, stores, nil, q, 10)
 				return err
 			}); searchErr != nil {
 				return
@@ -405,21 +401,25 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 			}
 			// Exact: the same query with index scans off (a sequential scan
 			// computes every distance).
-			tx, err := env.store.Pool.Begin(ctx)
+			err = func() error {
+				tx, err := env.store.Pool.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				defer tx.Rollback(ctx) //nolint:errcheck
+				qq := dbq.New(tx)
+				if err := qq.SetTenant(ctx, env.org.String()); err != nil {
+					return err
+				}
+				if _, err := tx.Exec(ctx, "SET LOCAL enable_indexscan = off"); err != nil {
+					return err
+				}
+				exact, err = vector(qq, q)
+				return err
+			}()
 			if err != nil {
 				return 0, err
 			}
-			qq := dbq.New(tx)
-			if err := qq.SetTenant(ctx, env.org.String()); err != nil {
-				return 0, err
-			}
-			if _, err := tx.Exec(ctx, "SET LOCAL enable_indexscan = off"); err != nil {
-				return 0, err
-			}
-			if exact, err = vector(qq, q); err != nil {
-				return 0, err
-			}
-			_ = tx.Rollback(ctx)
 			in := map[uuid.UUID]bool{}
 			for _, id := range exact {
 				in[id] = true
