@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"math"
 	"math/rand"
 	"os"
 	"reflect"
@@ -117,10 +118,17 @@ func setupSearch(b *testing.B) kenv {
 		// Chunks go round-robin to PARLEY_BENCH_DATASTORES datastores (1 by
 		// default; the searches ask the first), in datasources of at most
 		// 20,000 chunks (a 20 MiB document's), each published when full, as
-		// ingestion publishes one datasource at a time.
-		spread := 1
+		// ingestion publishes one datasource at a time. They go in runs of
+		// PARLEY_BENCH_RUN rows (64 by default, ingestion's batch: jobs
+		// ingesting side by side interleave their batches so); a run of 1
+		// scatters each datastore's rows over every page of the table, the
+		// worst layout for reading one datastore's chunks.
+		spread, run := 1, 64
 		if v, err := strconv.Atoi(os.Getenv("PARLEY_BENCH_DATASTORES")); err == nil && v > 1 {
 			spread = v
+		}
+		if v, err := strconv.Atoi(os.Getenv("PARLEY_BENCH_RUN")); err == nil && v > 0 {
+			run = v
 		}
 		type open struct {
 			store, source uuid.UUID
@@ -167,7 +175,7 @@ func setupSearch(b *testing.B) kenv {
 			searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 				var rows []chunkRow
 				for i, tx := range texts {
-					o := sources[(done+i)%spread]
+					o := sources[((done+i)/run)%spread]
 					if o.n == 20_000 { // full: what it holds written, then published
 						if err := writeChunks(ctx, q, rows); err != nil {
 							return err
@@ -233,7 +241,7 @@ func setupSearch(b *testing.B) kenv {
 		// Warm the caches as a serving instance's would be, with 200 other
 		// questions through both halves over every datastore: the measured
 		// ones are not among them, so their own pages are not read ahead.
-		k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+		k := benchKnowledge(env)
 		start = time.Now()
 		var stores []dbq.Datastore
 		if searchErr = env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
@@ -259,6 +267,20 @@ func setupSearch(b *testing.B) kenv {
 		b.Fatal(searchErr)
 	}
 	return searchEnv
+}
+
+// benchKnowledge is the searches' Knowledge: the lexical embedder, and the
+// exact-search choice PARLEY_BENCH_EXACT_BELOW and PARLEY_BENCH_EXACT_RATIO
+// when set.
+func benchKnowledge(env kenv) *Knowledge {
+	k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	if v, err := strconv.ParseInt(os.Getenv("PARLEY_BENCH_EXACT_BELOW"), 10, 64); err == nil {
+		k.ExactBelow = v
+	}
+	if v, err := strconv.ParseFloat(os.Getenv("PARLEY_BENCH_EXACT_RATIO"), 64); err == nil {
+		k.ExactRatio = v
+	}
+	return k
 }
 
 // latencies runs search once per iteration, each in its own tenant
@@ -296,7 +318,7 @@ func percentiles(ds []time.Duration) (p50, p95 float64) {
 func BenchmarkSearch(b *testing.B) {
 	env := setupSearch(b)
 	ctx := context.Background()
-	k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	k := benchKnowledge(env)
 	var all []dbq.Datastore
 	if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 		var err error
@@ -325,13 +347,13 @@ func BenchmarkSearch(b *testing.B) {
 		for i, d := range scope.stores {
 			ids[i] = d.ID
 		}
-		b.Run(scope.name, func(b *testing.B) { benchmarkSearchIn(b, env, k, scope.stores, ids) })
+		b.Run(scope.name, func(b *testing.B) { benchmarkSearchIn(b, env, k, scope.stores, ids, scope.name == "one") })
 	}
 }
 
-func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datastore, ids []uuid.UUID) {
+func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datastore, ids []uuid.UUID, forced bool) {
 	ctx := context.Background()
-	vector := func(q *dbq.Queries, text string) ([]uuid.UUID, error) {
+	vectorWith := func(q *dbq.Queries, text string, exactBelow int64, exactRatio float64, n int32) ([]uuid.UUID, error) {
 		v, _ := embed.Lexical{}.Embed(ctx, []string{text})
 		vec := pgvector.NewVector(v[0])
 		// ef_search as Search sets it, unless PARLEY_BENCH_EF says otherwise.
@@ -347,13 +369,14 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 				return nil, err
 			}
 		}
-		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, ExactBelow: k.ExactBelow, K: 10})
+		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, ExactBelow: exactBelow, ExactRatio: exactRatio, K: n})
 		out := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
 			out[i] = r.ID
 		}
 		return out, err
 	}
+	vector := func(q *dbq.Queries, text string) ([]uuid.UUID, error) { return vectorWith(q, text, k.ExactBelow, k.ExactRatio, 10) }
 	b.Run("hybrid", func(b *testing.B) {
 		latencies(b, env, func(qq *dbq.Queries, q string) error {
 			_, err := k.Search(ctx, qq, env.org, stores, nil, q, 10)
@@ -385,6 +408,24 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 			return err
 		})
 	})
+	// Both paths of the vector half whatever the threshold says, to choose
+	// it: every distance computed, and the HNSW index filtered to the scope,
+	// for as many candidates as a search asks (its 40, not 10). Only for a scope of one datastore (an exact scan of a million chunks
+	// takes seconds).
+	if forced {
+		for _, path := range []struct {
+			name  string
+			below int64
+			ratio float64
+		}{{"exact", math.MaxInt64, 0}, {"hnsw", -1, 0}} {
+			b.Run("vector/"+path.name, func(b *testing.B) {
+				latencies(b, env, func(qq *dbq.Queries, q string) error {
+					_, err := vectorWith(qq, q, path.below, path.ratio, 40)
+					return err
+				})
+			})
+		}
+	}
 	// recall@10 over 50 of the questions, measured once however many
 	// iterations are asked (an exact search at 1M chunks takes seconds).
 	recall := sync.OnceValues(func() (float64, error) {

@@ -190,14 +190,22 @@ func insertSynthetic(t *testing.T, e kenv, ds uuid.UUID, n int, text string) {
 
 // At a size where it matters, the vector search uses the HNSW index (1,000
 // chunks: at 50 the planner rightly scans; 4,000 cost 25 s of HNSW inserts).
-// TestVectorSearchUsesHNSW: a scope above ExactBelow goes through the HNSW
-// index, one at or below it is ranked exactly and the index is not touched
-// (EXPLAIN ANALYZE: the other branch "never executed").
+// TestVectorSearchUsesHNSW: the vector half ranks a scope exactly when it
+// holds at most ExactBelow chunks or its square is at most ExactRatio times
+// the HNSW index's rows, else through the index, and the other branch is
+// not touched (EXPLAIN ANALYZE: it "never executed").
 func TestVectorSearchUsesHNSW(t *testing.T) {
 	t.Parallel()
 	e := setupIngest(t, "seed")
 	insertSynthetic(t, e, e.ds, 1000, "assorted words for the planner")
 	ctx := context.Background()
+	// The index's row count as VACUUM or ANALYZE records it: 1,000 (this
+	// test's database holds only these chunks).
+	_, err := e.store.Pool.Exec(ctx, "ANALYZE chunks")
+	require.NoError(t, err)
+	var indexed float64
+	require.NoError(t, e.store.Pool.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE relname = 'chunks_embedding_512'").Scan(&indexed))
+	require.InDelta(t, 1000, indexed, 1)
 	tx, err := e.store.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
@@ -206,8 +214,8 @@ func TestVectorSearchUsesHNSW(t *testing.T) {
 	_, err = tx.Exec(ctx, "UPDATE datasources SET chunk_count = 1000 WHERE id = $1", e.ds)
 	require.NoError(t, err)
 	v, _ := embed.Lexical{}.Embed(ctx, []string{"assorted planner"})
-	plan := func(exactBelow int64) string {
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+searchVector512SQL(), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, pgvector.NewVector(v[0]), exactBelow, 10)
+	plan := func(exactBelow int64, exactRatio float64) string {
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+searchVector512SQL(), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, exactBelow, exactRatio, pgvector.NewVector(v[0]), 10)
 		require.NoError(t, err)
 		var plan strings.Builder
 		for rows.Next() {
@@ -221,12 +229,27 @@ func TestVectorSearchUsesHNSW(t *testing.T) {
 	// Each branch ran when its node reports rows, not "(never executed)".
 	hnsw := regexp.MustCompile(`Index Scan using chunks_embedding_512 on chunks \w+ \(actual rows=10 `)
 	exact := regexp.MustCompile(`Sort \(actual rows=10 loops=1\)\s+Sort Key: \(\(c\.embedding <=> `)
-	p := plan(999)
-	require.Regexp(t, hnsw, p, "1,000 chunks above ExactBelow 999: the plan does not search the HNSW index")
-	require.NotRegexp(t, exact, p, "1,000 chunks above ExactBelow 999 ranked exactly too")
-	p = plan(1000)
-	require.Regexp(t, exact, p, "1,000 chunks at ExactBelow: not ranked exactly")
-	require.NotRegexp(t, hnsw, p, "1,000 chunks at ExactBelow: the HNSW index was searched too")
+	for _, c := range []struct {
+		name       string
+		exactBelow int64
+		exactRatio float64
+		exact      bool
+	}{
+		{"1,000 chunks above ExactBelow 999", 999, 0, false},
+		{"1,000 chunks at ExactBelow", 1000, 0, true},
+		// 1,000² against 1,000 indexed rows: the ratio's threshold is 1,000.
+		{"1,000² above ExactRatio 900 × 1,000 indexed", 0, 900, false},
+		{"1,000² within ExactRatio 1,100 × 1,000 indexed", 0, 1100, true},
+	} {
+		p := plan(c.exactBelow, c.exactRatio)
+		if c.exact {
+			require.Regexp(t, exact, p, "%s: not ranked exactly", c.name)
+			require.NotRegexp(t, hnsw, p, "%s: the HNSW index was searched too", c.name)
+		} else {
+			require.Regexp(t, hnsw, p, "%s: the plan does not search the HNSW index", c.name)
+			require.NotRegexp(t, exact, p, "%s: ranked exactly too", c.name)
+		}
+	}
 }
 
 // searchVector512SQL is the generated query's text, read from the generated

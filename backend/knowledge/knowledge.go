@@ -47,13 +47,19 @@ type Knowledge struct {
 	// with the neural embedder on 18,830 English sentences: 80 gives
 	// recall@10 0.988 in 3.4 ms, 200 gives 0.997 in 6.0 ms.
 	EfSearch int
-	// ExactBelow: a search whose datastores (or datasources asked) hold at
-	// most this many chunks ranks them all exactly instead of asking the
-	// HNSW index, which holds every organization's chunks: a small scope
-	// filtered out of a large index costs a long walk of the graph, misses
+	// ExactBelow and ExactRatio choose how the vector half ranks a search's
+	// scope (its datastores, or the datasources asked): exactly, every
+	// distance computed, when it holds at most ExactBelow chunks or when
+	// the square of its chunk count is at most ExactRatio times the rows
+	// of the HNSW index; else through the index. The index holds every
+	// organization's chunks, so a scope is a filter over it: the graph
+	// walk grows as the index's rows over the scope's (and misses
 	// neighbours, and past pgvector's hnsw.max_scan_tuples returns fewer
-	// than asked (docs/benchmarks.md, "Small scopes ranked exactly").
+	// than asked), the exact scan as the scope's rows; they cross where
+	// scope² is a multiple of the index (docs/benchmarks.md, "Exact or
+	// HNSW").
 	ExactBelow int64
+	ExactRatio float64
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
 	// Hooks sends datasource.synced and datasource.failed to the
@@ -64,14 +70,19 @@ type Knowledge struct {
 // DefaultEfSearch is the HNSW search breadth unless configured.
 const DefaultEfSearch = 200
 
-// DefaultExactBelow is the largest search scope ranked exactly, in chunks:
-// 10,000 took 132 ms with their rows scattered over a 100,000-chunk table,
-// so a fifth of that bounds the exact scan near 25 ms.
+// DefaultExactBelow is the search scope always ranked exactly, in chunks,
+// however small the index: exact neighbours for about 10 ms at most.
 const DefaultExactBelow = 2_000
+
+// DefaultExactRatio: at 40 candidates, the exact scan costs about 5 µs a
+// chunk of the scope, the filtered HNSW walk about 2.8 ms per multiple of
+// the scope the index holds (measured at 100,000 and 1,000,000 chunks,
+// docs/benchmarks.md), so exact is the cheaper while scope² ≤ 560 × index.
+const DefaultExactRatio = 500
 
 // New returns a Knowledge embedding new datastores with def.
 func New(store *db.Store, def embed.Embedder, guard *netguard.Client, others ...embed.Embedder) *Knowledge {
-	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch, ExactBelow: DefaultExactBelow,
+	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch, ExactBelow: DefaultExactBelow, ExactRatio: DefaultExactRatio,
 		embedders: map[string]embed.Embedder{def.Model(): def}}
 	for _, e := range others {
 		k.embedders[e.Model()] = e

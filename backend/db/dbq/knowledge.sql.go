@@ -798,32 +798,38 @@ WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+), exact AS MATERIALIZED (
+  SELECT n <= $4::bigint
+      OR n::float8 * n <= $5::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_1536')), 0) AS yes
+  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $4::vector)::float8 AS distance
+        (c.embedding <=> $6::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 1536
-   AND (SELECT sum(chunk_count) FROM scope) <= $5::bigint
- ORDER BY c.embedding <=> $4::vector
- LIMIT $6)
+   AND (SELECT yes FROM exact)
+ ORDER BY c.embedding <=> $6::vector
+ LIMIT $7)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(1536) <=> $4::vector(1536))::float8 AS distance
+        (c.embedding::vector(1536) <=> $6::vector(1536))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 1536 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
-   AND (SELECT sum(chunk_count) FROM scope) > $5::bigint
- ORDER BY c.embedding::vector(1536) <=> $4::vector(1536)
- LIMIT $6)
+   AND NOT (SELECT yes FROM exact)
+ ORDER BY c.embedding::vector(1536) <=> $6::vector(1536)
+ LIMIT $7)
 `
 
 type SearchVector1536Params struct {
 	OrgID         uuid.UUID
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
-	Query         *pgvector.Vector
 	ExactBelow    int64
+	ExactRatio    float64
+	Query         *pgvector.Vector
 	K             int32
 }
 
@@ -839,22 +845,27 @@ type SearchVector1536Row struct {
 }
 
 // Nearest visible chunks by cosine distance, for 1536-dimension datastores.
-// A scope of at most exact_below chunks (the datastores' synced datasources,
-// or the datasources asked) is ranked exactly: its chunks read through
-// their datasources' index, every distance computed (the ORDER BY is not
-// the index's expression, so the HNSW index cannot serve it). A larger
-// scope goes through the partial HNSW index (expression and predicate
-// match it). The chunk count is read once; each branch's gate is a
-// one-time filter, so only one branch runs. Why: the index holds every
-// organization's chunks, and a small scope filtered out of a large index
-// costs a long iterative scan and loses recall (docs/benchmarks.md).
+// The scope (the datastores' synced datasources, or the datasources asked)
+// is ranked exactly when it holds at most exact_below chunks, or when the
+// square of its chunk count is at most exact_ratio times the rows of the
+// partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
+// its chunks read through their datasources' index and every distance
+// computed (the ORDER BY is not the index's expression, so the HNSW index
+// cannot serve it). Else the HNSW index serves it (expression and
+// predicate match it). Why: the index holds every organization's chunks;
+// filtered to a scope, the graph walk grows as the index's rows over the
+// scope's, the exact scan as the scope's, so they cross where the square
+// of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
+// HNSW"). The choice is made once; each branch's gate is a one-time
+// filter, so only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector1536(ctx context.Context, arg SearchVector1536Params) ([]SearchVector1536Row, error) {
 	rows, err := q.db.Query(ctx, searchVector1536,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
-		arg.Query,
 		arg.ExactBelow,
+		arg.ExactRatio,
+		arg.Query,
 		arg.K,
 	)
 	if err != nil {
@@ -889,32 +900,38 @@ WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+), exact AS MATERIALIZED (
+  SELECT n <= $4::bigint
+      OR n::float8 * n <= $5::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_512')), 0) AS yes
+  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $4::vector)::float8 AS distance
+        (c.embedding <=> $6::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 512
-   AND (SELECT sum(chunk_count) FROM scope) <= $5::bigint
- ORDER BY c.embedding <=> $4::vector
- LIMIT $6)
+   AND (SELECT yes FROM exact)
+ ORDER BY c.embedding <=> $6::vector
+ LIMIT $7)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(512) <=> $4::vector(512))::float8 AS distance
+        (c.embedding::vector(512) <=> $6::vector(512))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 512 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
-   AND (SELECT sum(chunk_count) FROM scope) > $5::bigint
- ORDER BY c.embedding::vector(512) <=> $4::vector(512)
- LIMIT $6)
+   AND NOT (SELECT yes FROM exact)
+ ORDER BY c.embedding::vector(512) <=> $6::vector(512)
+ LIMIT $7)
 `
 
 type SearchVector512Params struct {
 	OrgID         uuid.UUID
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
-	Query         *pgvector.Vector
 	ExactBelow    int64
+	ExactRatio    float64
+	Query         *pgvector.Vector
 	K             int32
 }
 
@@ -930,22 +947,27 @@ type SearchVector512Row struct {
 }
 
 // Nearest visible chunks by cosine distance, for 512-dimension datastores.
-// A scope of at most exact_below chunks (the datastores' synced datasources,
-// or the datasources asked) is ranked exactly: its chunks read through
-// their datasources' index, every distance computed (the ORDER BY is not
-// the index's expression, so the HNSW index cannot serve it). A larger
-// scope goes through the partial HNSW index (expression and predicate
-// match it). The chunk count is read once; each branch's gate is a
-// one-time filter, so only one branch runs. Why: the index holds every
-// organization's chunks, and a small scope filtered out of a large index
-// costs a long iterative scan and loses recall (docs/benchmarks.md).
+// The scope (the datastores' synced datasources, or the datasources asked)
+// is ranked exactly when it holds at most exact_below chunks, or when the
+// square of its chunk count is at most exact_ratio times the rows of the
+// partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
+// its chunks read through their datasources' index and every distance
+// computed (the ORDER BY is not the index's expression, so the HNSW index
+// cannot serve it). Else the HNSW index serves it (expression and
+// predicate match it). Why: the index holds every organization's chunks;
+// filtered to a scope, the graph walk grows as the index's rows over the
+// scope's, the exact scan as the scope's, so they cross where the square
+// of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
+// HNSW"). The choice is made once; each branch's gate is a one-time
+// filter, so only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector512(ctx context.Context, arg SearchVector512Params) ([]SearchVector512Row, error) {
 	rows, err := q.db.Query(ctx, searchVector512,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
-		arg.Query,
 		arg.ExactBelow,
+		arg.ExactRatio,
+		arg.Query,
 		arg.K,
 	)
 	if err != nil {
@@ -980,32 +1002,38 @@ WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+), exact AS MATERIALIZED (
+  SELECT n <= $4::bigint
+      OR n::float8 * n <= $5::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_768')), 0) AS yes
+  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $4::vector)::float8 AS distance
+        (c.embedding <=> $6::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 768
-   AND (SELECT sum(chunk_count) FROM scope) <= $5::bigint
- ORDER BY c.embedding <=> $4::vector
- LIMIT $6)
+   AND (SELECT yes FROM exact)
+ ORDER BY c.embedding <=> $6::vector
+ LIMIT $7)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(768) <=> $4::vector(768))::float8 AS distance
+        (c.embedding::vector(768) <=> $6::vector(768))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 768 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
-   AND (SELECT sum(chunk_count) FROM scope) > $5::bigint
- ORDER BY c.embedding::vector(768) <=> $4::vector(768)
- LIMIT $6)
+   AND NOT (SELECT yes FROM exact)
+ ORDER BY c.embedding::vector(768) <=> $6::vector(768)
+ LIMIT $7)
 `
 
 type SearchVector768Params struct {
 	OrgID         uuid.UUID
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
-	Query         *pgvector.Vector
 	ExactBelow    int64
+	ExactRatio    float64
+	Query         *pgvector.Vector
 	K             int32
 }
 
@@ -1021,22 +1049,27 @@ type SearchVector768Row struct {
 }
 
 // Nearest visible chunks by cosine distance, for 768-dimension datastores.
-// A scope of at most exact_below chunks (the datastores' synced datasources,
-// or the datasources asked) is ranked exactly: its chunks read through
-// their datasources' index, every distance computed (the ORDER BY is not
-// the index's expression, so the HNSW index cannot serve it). A larger
-// scope goes through the partial HNSW index (expression and predicate
-// match it). The chunk count is read once; each branch's gate is a
-// one-time filter, so only one branch runs. Why: the index holds every
-// organization's chunks, and a small scope filtered out of a large index
-// costs a long iterative scan and loses recall (docs/benchmarks.md).
+// The scope (the datastores' synced datasources, or the datasources asked)
+// is ranked exactly when it holds at most exact_below chunks, or when the
+// square of its chunk count is at most exact_ratio times the rows of the
+// partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
+// its chunks read through their datasources' index and every distance
+// computed (the ORDER BY is not the index's expression, so the HNSW index
+// cannot serve it). Else the HNSW index serves it (expression and
+// predicate match it). Why: the index holds every organization's chunks;
+// filtered to a scope, the graph walk grows as the index's rows over the
+// scope's, the exact scan as the scope's, so they cross where the square
+// of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
+// HNSW"). The choice is made once; each branch's gate is a one-time
+// filter, so only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector768(ctx context.Context, arg SearchVector768Params) ([]SearchVector768Row, error) {
 	rows, err := q.db.Query(ctx, searchVector768,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
-		arg.Query,
 		arg.ExactBelow,
+		arg.ExactRatio,
+		arg.Query,
 		arg.K,
 	)
 	if err != nil {

@@ -121,25 +121,34 @@ INSERT INTO agent_datastores (org_id, agent_id, datastore_id) VALUES (sqlc.arg(o
 
 -- name: SearchVector512 :many
 -- Nearest visible chunks by cosine distance, for 512-dimension datastores.
--- A scope of at most exact_below chunks (the datastores' synced datasources,
--- or the datasources asked) is ranked exactly: its chunks read through
--- their datasources' index, every distance computed (the ORDER BY is not
--- the index's expression, so the HNSW index cannot serve it). A larger
--- scope goes through the partial HNSW index (expression and predicate
--- match it). The chunk count is read once; each branch's gate is a
--- one-time filter, so only one branch runs. Why: the index holds every
--- organization's chunks, and a small scope filtered out of a large index
--- costs a long iterative scan and loses recall (docs/benchmarks.md).
+-- The scope (the datastores' synced datasources, or the datasources asked)
+-- is ranked exactly when it holds at most exact_below chunks, or when the
+-- square of its chunk count is at most exact_ratio times the rows of the
+-- partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
+-- its chunks read through their datasources' index and every distance
+-- computed (the ORDER BY is not the index's expression, so the HNSW index
+-- cannot serve it). Else the HNSW index serves it (expression and
+-- predicate match it). Why: the index holds every organization's chunks;
+-- filtered to a scope, the graph walk grows as the index's rows over the
+-- scope's, the exact scan as the scope's, so they cross where the square
+-- of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
+-- HNSW"). The choice is made once; each branch's gate is a one-time
+-- filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+), exact AS MATERIALIZED (
+  SELECT n <= sqlc.arg(exact_below)::bigint
+      OR n::float8 * n <= sqlc.arg(exact_ratio)::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_512')), 0) AS yes
+  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 512
-   AND (SELECT sum(chunk_count) FROM scope) <= sqlc.arg(exact_below)::bigint
+   AND (SELECT yes FROM exact)
  ORDER BY c.embedding <=> sqlc.arg(query)::vector
  LIMIT sqlc.arg(k))
 UNION ALL
@@ -149,31 +158,40 @@ UNION ALL
  WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 512 AND c.visible
    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-   AND (SELECT sum(chunk_count) FROM scope) > sqlc.arg(exact_below)::bigint
+   AND NOT (SELECT yes FROM exact)
  ORDER BY c.embedding::vector(512) <=> sqlc.arg(query)::vector(512)
  LIMIT sqlc.arg(k));
 
 -- name: SearchVector768 :many
 -- Nearest visible chunks by cosine distance, for 768-dimension datastores.
--- A scope of at most exact_below chunks (the datastores' synced datasources,
--- or the datasources asked) is ranked exactly: its chunks read through
--- their datasources' index, every distance computed (the ORDER BY is not
--- the index's expression, so the HNSW index cannot serve it). A larger
--- scope goes through the partial HNSW index (expression and predicate
--- match it). The chunk count is read once; each branch's gate is a
--- one-time filter, so only one branch runs. Why: the index holds every
--- organization's chunks, and a small scope filtered out of a large index
--- costs a long iterative scan and loses recall (docs/benchmarks.md).
+-- The scope (the datastores' synced datasources, or the datasources asked)
+-- is ranked exactly when it holds at most exact_below chunks, or when the
+-- square of its chunk count is at most exact_ratio times the rows of the
+-- partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
+-- its chunks read through their datasources' index and every distance
+-- computed (the ORDER BY is not the index's expression, so the HNSW index
+-- cannot serve it). Else the HNSW index serves it (expression and
+-- predicate match it). Why: the index holds every organization's chunks;
+-- filtered to a scope, the graph walk grows as the index's rows over the
+-- scope's, the exact scan as the scope's, so they cross where the square
+-- of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
+-- HNSW"). The choice is made once; each branch's gate is a one-time
+-- filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+), exact AS MATERIALIZED (
+  SELECT n <= sqlc.arg(exact_below)::bigint
+      OR n::float8 * n <= sqlc.arg(exact_ratio)::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_768')), 0) AS yes
+  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 768
-   AND (SELECT sum(chunk_count) FROM scope) <= sqlc.arg(exact_below)::bigint
+   AND (SELECT yes FROM exact)
  ORDER BY c.embedding <=> sqlc.arg(query)::vector
  LIMIT sqlc.arg(k))
 UNION ALL
@@ -183,31 +201,40 @@ UNION ALL
  WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 768 AND c.visible
    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-   AND (SELECT sum(chunk_count) FROM scope) > sqlc.arg(exact_below)::bigint
+   AND NOT (SELECT yes FROM exact)
  ORDER BY c.embedding::vector(768) <=> sqlc.arg(query)::vector(768)
  LIMIT sqlc.arg(k));
 
 -- name: SearchVector1536 :many
 -- Nearest visible chunks by cosine distance, for 1536-dimension datastores.
--- A scope of at most exact_below chunks (the datastores' synced datasources,
--- or the datasources asked) is ranked exactly: its chunks read through
--- their datasources' index, every distance computed (the ORDER BY is not
--- the index's expression, so the HNSW index cannot serve it). A larger
--- scope goes through the partial HNSW index (expression and predicate
--- match it). The chunk count is read once; each branch's gate is a
--- one-time filter, so only one branch runs. Why: the index holds every
--- organization's chunks, and a small scope filtered out of a large index
--- costs a long iterative scan and loses recall (docs/benchmarks.md).
+-- The scope (the datastores' synced datasources, or the datasources asked)
+-- is ranked exactly when it holds at most exact_below chunks, or when the
+-- square of its chunk count is at most exact_ratio times the rows of the
+-- partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
+-- its chunks read through their datasources' index and every distance
+-- computed (the ORDER BY is not the index's expression, so the HNSW index
+-- cannot serve it). Else the HNSW index serves it (expression and
+-- predicate match it). Why: the index holds every organization's chunks;
+-- filtered to a scope, the graph walk grows as the index's rows over the
+-- scope's, the exact scan as the scope's, so they cross where the square
+-- of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
+-- HNSW"). The choice is made once; each branch's gate is a one-time
+-- filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+), exact AS MATERIALIZED (
+  SELECT n <= sqlc.arg(exact_below)::bigint
+      OR n::float8 * n <= sqlc.arg(exact_ratio)::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_1536')), 0) AS yes
+  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 1536
-   AND (SELECT sum(chunk_count) FROM scope) <= sqlc.arg(exact_below)::bigint
+   AND (SELECT yes FROM exact)
  ORDER BY c.embedding <=> sqlc.arg(query)::vector
  LIMIT sqlc.arg(k))
 UNION ALL
@@ -217,7 +244,7 @@ UNION ALL
  WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-   AND (SELECT sum(chunk_count) FROM scope) > sqlc.arg(exact_below)::bigint
+   AND NOT (SELECT yes FROM exact)
  ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
  LIMIT sqlc.arg(k));
 
