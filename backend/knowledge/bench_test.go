@@ -376,7 +376,9 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 		}
 		return out, err
 	}
-	vector := func(q *dbq.Queries, text string) ([]uuid.UUID, error) { return vectorWith(q, text, k.ExactBelow, k.ExactRatio, 10) }
+	vector := func(q *dbq.Queries, text string) ([]uuid.UUID, error) {
+		return vectorWith(q, text, k.ExactBelow, k.ExactRatio, 10)
+	}
 	b.Run("hybrid", func(b *testing.B) {
 		latencies(b, env, func(qq *dbq.Queries, q string) error {
 			_, err := k.Search(ctx, qq, env.org, stores, nil, q, 10)
