@@ -270,12 +270,15 @@ func setupSearch(b *testing.B) kenv {
 }
 
 // benchKnowledge is the searches' Knowledge: the lexical embedder, and the
-// exact-search choice PARLEY_BENCH_EXACT_BELOW and PARLEY_BENCH_EXACT_RATIO
-// when set.
+// exact-search choice PARLEY_BENCH_EXACT_BELOW, PARLEY_BENCH_EXACT_MAX and
+// PARLEY_BENCH_EXACT_RATIO when set.
 func benchKnowledge(env kenv) *Knowledge {
 	k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 	if v, err := strconv.ParseInt(os.Getenv("PARLEY_BENCH_EXACT_BELOW"), 10, 64); err == nil {
 		k.ExactBelow = v
+	}
+	if v, err := strconv.ParseInt(os.Getenv("PARLEY_BENCH_EXACT_MAX"), 10, 64); err == nil {
+		k.ExactMax = v
 	}
 	if v, err := strconv.ParseFloat(os.Getenv("PARLEY_BENCH_EXACT_RATIO"), 64); err == nil {
 		k.ExactRatio = v
@@ -347,13 +350,15 @@ func BenchmarkSearch(b *testing.B) {
 		for i, d := range scope.stores {
 			ids[i] = d.ID
 		}
-		b.Run(scope.name, func(b *testing.B) { benchmarkSearchIn(b, env, k, scope.stores, ids, scope.name == "one") })
+		b.Run(scope.name, func(b *testing.B) {
+			benchmarkSearchIn(b, env, k, scope.stores, ids, scope.name == "one" && len(all) > 1)
+		})
 	}
 }
 
 func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datastore, ids []uuid.UUID, forced bool) {
 	ctx := context.Background()
-	vectorWith := func(q *dbq.Queries, text string, exactBelow int64, exactRatio float64, n int32) ([]uuid.UUID, error) {
+	vectorWith := func(q *dbq.Queries, text string, exactBelow, exactMax int64, exactRatio float64, n int32) ([]uuid.UUID, error) {
 		v, _ := embed.Lexical{}.Embed(ctx, []string{text})
 		vec := pgvector.NewVector(v[0])
 		// ef_search as Search sets it, unless PARLEY_BENCH_EF says otherwise.
@@ -369,7 +374,7 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 				return nil, err
 			}
 		}
-		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, ExactBelow: exactBelow, ExactRatio: exactRatio, K: n})
+		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, ExactBelow: exactBelow, ExactMax: exactMax, ExactRatio: exactRatio, K: n})
 		out := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
 			out[i] = r.ID
@@ -377,7 +382,7 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 		return out, err
 	}
 	vector := func(q *dbq.Queries, text string) ([]uuid.UUID, error) {
-		return vectorWith(q, text, k.ExactBelow, k.ExactRatio, 10)
+		return vectorWith(q, text, k.ExactBelow, k.ExactMax, k.ExactRatio, 10)
 	}
 	b.Run("hybrid", func(b *testing.B) {
 		latencies(b, env, func(qq *dbq.Queries, q string) error {
@@ -412,17 +417,17 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 	})
 	// Both paths of the vector half whatever the threshold says, to choose
 	// it: every distance computed, and the HNSW index filtered to the scope,
-	// for as many candidates as a search asks (its 40, not 10). Only for a scope of one datastore (an exact scan of a million chunks
-	// takes seconds).
+	// for as many candidates as a search asks (its 40, not 10). Only when
+	// the scope is one datastore of several (forced): an exact scan of the
+	// whole table at a million chunks takes seconds.
 	if forced {
 		for _, path := range []struct {
 			name  string
 			below int64
-			ratio float64
-		}{{"exact", math.MaxInt64, 0}, {"hnsw", -1, 0}} {
+		}{{"exact", math.MaxInt64}, {"hnsw", -1}} {
 			b.Run("vector/"+path.name, func(b *testing.B) {
 				latencies(b, env, func(qq *dbq.Queries, q string) error {
-					_, err := vectorWith(qq, q, path.below, path.ratio, 40)
+					_, err := vectorWith(qq, q, path.below, -1, 0, 40)
 					return err
 				})
 			})

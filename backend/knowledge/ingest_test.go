@@ -197,12 +197,10 @@ func insertSynthetic(t *testing.T, e kenv, ds uuid.UUID, n int, text string) {
 func TestVectorSearchUsesHNSW(t *testing.T) {
 	t.Parallel()
 	e := setupIngest(t, "seed")
-	insertSynthetic(t, e, e.ds, 1000, "assorted words for the planner")
+	insertSynthetic(t, e, e.ds, 1000, "assorted words for the planner") // and ANALYZE
 	ctx := context.Background()
-	// The index's row count as VACUUM or ANALYZE records it: 1,000 (this
-	// test's database holds only these chunks).
-	_, err := e.store.Pool.Exec(ctx, "ANALYZE chunks")
-	require.NoError(t, err)
+	// The index's row count as ANALYZE records it: 1,000 (this test's
+	// database holds only these chunks).
 	var indexed float64
 	require.NoError(t, e.store.Pool.QueryRow(ctx, "SELECT reltuples FROM pg_class WHERE relname = 'chunks_embedding_512'").Scan(&indexed))
 	require.InDelta(t, 1000, indexed, 1)
@@ -214,8 +212,8 @@ func TestVectorSearchUsesHNSW(t *testing.T) {
 	_, err = tx.Exec(ctx, "UPDATE datasources SET chunk_count = 1000 WHERE id = $1", e.ds)
 	require.NoError(t, err)
 	v, _ := embed.Lexical{}.Embed(ctx, []string{"assorted planner"})
-	plan := func(exactBelow int64, exactRatio float64) string {
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+searchVector512SQL(), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, exactBelow, exactRatio, pgvector.NewVector(v[0]), 10)
+	plan := func(exactBelow, exactMax int64, exactRatio float64) string {
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+searchVector512SQL(), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, exactBelow, exactMax, exactRatio, pgvector.NewVector(v[0]), 10)
 		require.NoError(t, err)
 		var plan strings.Builder
 		for rows.Next() {
@@ -226,28 +224,34 @@ func TestVectorSearchUsesHNSW(t *testing.T) {
 		require.NoError(t, rows.Err())
 		return plan.String()
 	}
-	// Each branch ran when its node reports rows, not "(never executed)".
+	// A branch ran when its node reports rows, and did not when the index
+	// scan says "(never executed)" or the sort (above its one-time filter)
+	// read nothing.
 	hnsw := regexp.MustCompile(`Index Scan using chunks_embedding_512 on chunks \w+ \(actual rows=10 `)
+	hnswSkipped := regexp.MustCompile(`Index Scan using chunks_embedding_512 on chunks \w+ \(never executed\)`)
 	exact := regexp.MustCompile(`Sort \(actual rows=10 loops=1\)\s+Sort Key: \(\(c\.embedding <=> `)
+	exactSkipped := regexp.MustCompile(`Sort \((?:never executed|actual rows=0 loops=1)\)\s+Sort Key: \(\(c\.embedding <=> `)
 	for _, c := range []struct {
 		name       string
 		exactBelow int64
+		exactMax   int64
 		exactRatio float64
 		exact      bool
 	}{
-		{"1,000 chunks above ExactBelow 999", 999, 0, false},
-		{"1,000 chunks at ExactBelow", 1000, 0, true},
+		{"1,000 chunks above ExactBelow 999", 999, 0, 0, false},
+		{"1,000 chunks at ExactBelow", 1000, 0, 0, true},
 		// 1,000² against 1,000 indexed rows: the ratio's threshold is 1,000.
-		{"1,000² above ExactRatio 900 × 1,000 indexed", 0, 900, false},
-		{"1,000² within ExactRatio 1,100 × 1,000 indexed", 0, 1100, true},
+		{"1,000² above ExactRatio 900 × 1,000 indexed", 0, 1000, 900, false},
+		{"1,000² within ExactRatio 1,100 × 1,000 indexed", 0, 1000, 1100, true},
+		{"1,000² within the ratio but above ExactMax 999", 0, 999, 1100, false},
 	} {
-		p := plan(c.exactBelow, c.exactRatio)
+		p := plan(c.exactBelow, c.exactMax, c.exactRatio)
 		if c.exact {
 			require.Regexp(t, exact, p, "%s: not ranked exactly", c.name)
-			require.NotRegexp(t, hnsw, p, "%s: the HNSW index was searched too", c.name)
+			require.Regexp(t, hnswSkipped, p, "%s: the HNSW index was searched too", c.name)
 		} else {
 			require.Regexp(t, hnsw, p, "%s: the plan does not search the HNSW index", c.name)
-			require.NotRegexp(t, exact, p, "%s: ranked exactly too", c.name)
+			require.Regexp(t, exactSkipped, p, "%s: ranked exactly too", c.name)
 		}
 	}
 }

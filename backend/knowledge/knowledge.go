@@ -47,18 +47,18 @@ type Knowledge struct {
 	// with the neural embedder on 18,830 English sentences: 80 gives
 	// recall@10 0.988 in 3.4 ms, 200 gives 0.997 in 6.0 ms.
 	EfSearch int
-	// ExactBelow and ExactRatio choose how the vector half ranks a search's
-	// scope (its datastores, or the datasources asked): exactly, every
-	// distance computed, when it holds at most ExactBelow chunks or when
-	// the square of its chunk count is at most ExactRatio times the rows
-	// of the HNSW index; else through the index. The index holds every
-	// organization's chunks, so a scope is a filter over it: the graph
-	// walk grows as the index's rows over the scope's (and misses
-	// neighbours, and past pgvector's hnsw.max_scan_tuples returns fewer
-	// than asked), the exact scan as the scope's rows; they cross where
-	// scope² is a multiple of the index (docs/benchmarks.md, "Exact or
-	// HNSW").
+	// ExactBelow, ExactMax and ExactRatio choose how the vector half ranks
+	// a search's scope (its datastores, or the datasources asked): exactly,
+	// every distance computed, when it holds at most ExactBelow chunks, or
+	// at most ExactMax with the square of its chunk count at most
+	// ExactRatio times the rows of the HNSW index; else through the index.
+	// The index holds every organization's chunks, so a scope is a filter
+	// over it: the graph walk grows with the multiple of the scope the
+	// index holds (and misses neighbours, and past pgvector's
+	// hnsw.max_scan_tuples returns fewer than asked), the exact scan with
+	// the scope (docs/benchmarks.md, "Exact or HNSW").
 	ExactBelow int64
+	ExactMax   int64
 	ExactRatio float64
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
@@ -71,18 +71,26 @@ type Knowledge struct {
 const DefaultEfSearch = 200
 
 // DefaultExactBelow is the search scope always ranked exactly, in chunks,
-// however small the index: exact neighbours for about 10 ms at most.
+// however small the index: 4,000 took 18–25 ms at 100,000 chunks, the
+// scope's rows in runs or scattered (docs/benchmarks.md), so 2,000 about
+// 10 ms.
 const DefaultExactBelow = 2_000
 
-// DefaultExactRatio: at 40 candidates, the exact scan costs about 5 µs a
-// chunk of the scope, the filtered HNSW walk about 2.8 ms per multiple of
-// the scope the index holds (measured at 100,000 and 1,000,000 chunks,
-// docs/benchmarks.md), so exact is the cheaper while scope² ≤ 560 × index.
-const DefaultExactRatio = 500
+// DefaultExactRatio and DefaultExactMax: at 40 candidates the exact scan
+// cost 4–6 µs a chunk of the scope, the filtered HNSW walk 33, 57 and
+// 120 ms at multiples of 10, 25 and 100 (100,000 and 1,000,000 chunks,
+// docs/benchmarks.md); they cross near scope² = 500 × index at both sizes.
+// The walk grows slower than that beyond (about as multiple^0.56), so the
+// square would send ever larger scopes to the exact scan: ExactMax stops
+// it at 25,000 chunks, about 100–125 ms.
+const (
+	DefaultExactRatio = 500
+	DefaultExactMax   = 25_000
+)
 
 // New returns a Knowledge embedding new datastores with def.
 func New(store *db.Store, def embed.Embedder, guard *netguard.Client, others ...embed.Embedder) *Knowledge {
-	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch, ExactBelow: DefaultExactBelow, ExactRatio: DefaultExactRatio,
+	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch, ExactBelow: DefaultExactBelow, ExactMax: DefaultExactMax, ExactRatio: DefaultExactRatio,
 		embedders: map[string]embed.Embedder{def.Model(): def}}
 	for _, e := range others {
 		k.embedders[e.Model()] = e

@@ -800,27 +800,27 @@ WITH scope AS MATERIALIZED (
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
 ), exact AS MATERIALIZED (
   SELECT n <= $4::bigint
-      OR n::float8 * n <= $5::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_1536')), 0) AS yes
+      OR (n <= $5::bigint AND n::float8 * n <= $6::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_1536')), 0)) AS yes
   FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $6::vector)::float8 AS distance
+        (c.embedding <=> $7::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 1536
    AND (SELECT yes FROM exact)
- ORDER BY c.embedding <=> $6::vector
- LIMIT $7)
+ ORDER BY c.embedding <=> $7::vector
+ LIMIT $8)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(1536) <=> $6::vector(1536))::float8 AS distance
+        (c.embedding::vector(1536) <=> $7::vector(1536))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 1536 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
    AND NOT (SELECT yes FROM exact)
- ORDER BY c.embedding::vector(1536) <=> $6::vector(1536)
- LIMIT $7)
+ ORDER BY c.embedding::vector(1536) <=> $7::vector(1536)
+ LIMIT $8)
 `
 
 type SearchVector1536Params struct {
@@ -828,6 +828,7 @@ type SearchVector1536Params struct {
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
 	ExactBelow    int64
+	ExactMax      int64
 	ExactRatio    float64
 	Query         *pgvector.Vector
 	K             int32
@@ -846,24 +847,25 @@ type SearchVector1536Row struct {
 
 // Nearest visible chunks by cosine distance, for 1536-dimension datastores.
 // The scope (the datastores' synced datasources, or the datasources asked)
-// is ranked exactly when it holds at most exact_below chunks, or when the
-// square of its chunk count is at most exact_ratio times the rows of the
-// partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
-// its chunks read through their datasources' index and every distance
-// computed (the ORDER BY is not the index's expression, so the HNSW index
-// cannot serve it). Else the HNSW index serves it (expression and
-// predicate match it). Why: the index holds every organization's chunks;
-// filtered to a scope, the graph walk grows as the index's rows over the
-// scope's, the exact scan as the scope's, so they cross where the square
-// of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
-// HNSW"). The choice is made once; each branch's gate is a one-time
-// filter, so only one branch runs and the search is one round trip.
+// is ranked exactly when it holds at most exact_below chunks, or at most
+// exact_max and the square of its chunk count is at most exact_ratio times
+// the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
+// INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
+// read through their datasources' index and every distance computed (the
+// ORDER BY is not the index's expression, so the HNSW index cannot serve
+// it). Else the HNSW index serves it (expression and predicate match it).
+// Why: the index holds every organization's chunks; filtered to a scope,
+// the graph walk grows with the multiple of the scope the index holds,
+// the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
+// The choice is made once; each branch's gate is a one-time filter, so
+// only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector1536(ctx context.Context, arg SearchVector1536Params) ([]SearchVector1536Row, error) {
 	rows, err := q.db.Query(ctx, searchVector1536,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
 		arg.ExactBelow,
+		arg.ExactMax,
 		arg.ExactRatio,
 		arg.Query,
 		arg.K,
@@ -902,27 +904,27 @@ WITH scope AS MATERIALIZED (
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
 ), exact AS MATERIALIZED (
   SELECT n <= $4::bigint
-      OR n::float8 * n <= $5::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_512')), 0) AS yes
+      OR (n <= $5::bigint AND n::float8 * n <= $6::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_512')), 0)) AS yes
   FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $6::vector)::float8 AS distance
+        (c.embedding <=> $7::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 512
    AND (SELECT yes FROM exact)
- ORDER BY c.embedding <=> $6::vector
- LIMIT $7)
+ ORDER BY c.embedding <=> $7::vector
+ LIMIT $8)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(512) <=> $6::vector(512))::float8 AS distance
+        (c.embedding::vector(512) <=> $7::vector(512))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 512 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
    AND NOT (SELECT yes FROM exact)
- ORDER BY c.embedding::vector(512) <=> $6::vector(512)
- LIMIT $7)
+ ORDER BY c.embedding::vector(512) <=> $7::vector(512)
+ LIMIT $8)
 `
 
 type SearchVector512Params struct {
@@ -930,6 +932,7 @@ type SearchVector512Params struct {
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
 	ExactBelow    int64
+	ExactMax      int64
 	ExactRatio    float64
 	Query         *pgvector.Vector
 	K             int32
@@ -948,24 +951,25 @@ type SearchVector512Row struct {
 
 // Nearest visible chunks by cosine distance, for 512-dimension datastores.
 // The scope (the datastores' synced datasources, or the datasources asked)
-// is ranked exactly when it holds at most exact_below chunks, or when the
-// square of its chunk count is at most exact_ratio times the rows of the
-// partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
-// its chunks read through their datasources' index and every distance
-// computed (the ORDER BY is not the index's expression, so the HNSW index
-// cannot serve it). Else the HNSW index serves it (expression and
-// predicate match it). Why: the index holds every organization's chunks;
-// filtered to a scope, the graph walk grows as the index's rows over the
-// scope's, the exact scan as the scope's, so they cross where the square
-// of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
-// HNSW"). The choice is made once; each branch's gate is a one-time
-// filter, so only one branch runs and the search is one round trip.
+// is ranked exactly when it holds at most exact_below chunks, or at most
+// exact_max and the square of its chunk count is at most exact_ratio times
+// the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
+// INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
+// read through their datasources' index and every distance computed (the
+// ORDER BY is not the index's expression, so the HNSW index cannot serve
+// it). Else the HNSW index serves it (expression and predicate match it).
+// Why: the index holds every organization's chunks; filtered to a scope,
+// the graph walk grows with the multiple of the scope the index holds,
+// the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
+// The choice is made once; each branch's gate is a one-time filter, so
+// only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector512(ctx context.Context, arg SearchVector512Params) ([]SearchVector512Row, error) {
 	rows, err := q.db.Query(ctx, searchVector512,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
 		arg.ExactBelow,
+		arg.ExactMax,
 		arg.ExactRatio,
 		arg.Query,
 		arg.K,
@@ -1004,27 +1008,27 @@ WITH scope AS MATERIALIZED (
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
 ), exact AS MATERIALIZED (
   SELECT n <= $4::bigint
-      OR n::float8 * n <= $5::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_768')), 0) AS yes
+      OR (n <= $5::bigint AND n::float8 * n <= $6::float8
+         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_768')), 0)) AS yes
   FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $6::vector)::float8 AS distance
+        (c.embedding <=> $7::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 768
    AND (SELECT yes FROM exact)
- ORDER BY c.embedding <=> $6::vector
- LIMIT $7)
+ ORDER BY c.embedding <=> $7::vector
+ LIMIT $8)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(768) <=> $6::vector(768))::float8 AS distance
+        (c.embedding::vector(768) <=> $7::vector(768))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 768 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
    AND NOT (SELECT yes FROM exact)
- ORDER BY c.embedding::vector(768) <=> $6::vector(768)
- LIMIT $7)
+ ORDER BY c.embedding::vector(768) <=> $7::vector(768)
+ LIMIT $8)
 `
 
 type SearchVector768Params struct {
@@ -1032,6 +1036,7 @@ type SearchVector768Params struct {
 	DatastoreIds  []uuid.UUID
 	DatasourceIds []uuid.UUID
 	ExactBelow    int64
+	ExactMax      int64
 	ExactRatio    float64
 	Query         *pgvector.Vector
 	K             int32
@@ -1050,24 +1055,25 @@ type SearchVector768Row struct {
 
 // Nearest visible chunks by cosine distance, for 768-dimension datastores.
 // The scope (the datastores' synced datasources, or the datasources asked)
-// is ranked exactly when it holds at most exact_below chunks, or when the
-// square of its chunk count is at most exact_ratio times the rows of the
-// partial HNSW index (pg_class.reltuples, kept by VACUUM and ANALYZE):
-// its chunks read through their datasources' index and every distance
-// computed (the ORDER BY is not the index's expression, so the HNSW index
-// cannot serve it). Else the HNSW index serves it (expression and
-// predicate match it). Why: the index holds every organization's chunks;
-// filtered to a scope, the graph walk grows as the index's rows over the
-// scope's, the exact scan as the scope's, so they cross where the square
-// of the scope is a multiple of the index (docs/benchmarks.md, "Exact or
-// HNSW"). The choice is made once; each branch's gate is a one-time
-// filter, so only one branch runs and the search is one round trip.
+// is ranked exactly when it holds at most exact_below chunks, or at most
+// exact_max and the square of its chunk count is at most exact_ratio times
+// the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
+// INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
+// read through their datasources' index and every distance computed (the
+// ORDER BY is not the index's expression, so the HNSW index cannot serve
+// it). Else the HNSW index serves it (expression and predicate match it).
+// Why: the index holds every organization's chunks; filtered to a scope,
+// the graph walk grows with the multiple of the scope the index holds,
+// the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
+// The choice is made once; each branch's gate is a one-time filter, so
+// only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector768(ctx context.Context, arg SearchVector768Params) ([]SearchVector768Row, error) {
 	rows, err := q.db.Query(ctx, searchVector768,
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
 		arg.ExactBelow,
+		arg.ExactMax,
 		arg.ExactRatio,
 		arg.Query,
 		arg.K,
