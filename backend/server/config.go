@@ -72,6 +72,10 @@ type Config struct {
 	Embeddings embed.Config
 	// SearchEf is the HNSW search breadth (hnsw.ef_search).
 	SearchEf int
+	// SearchExactBelow and SearchExactMax bound the search scopes ranked
+	// exactly instead of through the HNSW index (knowledge.Knowledge's
+	// ExactBelow and ExactMax).
+	SearchExactBelow, SearchExactMax int
 	// FetchAllow opens private address ranges to the web fetcher
 	// (intranet documents), to agents' http_request endpoints and to
 	// webhook endpoints; none by default.
@@ -105,6 +109,9 @@ func (c *Config) Err() error {
 	errs := c.envErrs
 	if c.MetricsAddr != "" && samePort(c.MetricsAddr, c.Addr) {
 		errs = append(errs, fmt.Errorf("--metrics-addr %q is the API's address: metrics are served on a listener of their own, never on the public port", c.MetricsAddr))
+	}
+	if c.SearchExactBelow < 0 || c.SearchExactMax < 0 {
+		errs = append(errs, fmt.Errorf("--search-exact-below %d and --search-exact-max %d: chunk counts, 0 or more", c.SearchExactBelow, c.SearchExactMax))
 	}
 	return errors.Join(errs...)
 }
@@ -152,6 +159,10 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"how many ingestion jobs this process runs at once (webhook deliveries: 4 times as many); 0 runs none (an API-only instance), true is 4, false is 0 (PARLEY_WORKERS)")
 	fs.IntVar(&c.SearchEf, "search-ef", c.envInt("PARLEY_SEARCH_EF", knowledge.DefaultEfSearch),
 		"HNSW search breadth: higher finds more of the nearest chunks, slower; see docs/benchmarks.md (PARLEY_SEARCH_EF)")
+	fs.IntVar(&c.SearchExactBelow, "search-exact-below", c.envInt("PARLEY_SEARCH_EXACT_BELOW", knowledge.DefaultExactBelow),
+		"a search scope of at most this many chunks is always ranked exactly, not through the HNSW index; see docs/knowledge.md (PARLEY_SEARCH_EXACT_BELOW)")
+	fs.IntVar(&c.SearchExactMax, "search-exact-max", c.envInt("PARLEY_SEARCH_EXACT_MAX", knowledge.DefaultExactMax),
+		"the largest search scope ranked exactly when the HNSW index is large beside it (chunks² ≤ 500 × the index's rows); 0 turns that off; see docs/knowledge.md (PARLEY_SEARCH_EXACT_MAX)")
 	fs.StringVar(&c.Embeddings.Default, "embeddings", env("PARLEY_EMBEDDINGS", "use-lite"),
 		"embedder of new datastores: use-lite (offline neural model, the default), lexical (offline, hashed words: fast, no synonyms), openai (text-embedding-3-small; needs PARLEY_OPENAI_API_KEY) or gemini (text-embedding-004; needs PARLEY_GEMINI_API_KEY) (PARLEY_EMBEDDINGS)")
 	// Keys are read from the environment only (a flag would show them in

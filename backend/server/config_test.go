@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/knowledge"
 )
 
 // The web search backends are read from their variables, and a flag wins
@@ -32,6 +34,27 @@ func TestWebSearchConfig(t *testing.T) {
 	c.Flags(fs)
 	require.NoError(t, fs.Parse([]string{"--searxng-url", "http://other:8888"}))
 	require.Equal(t, "http://other:8888", c.WebSearch.SearxngURL)
+}
+
+// The exact-search bounds default to the knowledge package's, are read from
+// the variable or the flag, and a negative one is refused.
+func TestSearchExactConfig(t *testing.T) {
+	var c Config
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	require.Equal(t, knowledge.DefaultExactBelow, c.SearchExactBelow)
+	require.Equal(t, knowledge.DefaultExactMax, c.SearchExactMax)
+
+	t.Setenv("PARLEY_SEARCH_EXACT_MAX", "0")
+	c = Config{}
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Flags(fs)
+	require.NoError(t, fs.Parse([]string{"--search-exact-below", "500"}))
+	require.Equal(t, 500, c.SearchExactBelow)
+	require.Equal(t, 0, c.SearchExactMax)
+	require.NoError(t, c.Err())
+
+	c.SearchExactBelow = -1
+	require.ErrorContains(t, c.Err(), "--search-exact-below -1")
 }
 
 // Metrics are off unless an address is given, read from the flag or the

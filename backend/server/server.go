@@ -215,6 +215,7 @@ func (a *App) knowledge() error {
 	if a.cfg.SearchEf > 0 {
 		a.K.EfSearch = min(a.cfg.SearchEf, 1000)
 	}
+	a.K.ExactBelow, a.K.ExactMax = int64(a.cfg.SearchExactBelow), int64(a.cfg.SearchExactMax)
 	if a.cfg.SecretsKey != "" {
 		key, err := webhook.ParseKey(a.cfg.SecretsKey)
 		if err != nil {
