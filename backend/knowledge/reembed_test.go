@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/google/uuid"
@@ -108,4 +109,61 @@ func TestChangingTheEmbedderReembeds(t *testing.T) {
 		require.Contains(t, rs[0].Text, "thirty days")
 		return err
 	}))
+}
+
+// padded is the lexical embedder's vector padded with zeros to dim: an
+// embedder of each dimension that has an index.
+type padded int
+
+func (p padded) Model() string  { return fmt.Sprintf("test-padded-%d", int(p)) }
+func (p padded) Dimension() int { return int(p) }
+func (p padded) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	v, _ := embed.Lexical{}.Embed(ctx, texts)
+	out := make([][]float32, len(v))
+	for i, x := range v {
+		out[i] = append(append([]float32{}, x...), make([]float32, int(p)-len(x))...)
+	}
+	return out, nil
+}
+
+// Each dimension's vector query finds the chunk on both of its paths, the
+// exact scan and the HNSW index.
+func TestVectorSearchEachDimension(t *testing.T) {
+	t.Parallel()
+	for _, dim := range []padded{512, 768, 1536} {
+		t.Run(dim.Model(), func(t *testing.T) {
+			t.Parallel()
+			e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
+			ctx := context.Background()
+			k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), dim)
+			var stores []dbq.Datastore
+			require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+				_, err := q.SetDatastoreEmbedder(ctx, dbq.SetDatastoreEmbedderParams{OrgID: e.org, ID: e.store_, EmbeddingModel: dim.Model(), EmbeddingDim: int32(dim)})
+				return err
+			}))
+			require.NoError(t, k.Ingest(ctx, e.org, e.ds))
+			require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+				var err error
+				stores, err = q.ListDatastores(ctx, e.org)
+				return err
+			}))
+			for _, path := range []struct {
+				name                 string
+				exactBelow, exactMax int64
+			}{{"exact", 1 << 40, 0}, {"hnsw", -1, 0}} {
+				k.ExactBelow, k.ExactMax = path.exactBelow, path.exactMax
+				var found []Result
+				require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+					l, err := k.lists(ctx, q, e.org, stores, nil, "refunds within thirty days", 10)
+					if len(l.vector) == 1 {
+						found = l.vector[0]
+					}
+					return err
+				}), path.name)
+				require.Len(t, found, 1, "%s: the vector half found no chunk", path.name)
+				require.Contains(t, found[0].Text, "thirty days", path.name)
+				require.Greater(t, found[0].Similarity, 0.3, path.name)
+			}
+		})
+	}
 }
