@@ -799,10 +799,9 @@ WITH scope AS MATERIALIZED (
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
 ), exact AS MATERIALIZED (
-  SELECT n <= $4::bigint
-      OR (n <= $5::bigint AND n::float8 * n <= $6::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_1536')), 0)) AS yes
-  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $4::bigint, $5::bigint,
+    $6::float8, 'chunks_embedding_1536') AS yes
+  FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> $7::vector)::float8 AS distance
@@ -847,18 +846,12 @@ type SearchVector1536Row struct {
 
 // Nearest visible chunks by cosine distance, for 1536-dimension datastores.
 // The scope (the datastores' synced datasources, or the datasources asked)
-// is ranked exactly when it holds at most exact_below chunks, or at most
-// exact_max and the square of its chunk count is at most exact_ratio times
-// the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
-// INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
-// read through their datasources' index and every distance computed (the
-// ORDER BY is not the index's expression, so the HNSW index cannot serve
-// it). Else the HNSW index serves it (expression and predicate match it).
-// Why: the index holds every organization's chunks; filtered to a scope,
-// the graph walk grows with the multiple of the scope the index holds,
-// the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
-// The choice is made once; each branch's gate is a one-time filter, so
-// only one branch runs and the search is one round trip.
+// is ranked exactly when parley_rank_exactly says so (migrations/00020):
+// its chunks read through their datasources' index and every distance
+// computed (the ORDER BY is not the index's expression, so the HNSW index
+// cannot serve it). Else the HNSW index serves it (expression and
+// predicate match it). The choice is made once; each branch's gate is a
+// one-time filter, so only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector1536(ctx context.Context, arg SearchVector1536Params) ([]SearchVector1536Row, error) {
 	rows, err := q.db.Query(ctx, searchVector1536,
 		arg.OrgID,
@@ -903,10 +896,9 @@ WITH scope AS MATERIALIZED (
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
 ), exact AS MATERIALIZED (
-  SELECT n <= $4::bigint
-      OR (n <= $5::bigint AND n::float8 * n <= $6::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_512')), 0)) AS yes
-  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $4::bigint, $5::bigint,
+    $6::float8, 'chunks_embedding_512') AS yes
+  FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> $7::vector)::float8 AS distance
@@ -951,18 +943,12 @@ type SearchVector512Row struct {
 
 // Nearest visible chunks by cosine distance, for 512-dimension datastores.
 // The scope (the datastores' synced datasources, or the datasources asked)
-// is ranked exactly when it holds at most exact_below chunks, or at most
-// exact_max and the square of its chunk count is at most exact_ratio times
-// the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
-// INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
-// read through their datasources' index and every distance computed (the
-// ORDER BY is not the index's expression, so the HNSW index cannot serve
-// it). Else the HNSW index serves it (expression and predicate match it).
-// Why: the index holds every organization's chunks; filtered to a scope,
-// the graph walk grows with the multiple of the scope the index holds,
-// the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
-// The choice is made once; each branch's gate is a one-time filter, so
-// only one branch runs and the search is one round trip.
+// is ranked exactly when parley_rank_exactly says so (migrations/00020):
+// its chunks read through their datasources' index and every distance
+// computed (the ORDER BY is not the index's expression, so the HNSW index
+// cannot serve it). Else the HNSW index serves it (expression and
+// predicate match it). The choice is made once; each branch's gate is a
+// one-time filter, so only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector512(ctx context.Context, arg SearchVector512Params) ([]SearchVector512Row, error) {
 	rows, err := q.db.Query(ctx, searchVector512,
 		arg.OrgID,
@@ -1007,10 +993,9 @@ WITH scope AS MATERIALIZED (
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
 ), exact AS MATERIALIZED (
-  SELECT n <= $4::bigint
-      OR (n <= $5::bigint AND n::float8 * n <= $6::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_768')), 0)) AS yes
-  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $4::bigint, $5::bigint,
+    $6::float8, 'chunks_embedding_768') AS yes
+  FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> $7::vector)::float8 AS distance
@@ -1055,18 +1040,12 @@ type SearchVector768Row struct {
 
 // Nearest visible chunks by cosine distance, for 768-dimension datastores.
 // The scope (the datastores' synced datasources, or the datasources asked)
-// is ranked exactly when it holds at most exact_below chunks, or at most
-// exact_max and the square of its chunk count is at most exact_ratio times
-// the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
-// INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
-// read through their datasources' index and every distance computed (the
-// ORDER BY is not the index's expression, so the HNSW index cannot serve
-// it). Else the HNSW index serves it (expression and predicate match it).
-// Why: the index holds every organization's chunks; filtered to a scope,
-// the graph walk grows with the multiple of the scope the index holds,
-// the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
-// The choice is made once; each branch's gate is a one-time filter, so
-// only one branch runs and the search is one round trip.
+// is ranked exactly when parley_rank_exactly says so (migrations/00020):
+// its chunks read through their datasources' index and every distance
+// computed (the ORDER BY is not the index's expression, so the HNSW index
+// cannot serve it). Else the HNSW index serves it (expression and
+// predicate match it). The choice is made once; each branch's gate is a
+// one-time filter, so only one branch runs and the search is one round trip.
 func (q *Queries) SearchVector768(ctx context.Context, arg SearchVector768Params) ([]SearchVector768Row, error) {
 	rows, err := q.db.Query(ctx, searchVector768,
 		arg.OrgID,

@@ -122,27 +122,20 @@ INSERT INTO agent_datastores (org_id, agent_id, datastore_id) VALUES (sqlc.arg(o
 -- name: SearchVector512 :many
 -- Nearest visible chunks by cosine distance, for 512-dimension datastores.
 -- The scope (the datastores' synced datasources, or the datasources asked)
--- is ranked exactly when it holds at most exact_below chunks, or at most
--- exact_max and the square of its chunk count is at most exact_ratio times
--- the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
--- INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
--- read through their datasources' index and every distance computed (the
--- ORDER BY is not the index's expression, so the HNSW index cannot serve
--- it). Else the HNSW index serves it (expression and predicate match it).
--- Why: the index holds every organization's chunks; filtered to a scope,
--- the graph walk grows with the multiple of the scope the index holds,
--- the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
--- The choice is made once; each branch's gate is a one-time filter, so
--- only one branch runs and the search is one round trip.
+-- is ranked exactly when parley_rank_exactly says so (migrations/00020):
+-- its chunks read through their datasources' index and every distance
+-- computed (the ORDER BY is not the index's expression, so the HNSW index
+-- cannot serve it). Else the HNSW index serves it (expression and
+-- predicate match it). The choice is made once; each branch's gate is a
+-- one-time filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
 ), exact AS MATERIALIZED (
-  SELECT n <= sqlc.arg(exact_below)::bigint
-      OR (n <= sqlc.arg(exact_max)::bigint AND n::float8 * n <= sqlc.arg(exact_ratio)::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_512')), 0)) AS yes
-  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), sqlc.arg(exact_below)::bigint, sqlc.arg(exact_max)::bigint,
+    sqlc.arg(exact_ratio)::float8, 'chunks_embedding_512') AS yes
+  FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
@@ -165,27 +158,20 @@ UNION ALL
 -- name: SearchVector768 :many
 -- Nearest visible chunks by cosine distance, for 768-dimension datastores.
 -- The scope (the datastores' synced datasources, or the datasources asked)
--- is ranked exactly when it holds at most exact_below chunks, or at most
--- exact_max and the square of its chunk count is at most exact_ratio times
--- the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
--- INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
--- read through their datasources' index and every distance computed (the
--- ORDER BY is not the index's expression, so the HNSW index cannot serve
--- it). Else the HNSW index serves it (expression and predicate match it).
--- Why: the index holds every organization's chunks; filtered to a scope,
--- the graph walk grows with the multiple of the scope the index holds,
--- the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
--- The choice is made once; each branch's gate is a one-time filter, so
--- only one branch runs and the search is one round trip.
+-- is ranked exactly when parley_rank_exactly says so (migrations/00020):
+-- its chunks read through their datasources' index and every distance
+-- computed (the ORDER BY is not the index's expression, so the HNSW index
+-- cannot serve it). Else the HNSW index serves it (expression and
+-- predicate match it). The choice is made once; each branch's gate is a
+-- one-time filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
 ), exact AS MATERIALIZED (
-  SELECT n <= sqlc.arg(exact_below)::bigint
-      OR (n <= sqlc.arg(exact_max)::bigint AND n::float8 * n <= sqlc.arg(exact_ratio)::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_768')), 0)) AS yes
-  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), sqlc.arg(exact_below)::bigint, sqlc.arg(exact_max)::bigint,
+    sqlc.arg(exact_ratio)::float8, 'chunks_embedding_768') AS yes
+  FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
@@ -208,27 +194,20 @@ UNION ALL
 -- name: SearchVector1536 :many
 -- Nearest visible chunks by cosine distance, for 1536-dimension datastores.
 -- The scope (the datastores' synced datasources, or the datasources asked)
--- is ranked exactly when it holds at most exact_below chunks, or at most
--- exact_max and the square of its chunk count is at most exact_ratio times
--- the rows of the partial HNSW index (pg_class.reltuples: set by CREATE
--- INDEX and (auto)ANALYZE, -1 before the first, read as 0): its chunks
--- read through their datasources' index and every distance computed (the
--- ORDER BY is not the index's expression, so the HNSW index cannot serve
--- it). Else the HNSW index serves it (expression and predicate match it).
--- Why: the index holds every organization's chunks; filtered to a scope,
--- the graph walk grows with the multiple of the scope the index holds,
--- the exact scan with the scope (docs/benchmarks.md, "Exact or HNSW").
--- The choice is made once; each branch's gate is a one-time filter, so
--- only one branch runs and the search is one round trip.
+-- is ranked exactly when parley_rank_exactly says so (migrations/00020):
+-- its chunks read through their datasources' index and every distance
+-- computed (the ORDER BY is not the index's expression, so the HNSW index
+-- cannot serve it). Else the HNSW index serves it (expression and
+-- predicate match it). The choice is made once; each branch's gate is a
+-- one-time filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
   SELECT d.id, d.chunk_count FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
 ), exact AS MATERIALIZED (
-  SELECT n <= sqlc.arg(exact_below)::bigint
-      OR (n <= sqlc.arg(exact_max)::bigint AND n::float8 * n <= sqlc.arg(exact_ratio)::float8
-         * greatest((SELECT reltuples FROM pg_catalog.pg_class WHERE oid = to_regclass('chunks_embedding_1536')), 0)) AS yes
-  FROM (SELECT coalesce(sum(chunk_count), 0) AS n FROM scope) t
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), sqlc.arg(exact_below)::bigint, sqlc.arg(exact_max)::bigint,
+    sqlc.arg(exact_ratio)::float8, 'chunks_embedding_1536') AS yes
+  FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
