@@ -478,10 +478,24 @@ func TestHandoffAcrossInstances(t *testing.T) {
 		ev, se := s.next(t)
 		require.Equal(t, "status", se.Type)
 		require.Equal(t, "human_requested", se.Status)
-		require.Equal(t, "a refund", se.Reason)
-		require.Equal(t, "bootstrap", se.ChangedBy)
 		require.Equal(t, "3", ev.LastEventID)
+		if s == owner {
+			require.Equal(t, "a refund", se.Reason)
+			require.Equal(t, "bootstrap", se.ChangedBy)
+		} else {
+			// Who and why are the organization's own notes.
+			require.Empty(t, se.Reason, "the visitor sees no reason")
+			require.Empty(t, se.ChangedBy, "the visitor sees not who")
+		}
 	}
+	// Nor in the visitor's read of the conversation.
+	var vd detail
+	r = f.Do("GET", "/api/v2/conversations/help-1"+vq, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r.JSON(t, &vd)
+	require.Equal(t, "human_requested", vd.Status)
+	require.NotContains(t, string(r.Body), "bootstrap", "the visitor's read names no key")
+	require.NotContains(t, string(r.Body), "a refund")
 
 	// The model is silent: the visitor's message is stored and answered
 	// with the handoff message, as JSON and as a stream.
@@ -546,7 +560,7 @@ func TestHandoffAcrossInstances(t *testing.T) {
 	require.Equal(t, "message", se.Type)
 	require.Equal(t, "human", se.Message.Role)
 	require.Equal(t, "Hi Ada, I am refunding you now.", se.Message.Text)
-	require.Equal(t, "bootstrap", se.Message.Author)
+	require.Empty(t, se.Message.Author, "the visitor sees that a person wrote, not who")
 	require.Equal(t, posted.ID, se.Message.ID)
 	lastSeen := ev.LastEventID
 
@@ -589,6 +603,11 @@ func TestHandoffAcrossInstances(t *testing.T) {
 	}
 	require.Equal(t, []string{"user", "assistant", "user", "assistant", "user", "assistant", "user", "assistant", "human", "user", "assistant"}, roles)
 	require.Equal(t, "resolved", d.Status)
+	require.Equal(t, "bootstrap", d.Messages[8].Author, "the organization sees who wrote")
+	require.Equal(t, "bootstrap", d.StatusChangedBy)
+	r = f.Do("GET", "/api/v2/conversations/help-1"+vq, "", nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.NotContains(t, string(r.Body), "bootstrap", "the visitor's transcript names no key")
 
 	// Streams refuse strangers as reads do.
 	for _, tc := range []struct {
@@ -721,7 +740,8 @@ func TestConnect(t *testing.T) {
 	ev := next()
 	require.Equal(t, int64(3), ev.GetEventId())
 	require.Equal(t, "human_requested", ev.GetStatus().GetStatus())
-	require.Equal(t, "asked", ev.GetStatus().GetReason())
+	require.Empty(t, ev.GetStatus().GetReason(), "a visitor's stream: not why")
+	require.Empty(t, ev.GetStatus().GetChangedBy(), "a visitor's stream: not who")
 
 	_, err = anon.PostMessage(ctx, &parleyv1.PostMessageRequest{ConversationId: "rpc-1", Text: "hi"})
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err))
@@ -738,7 +758,7 @@ func TestConnect(t *testing.T) {
 	ev = next()
 	require.Equal(t, int64(4), ev.GetEventId())
 	require.Equal(t, "A person here.", ev.GetMessage().GetText())
-	require.Equal(t, "bootstrap", ev.GetMessage().GetAuthor())
+	require.Empty(t, ev.GetMessage().GetAuthor(), "a visitor's stream: not who wrote")
 
 	// Watch refusals.
 	for _, c := range []struct {

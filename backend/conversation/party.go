@@ -155,3 +155,13 @@ func (p *Party) author(ctx context.Context, q *dbq.Queries) (string, error) {
 	}
 	return name, nil
 }
+
+// shownAuthor is a message's author as the party reads it: a visitor sees
+// that a person of the organization wrote (the role "human") but not who
+// (a member's email, a key's name).
+func (p *Party) shownAuthor(author string) string {
+	if p.IsVisitor() {
+		return ""
+	}
+	return author
+}

@@ -212,7 +212,7 @@ func (s *Service) Transcript(ctx context.Context, p *Party, id string) (*Transcr
 		}
 		for _, r := range rows {
 			m := Message{
-				ID: r.ID.String(), ConversationID: c.ID, Role: r.Role, Content: r.Content, CreateTime: r.CreatedAt, Author: r.Author,
+				ID: r.ID.String(), ConversationID: c.ID, Role: r.Role, Content: r.Content, CreateTime: r.CreatedAt, Author: p.shownAuthor(r.Author),
 				Model: deref(r.Model), Provider: deref(r.Provider), PromptTokens: r.PromptTokens,
 				CompletionTokens: r.CompletionTokens, Incomplete: r.Incomplete,
 			}

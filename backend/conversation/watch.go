@@ -153,7 +153,7 @@ func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversation
 		return 0, err
 	}
 	for _, r := range rows {
-		if err := send(eventOf(ctx, w.conv, r)); err != nil {
+		if err := send(eventOf(ctx, w.party, w.conv, r)); err != nil {
 			return 0, err
 		}
 		w.after = r.Seq
@@ -161,16 +161,19 @@ func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversation
 	return len(rows), nil
 }
 
-// eventOf is a stored event as the API sends it.
-func eventOf(ctx context.Context, conv string, r dbq.ConversationEventsRow) *parleyv1.WatchConversationResponse {
+// eventOf is a stored event as the API sends it to p.
+func eventOf(ctx context.Context, p *Party, conv string, r dbq.ConversationEventsRow) *parleyv1.WatchConversationResponse {
 	out := &parleyv1.WatchConversationResponse{EventId: r.Seq, CreateTime: timestamppb.New(r.CreatedAt)}
 	if r.Kind == "status" {
-		out.Event = &parleyv1.WatchConversationResponse_Status{Status: &parleyv1.StatusChange{
-			Status: deref(r.Status), Reason: r.Reason, ChangedBy: r.ChangedBy,
-		}}
+		st := &parleyv1.StatusChange{Status: deref(r.Status)}
+		if !p.IsVisitor() {
+			// SECURITY: who and why are the organization's (view.SummaryOf).
+			st.Reason, st.ChangedBy = r.Reason, r.ChangedBy
+		}
+		out.Event = &parleyv1.WatchConversationResponse_Status{Status: st}
 		return out
 	}
-	m := Message{ConversationID: conv, Role: deref(r.Role), Content: deref(r.Content), Author: deref(r.Author), Model: deref(r.Model)}
+	m := Message{ConversationID: conv, Role: deref(r.Role), Content: deref(r.Content), Author: p.shownAuthor(deref(r.Author)), Model: deref(r.Model)}
 	if r.MessageID != nil {
 		m.ID = r.MessageID.String()
 		m.Sources, m.ToolCalls = readJSON(ctx, *r.MessageID, r.Sources, r.ToolCalls)

@@ -23,18 +23,26 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 )
 
-// SummaryOf is a conversation's summary; withContact adds its contact (not
-// for visitors: an organization's notes on them are its own).
-func SummaryOf(ctx context.Context, r dbq.SearchConversationsRow, withContact bool) *parleyv1.ConversationSummary {
+// SummaryOf is a conversation's summary. orgView is the organization's own
+// view (keys, members, webhooks); a public agent's visitor gets less: not
+// its contact, nor why the status last changed or who changed it (a
+// member's email, a key's name, a free-text reason are the organization's
+// own notes).
+func SummaryOf(ctx context.Context, r dbq.SearchConversationsRow, orgView bool) *parleyv1.ConversationSummary {
 	out := &parleyv1.ConversationSummary{
 		Id: r.ID, CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
 		MessagesCount: r.MessagesCount, LastMessage: r.LastMessage, Status: r.Status, VisitorId: deref(r.VisitorID),
-		Channel: r.Channel, AgentId: r.AgentID.String(), StatusReason: r.StatusReason, StatusChangedBy: r.StatusBy,
+		Channel: r.Channel, AgentId: r.AgentID.String(),
 	}
 	if r.Rating != nil {
 		out.Rating = int32(*r.Rating)
 	}
-	if withContact && r.ContactID != nil {
+	if !orgView {
+		return out
+	}
+	// SECURITY: who and why, and the contact, only for the organization.
+	out.StatusReason, out.StatusChangedBy = r.StatusReason, r.StatusBy
+	if r.ContactID != nil {
 		out.ContactId = r.ContactID.String()
 		out.Contact = &parleyv1.Contact{
 			Email: deref(r.ContactEmail), PhoneNumber: deref(r.ContactPhoneNumber),
@@ -55,7 +63,7 @@ func SummaryOf(ctx context.Context, r dbq.SearchConversationsRow, withContact bo
 // Summary reads one of org's conversations' summary in q's transaction
 // (org's tenant transaction), and its latest event number. pgx.ErrNoRows
 // when org has no such conversation.
-func Summary(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string, withContact bool) (*parleyv1.ConversationSummary, int64, error) {
+func Summary(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string, orgView bool) (*parleyv1.ConversationSummary, int64, error) {
 	// SECURITY: named by org, in org's tenant transaction.
 	r, err := q.ConversationSummary(ctx, dbq.ConversationSummaryParams{OrgID: org, ID: id})
 	if err != nil {
@@ -67,7 +75,7 @@ func Summary(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string, with
 		StatusBy: r.StatusBy, ContactID: r.ContactID, MessagesCount: r.MessagesCount, LastMessage: r.LastMessage,
 		ContactEmail: r.ContactEmail, ContactPhoneNumber: r.ContactPhoneNumber, ContactFirstName: r.ContactFirstName,
 		ContactLastName: r.ContactLastName, ContactCustomFields: r.ContactCustomFields,
-	}, withContact), r.EventSeq, nil
+	}, orgView), r.EventSeq, nil
 }
 
 // OrgSummary is Summary as the organization itself sees it (its contact

@@ -144,7 +144,8 @@ type ConversationSummary struct {
 	Contact   *Contact `protobuf:"bytes,11,opt,name=contact,proto3" json:"contact,omitempty"`
 	ContactId string   `protobuf:"bytes,12,opt,name=contact_id,json=contactId,proto3" json:"contact_id,omitempty"`
 	// Why the status last changed (request_human's reason, say), and who
-	// changed it: a key's name, a console member's email, or "agent".
+	// changed it: a key's name, a console member's email, or "agent". Keys
+	// only: a visitor's own reads leave them empty (the organization's notes).
 	StatusReason    string `protobuf:"bytes,13,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
 	StatusChangedBy string `protobuf:"bytes,14,opt,name=status_changed_by,json=statusChangedBy,proto3" json:"status_changed_by,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -342,6 +343,8 @@ type ConversationMessage struct {
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
 	// Who wrote a human message: a key's name or a console member's email.
+	// Empty in a visitor's own reads and stream: the role says a person of
+	// the organization wrote, not who.
 	Author string `protobuf:"bytes,4,opt,name=author,proto3" json:"author,omitempty"`
 	// The passages and pages an answer was made from.
 	Sources []*Source `protobuf:"bytes,5,rep,name=sources,proto3" json:"sources,omitempty"`
@@ -1029,7 +1032,8 @@ type StatusChange struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Status string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// A key's name, a console member's email, or "agent".
+	// A key's name, a console member's email, or "agent". reason and
+	// changed_by are empty in a visitor's stream.
 	ChangedBy     string `protobuf:"bytes,3,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
