@@ -44,24 +44,37 @@ func checkToolSettings(ctx context.Context, guard *netguard.Client, ps *parleyv1
 // toolSettings turns the request's settings into what is stored. Header
 // values are write-only: an empty one keeps the value stored for the same
 // endpoint (by name) and header, so that a client may send back what it
-// read; with none stored it is refused.
+// read; with none stored it is refused. A stored value is kept only while
+// the endpoint's URL keeps its origin (scheme, host and port): whoever may
+// update the agent has not necessarily seen the value, and must not be able
+// to point it at a host of their own.
 func toolSettings(ps *parleyv1.ToolSettings, stored tool.Settings) ([]byte, error) {
 	var s tool.Settings
 	for i, e := range ps.GetHttpRequest().GetEndpoints() {
+		field := fmt.Sprintf("%s[%d].headers", endpointsField, i)
 		ep := tool.Endpoint{Name: e.GetName(), Description: e.GetDescription(), Method: e.GetMethod(), URL: e.GetUrl()}
 		if ep.Method == "" {
 			ep.Method = "GET"
 		}
-		var before map[string]string
+		var before *tool.Endpoint
 		if j := slices.IndexFunc(stored.HTTPRequest.Endpoints, func(o tool.Endpoint) bool { return o.Name == ep.Name }); j >= 0 {
-			before = stored.HTTPRequest.Endpoints[j].Headers
+			before = &stored.HTTPRequest.Endpoints[j]
 		}
 		for _, name := range slices.Sorted(maps.Keys(e.GetHeaders())) {
 			v := e.GetHeaders()[name]
 			if v == "" {
-				old, ok := before[name]
+				var old string
+				var ok bool
+				if before != nil {
+					old, ok = before.Headers[name]
+				}
 				if !ok {
-					return nil, apperr.InvalidField(fmt.Sprintf("%s[%d].headers", endpointsField, i), "header %s needs a value", name)
+					return nil, apperr.InvalidField(field, "header %s needs a value", name)
+				}
+				// SECURITY: a stored value goes only to the origin it was
+				// given for.
+				if tool.Origin(before.URL) != tool.Origin(ep.URL) {
+					return nil, apperr.InvalidField(field, "header %s needs its value again: the endpoint's URL changed origin (scheme, host or port) from %s to %s", name, tool.Origin(before.URL), tool.Origin(ep.URL))
 				}
 				v = old
 			}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"slices"
@@ -57,6 +58,27 @@ type Endpoint struct {
 // AcceptsBody reports whether the model may send the endpoint a JSON body.
 func (e Endpoint) AcceptsBody() bool {
 	return e.Method == http.MethodPost || e.Method == http.MethodPut || e.Method == http.MethodPatch
+}
+
+// Origin is a URL's scheme, host and port, lowercased and with the
+// scheme's default port made explicit ("https://api.example.com:443"); ""
+// when raw has none. Stored header values belong to an endpoint's origin:
+// they are never sent to another.
+func Origin(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	scheme, port := strings.ToLower(u.Scheme), u.Port()
+	if port == "" {
+		switch scheme {
+		case "http":
+			port = "80"
+		case "https":
+			port = "443"
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(strings.ToLower(u.Hostname()), port)
 }
 
 // ForbiddenHeader reports whether an endpoint may not set header name: the

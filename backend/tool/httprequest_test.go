@@ -267,6 +267,66 @@ func TestHTTPRequestHeaderValuesAreWriteOnly(t *testing.T) {
 	require.Equal(t, []any{"http_request is not offered to the model: the agent has no endpoints (toolSettings.http_request.endpoints)"}, cleared["warnings"])
 }
 
+// A stored header value goes only to the origin it was given for: an
+// update that moves the endpoint to another port, host or scheme with the
+// value left empty (someone who may update the agent but never saw the
+// value) is refused naming the field, changes nothing, and the next turn
+// still calls the owner's endpoint; with the value sent again the move is
+// accepted. Another path on the same origin keeps the value.
+func TestHTTPRequestStoredHeaderValueStaysWithItsOrigin(t *testing.T) {
+	t.Parallel()
+	crm := newEndpoint(t, `{}`)
+	attacker := newEndpoint(t, `{}`)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(llm.ToolCall{ID: "get", Name: "http_request", Arguments: `{"endpoint":"crm"}`})
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	id := createAgent(t, e, e.A.Key, endpointsBody(map[string]any{"name": "crm", "url": crm.URL + "/v1", "headers": map[string]string{"X-Api-Key": "secret-1"}}))["id"].(string)
+	update := func(url, value string) testenv.Response {
+		t.Helper()
+		return e.Do("PUT", "/api/agents/"+id, e.A.Key, endpointsBody(map[string]any{"name": "crm", "url": url, "headers": map[string]string{"X-Api-Key": value}}))
+	}
+	chat := func(conv string) {
+		t.Helper()
+		r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"crm?","conversationId":"`+conv+`"}`)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+	}
+
+	_, port, err := net.SplitHostPort(strings.TrimPrefix(crm.URL, "http://"))
+	require.NoError(t, err)
+	for _, u := range []string{
+		attacker.URL + "/v1",                // another port
+		"http://127.0.0.2:" + port + "/v1",  // another host
+		"https://127.0.0.1:" + port + "/v1", // another scheme
+		"http://localhost:" + port + "/v1",  // another name for the same address
+	} {
+		r := update(u, "")
+		require.Equal(t, 400, r.Status, "%s: %s", u, r.Body)
+		require.Equal(t, "toolSettings.http_request.endpoints[0].headers", r.Err(t).Error.Field, u)
+		require.Contains(t, r.Err(t).Error.Message, "changed origin", u)
+		require.NotContains(t, string(r.Body), "secret-1")
+	}
+	chat("origin-1")
+	require.Empty(t, attacker.requests(), "the stored value never left for the new origin")
+	require.Len(t, crm.requests(), 1, "the refused updates changed nothing")
+	require.Equal(t, "secret-1", crm.requests()[0].Header.Get("X-Api-Key"))
+
+	// Another path, same origin: kept.
+	r := update(crm.URL+"/v2", "")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	chat("origin-2")
+	got := crm.requests()
+	require.Len(t, got, 2)
+	require.Equal(t, "/v2", got[1].Path)
+	require.Equal(t, "secret-1", got[1].Header.Get("X-Api-Key"))
+
+	// Moved with the value given again: accepted, and sent there.
+	r = update(attacker.URL+"/v1", "secret-2")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	chat("origin-3")
+	require.Len(t, attacker.requests(), 1)
+	require.Equal(t, "secret-2", attacker.requests()[0].Header.Get("X-Api-Key"))
+}
+
 // An endpoint at a private, loopback or metadata address (or a name that
 // resolves to one) is refused when an agent is created or updated, over
 // REST and Connect, naming the field; schema rules too.
