@@ -38,7 +38,8 @@ type Config struct {
 	// MaxRedirects. Default 5.
 	MaxRedirects int
 	// NoRedirects answers a redirect as the response itself, unfollowed
-	// (webhook deliveries: a 3xx is not a 2xx).
+	// (webhook deliveries: a 3xx is not a 2xx; http_request: its
+	// configured headers must reach no other host).
 	NoRedirects bool
 }
 

@@ -283,7 +283,7 @@ func (a *App) routes() (http.Handler, error) {
 	}
 	tools := &tool.Deps{
 		Store: a.Store, Knowledge: a.K, Search: tool.NewSearcher(a.cfg.WebSearch),
-		Guard: netguard.New(netguard.Config{Allow: a.cfg.FetchAllow, Timeout: tool.HTTPTimeout, MaxBytes: tool.HTTPMaxBytes}),
+		Guard: tool.NewGuard(netguard.Config{Allow: a.cfg.FetchAllow}),
 		Hooks: a.hooks,
 	}
 	if tools.Search != nil {

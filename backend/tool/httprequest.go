@@ -92,13 +92,31 @@ func ForbiddenHeader(name string) bool {
 	return false
 }
 
-// Limits of one call: netguard's client for tools enforces the time and the
-// size read; the model reads at most httpBodyForModel bytes of it.
+// Limits of one call: NewGuard's client enforces the time and the size
+// read; the model reads at most httpBodyForModel bytes of it.
 const (
 	HTTPTimeout      = 10 * time.Second
 	HTTPMaxBytes     = 1 << 20
 	httpBodyForModel = 16 << 10
 )
+
+// NewGuard is the client http_request's calls go through (Deps.Guard):
+// netguard with a call's bounds, following no redirect.
+//
+// SECURITY: a redirect is not followed, whatever its target. Following
+// one, Go's client sends the request's headers again (it drops only
+// Authorization, Cookie and WWW-Authenticate when the host changes), so an
+// endpoint's configured X-Api-Key would go to whatever host the endpoint's
+// server, or whoever controls it, points at; it adds a Referer holding the
+// endpoint's URL with the owner's query parameters; and it follows https to
+// http, sending both in clear. Following only redirects within the
+// endpoint's origin would be sound too, but it is a rule of our own to get
+// right for little gain: the owner configures the URL the service answers
+// at. The 3xx is the call's result instead (see redirected).
+func NewGuard(cfg netguard.Config) *netguard.Client {
+	cfg.Timeout, cfg.MaxBytes, cfg.NoRedirects = HTTPTimeout, HTTPMaxBytes, true
+	return netguard.New(cfg)
+}
 
 // httpRequestTool is http_request for one turn: the agent's endpoints, by
 // name only. The model never gives a URL: prompt injection (a web page that
@@ -203,12 +221,32 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 		return Errorf("%s", sendError(e.Name, err)), nil
 	}
 	status := strconv.Itoa(resp.Status) + " " + http.StatusText(resp.Status)
+	if loc := resp.Header.Get("Location"); resp.Status >= 300 && resp.Status < 400 && loc != "" {
+		return redirected(e.Name, u, status, loc), nil
+	}
 	res := Result{
 		Content: "HTTP " + status + "\nContent-Type: " + resp.Header.Get("Content-Type") + "\n\n" + bodyForModel(resp),
 		IsError: resp.Status >= 400,
 		Summary: strings.TrimSpace(status) + ", " + sizeOf(resp),
 	}
 	return res, nil
+}
+
+// redirected is the result of a call answered by a redirect, which the
+// guard does not follow (NewGuard): an error, giving the model the status
+// and where it points, its query and fragment left out (a redirect from
+// http to https repeats the owner's parameters, which the model is never
+// shown).
+func redirected(name string, from *url.URL, status, location string) Result {
+	where := "(an invalid URL)"
+	if to, err := from.Parse(location); err == nil {
+		to.User, to.RawQuery, to.ForceQuery, to.Fragment, to.RawFragment = nil, "", false, "", ""
+		where = to.String()
+	}
+	content := "HTTP " + status + "\nLocation: " + where + " (query left out)\n\n" +
+		"Endpoint " + name + " redirected elsewhere; http_request does not follow redirects, so this endpoint gave no answer. " +
+		"The assistant's owner can set the endpoint's URL to the new address."
+	return Result{Content: content, IsError: true, Summary: strings.TrimSpace(status) + ", not followed"}
 }
 
 // sendError says why a call got no response, naming the endpoint, not its

@@ -389,7 +389,7 @@ func TestHTTPRequestEndpointsAreCheckedAtCreateAndUpdate(t *testing.T) {
 
 // The dial-time wall: an endpoint a deployment once allowed (its
 // --fetch-allow) is refused by an instance that does not open that range,
-// and a redirect to a private address is refused; neither target is
+// and a redirect to a private address is not followed; neither target is
 // reached.
 func TestHTTPRequestIsGuardedAtDialTime(t *testing.T) {
 	t.Parallel()
@@ -423,8 +423,82 @@ func TestHTTPRequestIsGuardedAtDialTime(t *testing.T) {
 	calls = ofType(events, "tool_call")
 	require.Len(t, calls, 1)
 	require.Equal(t, "error", calls[0]["status"], "%v", calls[0])
-	require.Equal(t, "endpoint orders was refused: its address is not public", calls[0]["result"])
+	require.Equal(t, "302 Found, not followed", calls[0]["result"])
 	require.Empty(t, orders.requests(), "the redirect's target was never reached")
+}
+
+// redirector is a server on 127.0.0.2 that answers every request with a
+// redirect to target (resolved against the request's URL), recording what
+// it got.
+func redirector(t *testing.T, status int, target string) *endpoint {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	e := &endpoint{}
+	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		e.mu.Lock()
+		e.got = append(e.got, seen{r.Method, r.URL.Path, r.URL.RawQuery, string(b), r.Header.Clone()})
+		e.mu.Unlock()
+		http.Redirect(w, r, target, status)
+	}))
+	e.Listener.Close()
+	e.Listener = ln
+	e.Start()
+	t.Cleanup(e.Close)
+	return e
+}
+
+// http_request follows no redirect: an endpoint that redirects to another
+// host (127.0.0.1 from 127.0.0.2, both in the opened range) does not make
+// the call send its configured header, nor a Referer with the owner's
+// parameters, there; a 307 does not resend a POST's body; a redirect within
+// the endpoint's own origin is not followed either. The model reads the
+// status and where the redirect points, without its query (which repeats
+// the owner's key here), as an error.
+func TestHTTPRequestFollowsNoRedirect(t *testing.T) {
+	t.Parallel()
+	other := newEndpoint(t, `{"stolen":true}`)
+	away := redirector(t, http.StatusFound, other.URL+"/landing?api_key=k-123")
+	post := redirector(t, http.StatusTemporaryRedirect, other.URL+"/tickets")
+	same := redirector(t, http.StatusMovedPermanently, "/v2/orders?api_key=k-123")
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(
+		llm.ToolCall{ID: "away", Name: "http_request", Arguments: `{"endpoint":"away"}`},
+		llm.ToolCall{ID: "post", Name: "http_request", Arguments: `{"endpoint":"post","body":{"card":"4111"}}`},
+		llm.ToolCall{ID: "same", Name: "http_request", Arguments: `{"endpoint":"same"}`},
+	)
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	headers := map[string]string{"X-Api-Key": "secret-1"}
+	id := createAgent(t, e, e.A.Key, endpointsBody(
+		map[string]any{"name": "away", "url": away.URL + "/orders?api_key=k-123", "headers": headers},
+		map[string]any{"name": "post", "method": "POST", "url": post.URL + "/tickets", "headers": headers},
+		map[string]any{"name": "same", "url": same.URL + "/orders?api_key=k-123", "headers": headers},
+	))["id"].(string)
+
+	events := streamEvents(t, e, id, e.A.Key, `{"query":"orders?","conversationId":"redir-1","streaming":true}`)
+	require.Empty(t, other.requests(), "the other host got no request, so neither the header nor a Referer")
+	for _, r := range []*endpoint{away, post, same} {
+		got := r.requests()
+		require.Len(t, got, 1, "the redirect was not followed, not even within the origin")
+		require.Equal(t, "secret-1", got[0].Header.Get("X-Api-Key"), "the endpoint itself gets its header")
+	}
+	calls := ofType(events, "tool_call")
+	require.Len(t, calls, 3)
+	want := []string{"302 Found, not followed", "307 Temporary Redirect, not followed", "301 Moved Permanently, not followed"}
+	for i, c := range calls {
+		require.Equal(t, "error", c["status"], "%v", c)
+		require.Equal(t, want[i], c["result"])
+	}
+	second := req(fp.Requests()[1])
+	result := second.toolResult("away")
+	require.Contains(t, result, "HTTP 302 Found\nLocation: "+other.URL+"/landing (query left out)")
+	require.Contains(t, result, "does not follow redirects")
+	require.Contains(t, second.toolResult("same"), "Location: "+same.URL+"/v2/orders (query left out)", "a relative Location, resolved")
+	for _, id := range []string{"away", "post", "same"} {
+		require.NotContains(t, second.toolResult(id), "k-123", "the owner's parameter is not shown to the model")
+		require.NotContains(t, second.toolResult(id), "secret-1")
+	}
 }
 
 // The model reads the status and at most 16 KiB of the body; a body over

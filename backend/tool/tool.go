@@ -88,8 +88,9 @@ type Deps struct {
 	// Search is web_search's backend; nil when none is configured, and
 	// then web_search is offered to no agent.
 	Search Searcher
-	// Guard sends http_request's calls (with HTTPTimeout and HTTPMaxBytes);
-	// nil: http_request is offered to no agent.
+	// Guard sends http_request's calls: NewGuard's client (HTTPTimeout,
+	// HTTPMaxBytes, no redirect followed); nil: http_request is offered to
+	// no agent.
 	Guard *netguard.Client
 	// Hooks emits the webhook events of what tools change (a conversation
 	// handed to people, a new lead); nil: none.
