@@ -33,6 +33,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/seal"
 	"github.com/parleyhq/parley/backend/webhook"
 )
 
@@ -93,7 +94,7 @@ func setupHooks(t *testing.T, dialGuarded bool) hookFixture {
 	org, _, err := account.Bootstrap(context.Background(), store, "A", "pro")
 	require.NoError(t, err)
 	key := make([]byte, 32)
-	sealer, err := webhook.NewSealer(key)
+	sealer, err := seal.New(key)
 	require.NoError(t, err)
 	allow := loopback
 	if dialGuarded {
@@ -424,7 +425,7 @@ func TestDatasourceEvents(t *testing.T) {
 		w := &IngestWorker{}
 		f := setup(t, tc.content, w)
 		w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{}))
-		sealer, err := webhook.NewSealer(make([]byte, 32))
+		sealer, err := seal.New(make([]byte, 32))
 		require.NoError(t, err)
 		c, err := New(f.store.Pool, nil, Config{})
 		require.NoError(t, err)

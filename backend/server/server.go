@@ -47,6 +47,7 @@ import (
 	"github.com/parleyhq/parley/backend/metrics"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/seal"
 	"github.com/parleyhq/parley/backend/telemetry"
 	"github.com/parleyhq/parley/backend/tool"
 	"github.com/parleyhq/parley/backend/webhook"
@@ -78,7 +79,7 @@ type App struct {
 	// hooks emits webhook events; sealer seals their secrets (nil without
 	// --secrets-key).
 	hooks  *webhook.Emitter
-	sealer *webhook.Sealer
+	sealer *seal.Sealer
 	// turnQueue admits chat turns (--max-turns, --turn-queue).
 	turnQueue *chat.TurnQueue
 
@@ -217,11 +218,11 @@ func (a *App) knowledge() error {
 	}
 	a.K.ExactBelow, a.K.ExactMax = int64(a.cfg.SearchExactBelow), int64(a.cfg.SearchExactMax)
 	if a.cfg.SecretsKey != "" {
-		key, err := webhook.ParseKey(a.cfg.SecretsKey)
+		key, err := seal.ParseKey(a.cfg.SecretsKey)
 		if err != nil {
 			return fmt.Errorf("--secrets-key: %w", err)
 		}
-		if a.sealer, err = webhook.NewSealer(key); err != nil {
+		if a.sealer, err = seal.New(key); err != nil {
 			return err
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/seal"
 )
 
 // Limits of one attempt.
@@ -59,7 +60,7 @@ func NewGuard(cfg netguard.Config) *netguard.Client {
 // Deliverer sends deliveries.
 type Deliverer struct {
 	Store  *db.Store
-	Sealer *Sealer
+	Sealer *seal.Sealer
 	// Guard is NewGuard's client.
 	Guard *netguard.Client
 }
@@ -94,7 +95,7 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 	if !t.Enabled {
 		return d.record(ctx, org, t, attempt, 0, 0, "the endpoint is disabled", "failed")
 	}
-	key, err := d.Sealer.Open(org, t.WebhookID, t.Secret)
+	key, err := openSecret(d.Sealer, org, t.WebhookID, t.Secret)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/netguard"
 	"github.com/parleyhq/parley/backend/page"
+	"github.com/parleyhq/parley/backend/seal"
 )
 
 // Page sizes of the listings.
@@ -33,7 +34,7 @@ type Service struct {
 	Store *db.Store
 	// Sealer seals signing keys; without one (no --secrets-key) endpoints
 	// cannot be created.
-	Sealer *Sealer
+	Sealer *seal.Sealer
 	// Guard refuses, at create and update, a URL it would not dial.
 	Guard *netguard.Client
 	// Hooks enqueues the deliveries of TestWebhook and ReplayWebhookDelivery.
@@ -62,7 +63,7 @@ func (s *Service) CreateWebhook(ctx context.Context, req *parleyv1.CreateWebhook
 	if err != nil {
 		return nil, err
 	}
-	sealed, err := s.Sealer.Seal(p.OrgID, id, key)
+	sealed, err := sealSecret(s.Sealer, p.OrgID, id, key)
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +214,7 @@ func (s *Service) RotateWebhookSecret(ctx context.Context, req *parleyv1.RotateW
 		return nil, err
 	}
 	err = s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
-		sealed, err := s.Sealer.Seal(org, id, key)
+		sealed, err := sealSecret(s.Sealer, org, id, key)
 		if err != nil {
 			return err
 		}
