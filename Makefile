@@ -49,7 +49,8 @@ image: ## Build the container image IMAGE (default parley:dev) with Docker; comp
 run: db build ## Set up the database, migrate, create a demo organization, serve on :8080
 	@$(BIN)/parley migrate
 	@scripts/demo-org.sh $(BIN)/parley
-	@# A development secrets key (sealing webhook secrets), made once and kept
+	@# A development secrets key (sealing webhook secrets and http_request
+	@# header values), made once and kept
 	@# in .parley/ unless PARLEY_SECRETS_KEY is set.
 	@mkdir -p .parley && [ -s .parley/secrets-key ] || (umask 077 && head -c 32 /dev/urandom | base64 > .parley/secrets-key)
 	PARLEY_SECRETS_KEY="$${PARLEY_SECRETS_KEY:-$$(cat .parley/secrets-key)}" $(BIN)/parley serve

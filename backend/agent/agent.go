@@ -89,7 +89,7 @@ func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequ
 	if err := checkToolSettings(ctx, h.tools.Guard, req.GetToolSettings()); err != nil {
 		return nil, err
 	}
-	if params.ToolSettings, err = toolSettings(req.GetToolSettings(), tool.Settings{}); err != nil {
+	if params.ToolSettings, err = toolSettings(req.GetToolSettings(), tool.Settings{}, owner{h.tools.Sealer, p.OrgID, id}); err != nil {
 		return nil, err
 	}
 	var out *parleyv1.Agent
@@ -213,19 +213,29 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 	var out *parleyv1.Agent
 	err = h.withAgent(ctx, p, req.GetId(), func(q *dbq.Queries, id uuid.UUID) error {
 		params.ID = id
+		o := owner{h.tools.Sealer, p.OrgID, id}
 		if setSettings {
 			// Header values left empty keep the stored ones.
 			cur, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: p.OrgID, ID: id})
 			if err != nil {
 				return err
 			}
-			if params.ToolSettings, err = toolSettings(req.GetToolSettings(), tool.ParseSettings(cur.ToolSettings)); err != nil {
+			if params.ToolSettings, err = toolSettings(req.GetToolSettings(), tool.ParseSettings(cur.ToolSettings), o); err != nil {
 				return err
 			}
 		}
 		a, err := q.UpdateAgent(ctx, params)
 		if err != nil {
 			return err
+		}
+		// SECURITY: header values stored in plain text before values were
+		// sealed are sealed by the agent's next update, whatever it changes.
+		if sealed, err := sealLegacy(tool.ParseSettings(a.ToolSettings), o); err != nil {
+			return err
+		} else if sealed != nil {
+			if a, err = q.UpdateAgent(ctx, dbq.UpdateAgentParams{OrgID: p.OrgID, ID: id, ToolSettings: sealed}); err != nil {
+				return err
+			}
 		}
 		if slices.Contains(req.GetUpdateMask().GetPaths(), "datastores") {
 			if err := setDatastores(ctx, q, p.OrgID, id, req.GetDatastores()); err != nil {

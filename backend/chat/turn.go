@@ -370,7 +370,7 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	if !t.route.NoTools {
 		kit = tool.NewKit(deps, &tool.Turn{
 			Profile: tool.Profile{Tools: t.a.Agent.Tools, Settings: tool.ParseSettings(t.a.Agent.ToolSettings), HasDatastores: len(t.stores) > 0},
-			Org:     t.org, ConversationID: t.conv.ID, HandoffMessage: t.a.Agent.HandoffMessage, Stores: t.stores, Filter: t.filter,
+			Org:     t.org, Agent: t.a.Agent.ID, ConversationID: t.conv.ID, HandoffMessage: t.a.Agent.HandoffMessage, Stores: t.stores, Filter: t.filter,
 		})
 	}
 	system := t.a.Agent.Instructions

@@ -80,8 +80,9 @@ type Config struct {
 	// (intranet documents), to agents' http_request endpoints and to
 	// webhook endpoints; none by default.
 	FetchAllow []netip.Prefix
-	// SecretsKey is the base64 of 32 random bytes that seals stored
-	// signing secrets (webhooks'); without it webhooks cannot be created.
+	// SecretsKey is the base64 of 32 random bytes that seals stored secrets
+	// (webhooks' signing secrets, http_request's header values, see
+	// backend/seal); without it neither can be stored.
 	SecretsKey string
 	// CORSOrigins are the browser origins allowed to call the API (CORS);
 	// none by default, so no CORS headers are sent.
@@ -172,7 +173,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	c.prefixes(fs, &c.FetchAllow, "fetch-allow", "PARLEY_FETCH_ALLOW",
 		"a private address range (CIDR) the web fetcher, http_request endpoints and webhook endpoints may reach, repeatable; none by default")
 	fs.StringVar(&c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),
-		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets; webhooks cannot be created without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
+		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets and http_request header values; neither can be stored without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
 	c.origins(fs)

@@ -76,8 +76,8 @@ type App struct {
 	catalog  *llm.Catalog
 	K        *knowledge.Knowledge
 	jobs     *jobs.Client
-	// hooks emits webhook events; sealer seals their secrets (nil without
-	// --secrets-key).
+	// hooks emits webhook events; sealer seals their secrets and
+	// http_request's header values (nil without --secrets-key).
 	hooks  *webhook.Emitter
 	sealer *seal.Sealer
 	// turnQueue admits chat turns (--max-turns, --turn-queue).
@@ -285,7 +285,7 @@ func (a *App) routes() (http.Handler, error) {
 	tools := &tool.Deps{
 		Store: a.Store, Knowledge: a.K, Search: tool.NewSearcher(a.cfg.WebSearch),
 		Guard: tool.NewGuard(netguard.Config{Allow: a.cfg.FetchAllow}),
-		Hooks: a.hooks,
+		Hooks: a.hooks, Sealer: a.sealer,
 	}
 	if tools.Search != nil {
 		slog.Info("web search", "backend", tools.Search.Backend())

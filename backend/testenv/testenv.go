@@ -44,7 +44,8 @@ type Env struct {
 	A, B Org
 }
 
-// TestSecretsKey seals the tests' webhook secrets (32 bytes of 0x01).
+// TestSecretsKey seals the tests' secrets: webhook signing secrets and
+// http_request header values (32 bytes of 0x01).
 const TestSecretsKey = "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
 
 // Option changes the configuration of an instance.

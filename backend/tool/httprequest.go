@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"net/url"
@@ -15,7 +17,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/google/uuid"
+
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/seal"
 )
 
 // HTTPRequest is the name of the tool that calls the agent owner's
@@ -34,7 +39,7 @@ var httpRequest = Registration{
 		return ""
 	},
 	New: func(d *Deps, t *Turn) Tool {
-		return &httpRequestTool{guard: d.Guard, endpoints: t.Settings.HTTPRequest.Endpoints}
+		return &httpRequestTool{guard: d.Guard, sealer: d.Sealer, org: t.Org, agent: t.Agent, endpoints: t.Settings.HTTPRequest.Endpoints}
 	},
 }
 
@@ -45,14 +50,68 @@ type HTTPRequestSettings struct {
 }
 
 // Endpoint is one endpoint of the agent's owner, as stored. Header values
-// are secrets of the owner's: stored, sent, never returned by the API nor
-// shown to the model.
+// are secrets of the owner's: stored sealed, opened only to send a call,
+// never returned by the API nor shown to the model.
 type Endpoint struct {
-	Name        string            `json:"name"`
-	Description string            `json:"description,omitempty"`
-	Method      string            `json:"method"`
-	URL         string            `json:"url"`
-	Headers     map[string]string `json:"headers,omitempty"`
+	Name        string `json:"name"`
+	Description string `json:"description,omitempty"`
+	Method      string `json:"method"`
+	URL         string `json:"url"`
+	// Sealed are the header values, by header name, each sealed by
+	// SealHeader.
+	Sealed map[string][]byte `json:"sealed_headers,omitempty"`
+	// Legacy are header values stored in plain text before values were
+	// sealed. They are still sent, so that nothing stored is lost, and the
+	// agent's next update seals them (backend/agent); nothing writes them
+	// any more.
+	Legacy map[string]string `json:"headers,omitempty"`
+}
+
+// HeaderNames are the names of the endpoint's headers, sorted.
+func (e Endpoint) HeaderNames() []string {
+	names := slices.Collect(maps.Keys(e.Sealed))
+	for name := range e.Legacy {
+		if _, ok := e.Sealed[name]; !ok {
+			names = append(names, name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// headerKind labels the bound of a sealed header value (seal.Bind).
+const headerKind = "http_request header"
+
+// headerBound binds a header value to its organization, agent, endpoint
+// (its name and its URL's origin) and header name: a sealed value copied
+// onto another row, endpoint or header does not open, nor does one left
+// behind when the URL is changed to another origin in the database itself.
+func headerBound(org, agent uuid.UUID, e Endpoint, header string) []byte {
+	return seal.Bind(headerKind, org[:], agent[:], []byte(e.Name), []byte(Origin(e.URL)), []byte(header))
+}
+
+// SealHeader seals value for storage as header name of endpoint e (its
+// Name and URL set) of agent of org.
+func SealHeader(s *seal.Sealer, org, agent uuid.UUID, e Endpoint, name, value string) ([]byte, error) {
+	return s.Seal([]byte(value), headerBound(org, agent, e, name))
+}
+
+// headerValue is the value of e's header name to send: the sealed one
+// opened, else a legacy plain one (s may then be nil). Only a call opens
+// header values (httpRequestTool.Run).
+func (e Endpoint) headerValue(s *seal.Sealer, org, agent uuid.UUID, name string) (string, error) {
+	sealed, ok := e.Sealed[name]
+	if !ok {
+		return e.Legacy[name], nil
+	}
+	if s == nil {
+		return "", errors.New("the server has no secrets key (--secrets-key)")
+	}
+	plain, err := s.Open(sealed, headerBound(org, agent, e, name))
+	if err != nil {
+		return "", fmt.Errorf("header %s: %w", name, err)
+	}
+	return string(plain), nil
 }
 
 // AcceptsBody reports whether the model may send the endpoint a JSON body.
@@ -122,8 +181,12 @@ func NewGuard(cfg netguard.Config) *netguard.Client {
 // name only. The model never gives a URL: prompt injection (a web page that
 // asks it to call somewhere else) can reach nothing the owner did not list.
 type httpRequestTool struct {
-	guard     *netguard.Client
-	endpoints []Endpoint
+	guard *netguard.Client
+	// sealer opens the endpoints' header values, which are bound to org
+	// and agent.
+	sealer     *seal.Sealer
+	org, agent uuid.UUID
+	endpoints  []Endpoint
 }
 
 func (*httpRequestTool) Name() string { return HTTPRequest }
@@ -206,8 +269,14 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 		u.RawQuery = q.Encode()
 	}
 	r := netguard.Request{Method: e.Method, URL: u.String(), Header: http.Header{"Accept": {"application/json, text/*;q=0.9, */*;q=0.5"}}}
-	for k, v := range e.Headers {
-		r.Header.Set(k, v)
+	// The header values are opened here only, for this request.
+	for _, name := range e.HeaderNames() {
+		v, err := e.headerValue(h.sealer, h.org, h.agent, name)
+		if err != nil {
+			slog.WarnContext(ctx, "http_request: an endpoint's header value cannot be opened", "org", h.org, "agent", h.agent, "endpoint", e.Name, "err", err)
+			return Errorf("endpoint %s was not called: this server cannot read its stored header values (the assistant's owner may need to set them again)", e.Name), nil
+		}
+		r.Header.Set(name, v)
 	}
 	if hasBody {
 		r.Body = args.Body

@@ -26,6 +26,7 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/netguard"
+	"github.com/parleyhq/parley/backend/seal"
 	"github.com/parleyhq/parley/backend/webhook"
 )
 
@@ -95,6 +96,10 @@ type Deps struct {
 	// Hooks emits the webhook events of what tools change (a conversation
 	// handed to people, a new lead); nil: none.
 	Hooks *webhook.Emitter
+	// Sealer seals and opens http_request's header values (the server's
+	// --secrets-key); nil: none can be configured, and stored ones cannot
+	// be sent.
+	Sealer *seal.Sealer
 }
 
 // Profile is what decides which tools an agent can use.
@@ -111,6 +116,8 @@ type Profile struct {
 type Turn struct {
 	Profile
 	Org uuid.UUID
+	// Agent is the agent's id (its stored secrets are bound to it).
+	Agent uuid.UUID
 	// ConversationID is the turn's conversation (stored before the model
 	// is called).
 	ConversationID string

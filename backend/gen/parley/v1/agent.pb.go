@@ -325,10 +325,11 @@ type HttpEndpoint struct {
 	// private range with --fetch-allow); the model may add query parameters.
 	Url string `protobuf:"bytes,4,opt,name=url,proto3" json:"url,omitempty"`
 	// Headers sent with every call (an API key of the owner's service, say).
-	// Values are write-only: replies give them empty, and an empty value in an
-	// update keeps the one stored for that endpoint and header while the URL
-	// keeps its origin (scheme, host and port); at another origin the value
-	// must be sent again.
+	// Values are stored sealed under the server's secrets key (a server
+	// without one refuses them) and are write-only: replies give them empty,
+	// and an empty value in an update keeps the one stored for that endpoint
+	// and header while the URL keeps its origin (scheme, host and port); at
+	// another origin the value must be sent again.
 	Headers       map[string]string `protobuf:"bytes,5,rep,name=headers,proto3" json:"headers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
