@@ -392,6 +392,40 @@ func TestLastFailureMarksEndpointFailing(t *testing.T) {
 	require.False(t, got.GetWebhook().GetFailing())
 }
 
+// An answer whose body Postgres cannot store in text (a NUL, bytes that
+// are not UTF-8) is still recorded: the attempt is listed with its status
+// and a cleaned error, the last one fails the delivery and marks the
+// endpoint failing.
+func TestUnstorableAnswerBodyRecorded(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	bodies := []string{"\x00", "bad \xff\xfe body\x01"}
+	rc := newReceiver(t, func(n int, w http.ResponseWriter, _ *http.Request) {
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, bodies[(n-1)%len(bodies)])
+	})
+	hook, _ := f.create(t, rc.URL, webhook.FormSubmitted)
+	require.NoError(t, f.emit(t, false))
+	id := uuid.MustParse(f.deliveries(t, hook.GetId())[0].GetId())
+
+	require.ErrorIs(t, f.d.Deliver(context.Background(), f.org, id, 1, false), webhook.ErrAttempt)
+	require.ErrorIs(t, f.d.Deliver(context.Background(), f.org, id, webhook.MaxAttempts, true), webhook.ErrAttempt)
+	require.Len(t, rc.requests(), 2)
+	d := f.deliveries(t, hook.GetId())[0]
+	require.Equal(t, "failed", d.GetStatus())
+	a := d.GetAttempts()
+	require.Len(t, a, 2)
+	for _, at := range a {
+		require.EqualValues(t, 500, at.GetStatusCode())
+	}
+	require.Equal(t, "HTTP 500:", a[0].GetError())
+	require.Equal(t, "HTTP 500: bad \uFFFD body", a[1].GetError())
+	got, err := f.svc.GetWebhook(f.ctx, &parleyv1.GetWebhookRequest{Id: hook.GetId()})
+	require.NoError(t, err)
+	require.True(t, got.GetWebhook().GetFailing())
+	require.Equal(t, "HTTP 500: bad \uFFFD body", got.GetWebhook().GetLastError())
+}
+
 // River asks the worker when to retry: webhook.Schedule, attempt by
 // attempt.
 func TestDeliverWorkerNextRetry(t *testing.T) {

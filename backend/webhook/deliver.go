@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -175,8 +176,18 @@ func (d *Deliverer) record(ctx context.Context, org uuid.UUID, t dbq.GetDelivery
 	})
 }
 
-// short cuts an error to errorChars characters on one line.
+// short cuts an error to errorChars characters on one line of text
+// Postgres stores: invalid UTF-8 becomes U+FFFD and control characters
+// (NUL among them, which a text column refuses) become spaces. An answer's
+// body is the endpoint's to choose; an error that cannot be stored would
+// leave the attempt unrecorded and the delivery pending for ever.
 func short(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) {
+			return ' '
+		}
+		return r
+	}, strings.ToValidUTF8(s, "\uFFFD"))
 	s = strings.Join(strings.Fields(s), " ")
 	if utf8.RuneCountInString(s) <= errorChars {
 		return s
