@@ -122,7 +122,7 @@ func TestContactsAPI(t *testing.T) {
 	require.Equal(t, http.StatusOK, r.Status, "served without /api too")
 
 	// Bad input names its field.
-	for _, q := range []string{"limit=0", "limit=51", "limit=x", "cursor=nope", "cursor=123_notauuid"} {
+	for _, q := range []string{"limit=0", "limit=51", "limit=x", "cursor=nope", "cursor=123_notauuid", "cursor=-300000000000000000_" + ada.ID} {
 		r := e.Do("GET", "/api/contacts?"+q, e.A.Key, nil)
 		require.Equal(t, http.StatusBadRequest, r.Status, q)
 		want := "limit"

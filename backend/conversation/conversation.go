@@ -15,6 +15,7 @@ import (
 
 	"connectrpc.com/connect"
 
+	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/db"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -68,6 +69,12 @@ func (s *Service) List(ctx context.Context, c chat.Caller, req *parleyv1.ListCon
 		Cursor: req.GetCursor(), Limit: limit,
 	}
 	if req.GetSince() != nil {
+		// A binary Timestamp can hold any seconds; Postgres refuses a time
+		// beyond its range (4713 BC to 294276 AD). CheckValid keeps to the
+		// years 1 to 9999, well within.
+		if err := req.GetSince().CheckValid(); err != nil {
+			return nil, p.Rate, apperr.InvalidField("since", "must be a time in the years 1 to 9999")
+		}
 		t := req.GetSince().AsTime()
 		f.Since = &t
 	}

@@ -13,6 +13,7 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 	sse "github.com/tmaxmax/go-sse"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
@@ -213,6 +214,12 @@ func TestListingFiltersAndPages(t *testing.T) {
 		{f.A.Key, "?status=open", 400, "status"},
 		{f.A.Key, "?since=yesterday", 400, "since"},
 		{f.A.Key, "?cursor=nonsense", 400, "cursor"},
+		// Times Postgres cannot hold (a 500 once), or beyond a Timestamp's
+		// years 1 to 9999.
+		{f.A.Key, "?cursor=-300000000000000000_a", 400, "cursor"},
+		{f.A.Key, "?cursor=9223372036854775807_a", 400, "cursor"},
+		{"", visitorQuery(f.public, "ada") + "&cursor=-300000000000000000_a", 400, "cursor"},
+		{f.A.Key, "?since=0000-01-01T00:00:00Z", 400, "since"},
 		{"", "", 401, ""},
 		{"", "?visitorId=ada", 401, ""},
 		{"", "?agentId=" + f.public, 400, "visitorId"},
@@ -233,6 +240,9 @@ func TestListingFiltersAndPages(t *testing.T) {
 	r.JSON(t, &l)
 	require.Equal(t, []string{"c6", "c4", "c2"}, ids(l))
 	require.NotNil(t, l.NextCursor)
+	r = f.Do("GET", "/api/v2/agent/"+f.public+"/conversations?visitorId=x&cursor=-300000000000000000_a", "", nil)
+	require.Equal(t, 400, r.Status, "%s", r.Body)
+	require.Equal(t, "cursor", r.Err(t).Error.Field)
 }
 
 func TestReadUpdateAndIsolation(t *testing.T) {
@@ -676,6 +686,24 @@ func TestConnect(t *testing.T) {
 	require.Len(t, l.GetConversations(), 1)
 	_, err = anon.ListConversations(ctx, &parleyv1.ListConversationsRequest{})
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err))
+	// A binary Timestamp or a cursor Postgres cannot hold is refused, the
+	// field named (a 500 once).
+	for _, c := range []struct {
+		name   string
+		client parleyv1connect.ConversationServiceClient
+		req    *parleyv1.ListConversationsRequest
+		field  string
+	}{
+		{"since 1e12 s before 1970", a, &parleyv1.ListConversationsRequest{Since: &timestamppb.Timestamp{Seconds: -1e12}}, "since"},
+		{"since 1e12 s after 1970", a, &parleyv1.ListConversationsRequest{Since: &timestamppb.Timestamp{Seconds: 1e12}}, "since"},
+		{"since, nanos out of range", a, &parleyv1.ListConversationsRequest{Since: &timestamppb.Timestamp{Nanos: -1}}, "since"},
+		{"a visitor's since", anon, &parleyv1.ListConversationsRequest{AgentId: f.public, VisitorId: "ada", Since: &timestamppb.Timestamp{Seconds: -1e12}}, "since"},
+		{"a visitor's cursor", anon, &parleyv1.ListConversationsRequest{AgentId: f.public, VisitorId: "ada", Cursor: "-300000000000000000_a"}, "cursor"},
+	} {
+		_, err = c.client.ListConversations(ctx, c.req)
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%s: %v", c.name, err)
+		require.Contains(t, err.Error(), c.field, c.name)
+	}
 
 	g, err := a.GetConversation(ctx, &parleyv1.GetConversationRequest{ConversationId: "rpc-1"})
 	require.NoError(t, err)

@@ -1,6 +1,7 @@
 package page
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -34,6 +35,25 @@ func TestCursor(t *testing.T) {
 	require.Nil(t, firstID)
 	for _, bad := range []string{"x", "12_", "_abc", "abc_" + id.String(), "12_not-a-uuid"} {
 		_, _, err := After(bad)
+		require.ErrorContains(t, err, "cursor", bad)
+	}
+
+	// A time Postgres cannot hold (it keeps 4713 BC to 294276 AD), or
+	// beyond a Timestamp's years 1 to 9999, is refused; the edges are not.
+	first9999 := time.Date(1, 1, 1, 0, 0, 0, 0, time.UTC)
+	last9999 := time.Date(9999, 12, 31, 23, 59, 59, 999999000, time.UTC)
+	for _, ok := range []time.Time{first9999, last9999} {
+		got, _, err := Parse(Cursor(ok, "a"))
+		require.NoError(t, err, ok)
+		require.True(t, got.Equal(ok))
+	}
+	for _, bad := range []string{
+		"-300000000000000000_a", "9223372036854775807_a", "-9223372036854775808_a",
+		Cursor(first9999.Add(-time.Microsecond), "a"), Cursor(last9999.Add(time.Microsecond), "a"),
+	} {
+		_, _, err := Parse(bad)
+		require.ErrorContains(t, err, "cursor", bad)
+		_, _, err = After(bad[:strings.IndexByte(bad, '_')+1] + id.String())
 		require.ErrorContains(t, err, "cursor", bad)
 	}
 }
