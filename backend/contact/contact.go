@@ -41,7 +41,8 @@ type Fields struct {
 // dashes and brackets people write in phone numbers ("+33 6 12-34-56-78"),
 // then checks it by the schema's rules for a contact (parley.v1.Contact: an
 // email address, an E.164 phone number, names of at most 200 characters)
-// and the note's length. An error is Invalid and names the field as JSON
+// and the note's length; no field may hold NUL or bytes that are not
+// UTF-8 (Storable). An error is Invalid and names the field as JSON
 // does (phoneNumber).
 func (f *Fields) Normalize() error {
 	f.Email = strings.ToLower(strings.TrimSpace(f.Email))
@@ -52,6 +53,15 @@ func (f *Fields) Normalize() error {
 		return r
 	}, f.PhoneNumber)
 	f.FirstName, f.LastName, f.Note = strings.TrimSpace(f.FirstName), strings.TrimSpace(f.LastName), strings.TrimSpace(f.Note)
+	// A chat request's fields were checked at the edge (wire.NoNUL); a
+	// model's tool arguments were not, and Postgres refuses NUL in text.
+	for _, v := range [...]struct{ field, s string }{
+		{"email", f.Email}, {"phoneNumber", f.PhoneNumber}, {"firstName", f.FirstName}, {"lastName", f.LastName}, {"note", f.Note},
+	} {
+		if !Storable(v.s) {
+			return apperr.InvalidField(v.field, "must be UTF-8 text without NUL characters (U+0000)")
+		}
+	}
 	if f.Email == "" && f.PhoneNumber == "" {
 		return apperr.InvalidField("email", "an email or a phoneNumber is needed")
 	}
@@ -70,6 +80,12 @@ func (f *Fields) Normalize() error {
 		return apperr.InvalidField(field, "%s", msg)
 	}
 	return err
+}
+
+// Storable says whether s can go into a text column: UTF-8 without NUL,
+// which Postgres refuses.
+func Storable(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 // FromRequest is a chat request's contact as Fields; ok is false when it

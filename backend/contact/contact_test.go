@@ -41,6 +41,11 @@ func TestNormalize(t *testing.T) {
 		{"phone with letters", contact.Fields{PhoneNumber: "+33 6 CALL ME"}, contact.Fields{}, "phoneNumber"},
 		{"name too long", contact.Fields{Email: "a@b.io", FirstName: strings.Repeat("a", 201)}, contact.Fields{}, "firstName"},
 		{"note too long", contact.Fields{Email: "a@b.io", Note: strings.Repeat("é", contact.MaxNote+1)}, contact.Fields{}, "note"},
+		// Postgres refuses these in text; a model's arguments may hold them.
+		{"NUL in a note", contact.Fields{Email: "a@b.io", Note: "call\x00me"}, contact.Fields{}, "note"},
+		{"NUL in a name", contact.Fields{Email: "a@b.io", LastName: "\x00"}, contact.Fields{}, "lastName"},
+		{"not UTF-8", contact.Fields{Email: "a@b.io", FirstName: "Ad\xffa"}, contact.Fields{}, "firstName"},
+		{"NUL in a phone number", contact.Fields{PhoneNumber: "+33612345678\x00"}, contact.Fields{}, "phoneNumber"},
 	} {
 		f := c.in
 		err := f.Normalize()

@@ -119,8 +119,14 @@ func TestLeadCapture(t *testing.T) {
 		{`{"firstName":"Bob"}`, "nothing was recorded: email: an email or a phoneNumber is needed"},
 		{`{"email":["bob@example.com"]}`, "the arguments must be a JSON object of strings"},
 		{`not json`, "the arguments must be a JSON object of strings"},
+		// JSON's \u0000 is a NUL, which Postgres refuses in text (the turn
+		// failed with a 500 once).
+		{`{"email":"bob@example.com","note":"call\u0000me"}`, "nothing was recorded: note: must be UTF-8 text without NUL characters"},
+		{`{"email":"bob@example.com","firstName":"\u0000"}`, "nothing was recorded: firstName: must be UTF-8 text without NUL characters"},
+		{`{"email":"bob@example.com\u0000"}`, "nothing was recorded: email: must be UTF-8 text without NUL characters"},
 	} {
-		body := `{"query":"lead:` + strings.ReplaceAll(bad.args, `"`, `\"`) + `","conversationId":"bad-` + string(rune('a'+i)) + `","streaming":true}`
+		escaped := strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(bad.args)
+		body := `{"query":"lead:` + escaped + `","conversationId":"bad-` + string(rune('a'+i)) + `","streaming":true}`
 		events := streamEvents(t, e, id, e.A.Key, body)
 		calls := ofType(events, "tool_call")
 		require.Len(t, calls, 1, bad.args)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/backend/contact"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/handoff"
 )
@@ -57,13 +58,17 @@ func (*Handoff) Parameters() map[string]any {
 func (*Handoff) Traits() Traits { return Traits{EndsTurn: true} }
 
 // Run hands the conversation over. A missing reason is no reason to keep
-// the visitor from a person: the call succeeds without one.
+// the visitor from a person: the call succeeds without one. A reason the
+// database cannot store (a NUL) is an error result the model can correct.
 func (h *Handoff) Run(ctx context.Context, call Call) (Result, error) {
 	var args struct {
 		Reason string `json:"reason"`
 	}
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
 		return Errorf(`the arguments must be a JSON object with a "reason" string`), nil
+	}
+	if !contact.Storable(args.Reason) {
+		return Errorf("the conversation was not handed over: reason: must be UTF-8 text without NUL characters (U+0000)"), nil
 	}
 	reason := clip(strings.TrimSpace(args.Reason), maxReason)
 	// SECURITY: the turn's organization and conversation only.

@@ -94,6 +94,17 @@ func TestRequestHuman(t *testing.T) {
 	require.True(t, strings.HasPrefix(tokens(events), "Done: "), tokens(events))
 	require.Equal(t, "unresolved", statusOf(t, e, e.A, "h-3"))
 
+	// A reason holding NUL (JSON's \u0000), which Postgres refuses in text:
+	// an error result the model can correct, not a failed turn.
+	events = streamEvents(t, e, id, e.A.Key, `{"query":"human:{\"reason\":\"refund\\u0000\"}","conversationId":"h-6","streaming":true}`)
+	tc = ofType(events, "tool_call")
+	require.Len(t, tc, 1)
+	require.Equal(t, "error", tc[0]["status"])
+	require.Contains(t, tc[0]["result"], "reason: must be UTF-8 text without NUL characters")
+	require.Len(t, ofType(events, "done"), 1, "the turn completes")
+	require.True(t, strings.HasPrefix(tokens(events), "Done: "), tokens(events))
+	require.Equal(t, "unresolved", statusOf(t, e, e.A, "h-6"))
+
 	// The agent's own handoff message is what the visitor reads.
 	own := createAgent(t, e, e.A.Key, map[string]any{"tools": []string{tool.RequestHuman}, "handoffMessage": "Our team replies within the hour."})["id"].(string)
 	r = e.Do("POST", "/api/v2/agent/"+own+"/chat", e.A.Key, `{"query":"human:{\"reason\":\"x\"}","conversationId":"h-5"}`)
