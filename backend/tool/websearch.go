@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -122,7 +124,11 @@ func (w *webSearchTool) Run(ctx context.Context, call Call) (Result, error) {
 			return Result{}, ctx.Err()
 		}
 		// The backend's failure is the model's to work around, not the turn's.
-		return Errorf("web search is unavailable (%s): %v", w.search.Backend(), err), nil
+		// Its detail can name the backend's host (a SearXNG beside Parley):
+		// it goes to the log; the model, the visitor's tool_call event and
+		// the stored call read what kind of failure it was.
+		slog.WarnContext(ctx, "web search failed", "backend", w.search.Backend(), "err", err)
+		return Errorf("web search failed (%s)", searchFailure(err)), nil
 	}
 	var kept []WebResult
 	for _, r := range found {
@@ -258,8 +264,33 @@ func (t *tavily) Search(ctx context.Context, query string, n int) ([]WebResult, 
 // searchReplyMax bounds a search backend's reply.
 const searchReplyMax = 4 << 20
 
+// statusError is a search backend's answer other than 2xx.
+type statusError int
+
+func (e statusError) Error() string { return "status " + strconv.Itoa(int(e)) }
+
+// errUnreadable is a search backend's reply that is not the JSON expected.
+var errUnreadable = errors.New("unreadable reply")
+
+// searchFailure says what kind of failure a Search error was, naming no
+// host, address or URL: what the model and visitors may read.
+func searchFailure(err error) string {
+	var status statusError
+	var ne net.Error
+	switch {
+	case errors.As(err, &status):
+		return "the search backend answered " + strconv.Itoa(int(status))
+	case errors.Is(err, errUnreadable):
+		return "the search backend's reply was unreadable"
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &ne) && ne.Timeout():
+		return "the search backend did not answer in time"
+	}
+	return "the search backend could not be reached"
+}
+
 // doJSON sends req and decodes a 2xx JSON reply into v. Errors name the
-// status, never the request (it may carry a key).
+// status, never the request (it may carry a key); a transport error may
+// name the backend's address (searchFailure says what is safe to show).
 func doJSON(hc *http.Client, req *http.Request, v any) error {
 	req.Header.Set("Accept", "application/json")
 	req.Header.Set("User-Agent", "Parley/1.0 (+https://github.com/parleyhq/parley)")
@@ -274,10 +305,10 @@ func doJSON(hc *http.Client, req *http.Request, v any) error {
 	defer resp.Body.Close()
 	if resp.StatusCode/100 != 2 {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		return fmt.Errorf("status %d", resp.StatusCode)
+		return statusError(resp.StatusCode)
 	}
 	if err := json.NewDecoder(io.LimitReader(resp.Body, searchReplyMax)).Decode(v); err != nil {
-		return fmt.Errorf("unreadable reply: %w", err)
+		return fmt.Errorf("%w: %w", errUnreadable, err)
 	}
 	return nil
 }

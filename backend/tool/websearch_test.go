@@ -15,6 +15,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
 	"github.com/parleyhq/parley/backend/tool"
 )
@@ -104,23 +105,51 @@ func TestWebSearchWithSearXNG(t *testing.T) {
 }
 
 // A backend that fails is the model's problem to work around: the call is
-// an error result, reported with status error, and the turn completes.
+// an error result, reported with status error, and the turn completes. What
+// the model, the visitor's tool_call event and the stored call read says
+// what kind of failure it was, never the backend's address (a SearXNG
+// beside Parley is the operator's internal host).
 func TestWebSearchBackendDown(t *testing.T) {
 	t.Parallel()
-	sx := newFakeSearXNG(t)
-	sx.Status = http.StatusBadGateway
-	fp := testenv.NewFakeProvider(t)
-	fp.Reply = searcher
-	e := testenv.New(t, testenv.WithFakeModels(fp), withSearXNG(sx))
-	id := createAgent(t, e, e.A.Key, map[string]any{})["id"].(string)
-	events := streamEvents(t, e, id, e.A.Key, `{"query":"Anything new?","conversationId":"down-1","streaming":true}`)
-	calls := ofType(events, "tool_call")
-	require.Len(t, calls, 1, "an agent with no tools list is offered web_search when the deployment has a backend")
-	require.Equal(t, "error", calls[0]["status"])
-	require.Equal(t, "web search is unavailable (searxng): status 502", calls[0]["result"])
-	require.Len(t, ofType(events, "done"), 1)
-	content := req(fp.Requests()[1]).toolResult("ws_1")
-	require.Contains(t, content, `status="error"`)
+	down := newFakeSearXNG(t)
+	down.Status = http.StatusBadGateway
+	garbled := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = io.WriteString(w, "<html>not JSON</html>")
+	}))
+	t.Cleanup(garbled.Close)
+	gone := httptest.NewServer(http.NotFoundHandler())
+	gone.Close() // nothing listens at its address any more
+	for _, tc := range []struct {
+		name, url, want string
+	}{
+		{"502", down.URL, "web search failed (the search backend answered 502)"},
+		{"unreadable", garbled.URL, "web search failed (the search backend's reply was unreadable)"},
+		{"unreachable", gone.URL, "web search failed (the search backend could not be reached)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			host := strings.TrimPrefix(tc.url, "http://")
+			fp := testenv.NewFakeProvider(t)
+			fp.Reply = searcher
+			e := testenv.New(t, testenv.WithFakeModels(fp), func(c *server.Config) { c.WebSearch.SearxngURL = tc.url })
+			id := createAgent(t, e, e.A.Key, map[string]any{})["id"].(string)
+			events := streamEvents(t, e, id, e.A.Key, `{"query":"Anything new?","conversationId":"down-1","streaming":true}`)
+			calls := ofType(events, "tool_call")
+			require.Len(t, calls, 1, "an agent with no tools list is offered web_search when the deployment has a backend")
+			require.Equal(t, "error", calls[0]["status"])
+			require.Equal(t, tc.want, calls[0]["result"])
+			require.Len(t, ofType(events, "done"), 1)
+			content := req(fp.Requests()[1]).toolResult("ws_1")
+			require.Contains(t, content, `status="error"`)
+			require.Contains(t, content, tc.want)
+			require.NotContains(t, content, host)
+
+			r := e.Do("GET", "/api/v2/conversations/down-1", e.A.Key, nil)
+			require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+			require.Contains(t, string(r.Body), tc.want, "the stored call")
+			require.NotContains(t, string(r.Body), host)
+		})
+	}
 }
 
 // With no backend, web_search is offered to no model, and the agent's
