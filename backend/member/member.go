@@ -132,16 +132,17 @@ func (s *Service) SignInPassword(ctx context.Context, email, password string) (*
 		row, err = q.MemberByEmail(ctx, email)
 		return err
 	})
-	if errors.Is(err, pgx.ErrNoRows) {
-		// Spend the time a check takes, so that an unknown email is not
-		// told apart from a wrong password by the clock.
-		_ = CheckPassword(dummyHash, password)
-		return nil, errBadSignIn
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return nil, err
 	}
-	if row.PasswordHash == nil || !CheckPassword(*row.PasswordHash, password) {
+	// Every attempt checks one hash: the member's, or dummyHash when no
+	// member has the email or the member has no password (signs in by
+	// link). The clock tells none of these apart from a wrong password.
+	hash, has := dummyHash, err == nil && fromRow(row).HasPassword
+	if has {
+		hash = *row.PasswordHash
+	}
+	if ok := CheckPassword(hash, password); !ok || !has {
 		return nil, errBadSignIn
 	}
 	m := fromRow(row)

@@ -24,8 +24,8 @@ const (
 // MinPasswordLength is the shortest password accepted.
 const MinPasswordLength = 12
 
-// dummyHash is checked against when no member has the email, so that both
-// failures cost the same time.
+// dummyHash is checked against when no member has the email or the member
+// has no password, so that every failure costs the time of a check.
 var dummyHash, _ = HashPassword("parley-no-such-member")
 
 // HashPassword returns the argon2id hash of password as a PHC string.

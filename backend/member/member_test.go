@@ -1,0 +1,78 @@
+package member_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/member"
+)
+
+// argonBytes is what one argon2id check allocates: its 19 MiB of memory.
+const argonBytes = 19 << 20
+
+// allocated is how many bytes the process allocated while fn ran.
+func allocated(fn func()) uint64 {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	fn()
+	runtime.ReadMemStats(&after)
+	return after.TotalAlloc - before.TotalAlloc
+}
+
+// Every refused password sign-in runs one argon2id check (its 19 MiB are
+// the witness, steadier than a clock): a wrong password, an unknown email
+// and a member without a password (who signs in by link) alike, so that
+// timing tells none of them apart. A member without a password is refused
+// even the dummy hash's own password.
+//
+// Not parallel: the allocation counts are the process's, and parallel tests
+// start only after this one ends.
+func TestSignInPasswordAlwaysChecksAHash(t *testing.T) {
+	ctx := context.Background()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
+	require.NoError(t, err)
+	s := &member.Service{Store: store}
+	withPassword, err := s.CreateOwner(ctx, org, "ada@example.com")
+	require.NoError(t, err)
+	const password = "a long and rare passphrase"
+	require.NoError(t, s.SetPassword(ctx, withPassword, password))
+	_, err = s.CreateOwner(ctx, org, "link@example.com")
+	require.NoError(t, err)
+	// An empty hash is no password either (Member.HasPassword).
+	empty, err := s.CreateOwner(ctx, org, "empty@example.com")
+	require.NoError(t, err)
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		blank := ""
+		_, err := q.SetMemberPassword(ctx, dbq.SetMemberPasswordParams{OrgID: org, ID: empty.ID, PasswordHash: &blank})
+		return err
+	}))
+
+	m, err := s.SignInPassword(ctx, "ada@example.com", password)
+	require.NoError(t, err)
+	require.Equal(t, withPassword.ID, m.ID)
+
+	for _, c := range []struct{ name, email, password string }{
+		{"a wrong password", "ada@example.com", "not the passphrase"},
+		{"an unknown email", "nobody@example.com", password},
+		{"a member without a password", "link@example.com", password},
+		{"a member without a password, the dummy's own", "link@example.com", "parley-no-such-member"},
+		{"a member without a password, no password", "link@example.com", ""},
+		{"a member with an empty hash", "empty@example.com", ""},
+	} {
+		var err error
+		n := allocated(func() { _, err = s.SignInPassword(ctx, c.email, c.password) })
+		require.Equal(t, apperr.Unauthenticated, apperr.CodeOf(err), "%s: %v", c.name, err)
+		require.EqualError(t, err, "wrong email or password", c.name)
+		require.GreaterOrEqual(t, n, uint64(argonBytes), "%s: no argon2id check ran (%d bytes allocated)", c.name, n)
+	}
+}
