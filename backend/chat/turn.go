@@ -263,7 +263,7 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 		return err
 	}
 	err := s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
-		contactID, err := s.mergeContact(ctx, tx, q, org, req.GetContact())
+		contactID, err := s.mergeContact(ctx, tx, org, req.GetContact())
 		if err != nil {
 			return err
 		}
@@ -872,12 +872,12 @@ func hasAnySuffix(s string, suffixes ...string) bool {
 // mergeContact records the request's contact in the organization's
 // contacts and returns its id; nil when the request names nobody. A new
 // contact is a lead: lead.created, as when lead_capture records one.
-func (s *Service) mergeContact(ctx context.Context, tx pgx.Tx, q *dbq.Queries, org uuid.UUID, c *parleyv1.Contact) (*uuid.UUID, error) {
+func (s *Service) mergeContact(ctx context.Context, tx pgx.Tx, org uuid.UUID, c *parleyv1.Contact) (*uuid.UUID, error) {
 	f, ok, err := contact.FromRequest(c)
 	if !ok || err != nil {
 		return nil, err
 	}
-	id, created, err := contact.Merge(ctx, q, org, f, nil)
+	id, created, err := contact.Merge(ctx, tx, org, f, nil)
 	if err != nil {
 		return nil, err
 	}

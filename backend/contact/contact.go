@@ -10,12 +10,14 @@ package contact
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"unicode/utf8"
 
 	"buf.build/go/protovalidate"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/apperr"
@@ -117,9 +119,13 @@ func FromRequest(c *parleyv1.Contact) (f Fields, ok bool, err error) {
 // it; the one with f's phone number (without an email, when f brings one);
 // else a new one. What f adds is merged in (Fields).
 //
-// It runs in the caller's tenant transaction for org. Two requests creating
-// the same contact at once both end with it: the second finds it.
-func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *uuid.UUID) (id uuid.UUID, created bool, err error) {
+// It runs in the caller's tenant transaction for org, tx. Two requests
+// creating the same contact at once both end with it: the second finds it.
+// So do two giving one email at once, one to a new contact and one to a
+// contact without an email (found by phone number or as the conversation's):
+// the second finds the first's.
+func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid.UUID) (id uuid.UUID, created bool, err error) {
+	q := dbq.New(tx)
 	custom := f.CustomFields
 	if custom == nil {
 		custom = []byte("{}")
@@ -132,10 +138,18 @@ func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer 
 		}
 		if target != nil {
 			// SECURITY: target was read by org; the update names org too.
-			id, err := q.MergeContact(ctx, dbq.MergeContactParams{
+			merge := dbq.MergeContactParams{
 				OrgID: org, ID: target.ID, Email: email, PhoneNumber: phone,
 				FirstName: f.FirstName, LastName: f.LastName, CustomFields: custom, Note: f.Note,
-			})
+			}
+			if target.Email != nil || email == nil {
+				id, err := q.MergeContact(ctx, merge)
+				return id, false, err
+			}
+			id, err := mergeNewEmail(ctx, tx, merge)
+			if emailTaken(err) {
+				continue // given to another contact meanwhile: find it
+			}
 			return id, false, err
 		}
 		id, err := uuid.NewV7()
@@ -152,6 +166,35 @@ func Merge(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer 
 		return got, err == nil, err
 	}
 	return uuid.Nil, false, apperr.New(apperr.Conflict, "the contact is being changed by another request; retry")
+}
+
+// mergeNewEmail merges into a contact that has no email one that another
+// transaction may have given another contact since find looked
+// (contacts_org_email refuses it): in a savepoint, so that the caller's
+// transaction outlives the refusal. Only this update can break a unique
+// index: the inserts do nothing on a conflict, and a contact with an email
+// is not kept by its phone number.
+func mergeNewEmail(ctx context.Context, tx pgx.Tx, merge dbq.MergeContactParams) (uuid.UUID, error) {
+	sp, err := tx.Begin(ctx)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	id, err := dbq.New(sp).MergeContact(ctx, merge)
+	if err != nil {
+		if rerr := sp.Rollback(ctx); rerr != nil {
+			// The transaction is lost: not an email to look up again.
+			return uuid.Nil, fmt.Errorf("%v; then rolling back to its savepoint: %w", err, rerr)
+		}
+		return uuid.Nil, err
+	}
+	return id, sp.Commit(ctx)
+}
+
+// emailTaken reports whether err is contacts_org_email refusing an email
+// another contact of the organization has.
+func emailTaken(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "23505" && pe.ConstraintName == "contacts_org_email"
 }
 
 // EmitCreated emits lead.created for the contact id that Merge has just

@@ -6,8 +6,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -87,9 +89,9 @@ func (x *fixture) merge(t *testing.T, org uuid.UUID, f contact.Fields, prefer *u
 	t.Helper()
 	require.NoError(t, f.Normalize())
 	var id uuid.UUID
-	require.NoError(t, x.store.Tenant(x.ctx, org, func(q *dbq.Queries) error {
+	require.NoError(t, x.store.TenantTx(x.ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
 		var err error
-		id, _, err = contact.Merge(x.ctx, q, org, f, prefer)
+		id, _, err = contact.Merge(x.ctx, tx, org, f, prefer)
 		return err
 	}))
 	return id
@@ -185,9 +187,9 @@ func TestMergeConcurrent(t *testing.T) {
 			if i%2 == 1 {
 				f = contact.Fields{PhoneNumber: "+12025550123"}
 			}
-			errs[i] = x.store.Tenant(x.ctx, x.orgA, func(q *dbq.Queries) error {
+			errs[i] = x.store.TenantTx(x.ctx, x.orgA, func(tx pgx.Tx, _ *dbq.Queries) error {
 				var err error
-				ids[i], created[i], err = contact.Merge(x.ctx, q, x.orgA, f, nil)
+				ids[i], created[i], err = contact.Merge(x.ctx, tx, x.orgA, f, nil)
 				return err
 			})
 		})
@@ -205,4 +207,67 @@ func TestMergeConcurrent(t *testing.T) {
 		}
 	}
 	require.Equal(t, 2, n, "each of the two contacts is created once")
+}
+
+// A request giving an email to a phone-only contact while another creates
+// a contact with that email (committed after the first looked for it) ends
+// with the email's contact, not with the unique index's refusal (a 500
+// once); the phone-only contact keeps no email.
+func TestMergeEmailTakenMeanwhile(t *testing.T) {
+	t.Parallel()
+	x := setup(t)
+	phoneOnly := x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+12025550199"}, nil)
+
+	// The first transaction creates grace@ and holds its commit.
+	created, release := make(chan uuid.UUID, 1), make(chan struct{})
+	var released sync.Once
+	commit := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(commit) // a failed test lets the transaction end too
+	first := make(chan error, 1)
+	go func() {
+		first <- x.store.TenantTx(x.ctx, x.orgA, func(tx pgx.Tx, _ *dbq.Queries) error {
+			id, isNew, err := contact.Merge(x.ctx, tx, x.orgA, contact.Fields{Email: "grace@example.com", FirstName: "Grace"}, nil)
+			if err != nil {
+				close(created)
+				return err
+			}
+			if !isNew {
+				return errors.New("grace@ existed before")
+			}
+			created <- id
+			<-release
+			return nil
+		})
+	}()
+	grace, ok := <-created
+	if !ok {
+		t.Fatal(<-first)
+	}
+
+	// The second finds no grace@ (not committed), takes the phone-only
+	// contact and waits on the email's index entry until the first commits.
+	var got uuid.UUID
+	second := make(chan error, 1)
+	go func() {
+		second <- x.store.TenantTx(x.ctx, x.orgA, func(tx pgx.Tx, _ *dbq.Queries) error {
+			var err error
+			got, _, err = contact.Merge(x.ctx, tx, x.orgA, contact.Fields{Email: "grace@example.com", PhoneNumber: "+12025550199", LastName: "Hopper"}, nil)
+			return err
+		})
+	}()
+	require.Eventually(t, func() bool {
+		var waiting int
+		err := x.store.Pool.QueryRow(x.ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE contacts%'`).Scan(&waiting)
+		return err == nil && waiting == 1
+	}, 20*time.Second, 10*time.Millisecond, "the second merge never waited on the first")
+	commit()
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+
+	require.Equal(t, grace, got, "the email's contact")
+	c := x.get(t, x.orgA, grace)
+	require.Equal(t, "Grace", c.FirstName)
+	require.Equal(t, "Hopper", c.LastName)
+	require.Nil(t, x.get(t, x.orgA, phoneOnly).Email)
 }

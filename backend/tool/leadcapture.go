@@ -104,7 +104,7 @@ func (l *Lead) Run(ctx context.Context, call Call) (Result, error) {
 			}
 			prefer = c.ContactID
 		}
-		id, created, err := contact.Merge(ctx, q, l.Org, f, prefer)
+		id, created, err := contact.Merge(ctx, tx, l.Org, f, prefer)
 		if err != nil {
 			return err
 		}
