@@ -155,6 +155,22 @@ func TestKeyLifecycle(t *testing.T) {
 		require.Contains(t, r.Err(t).Error.Message, "expired")
 	})
 
+	t.Run("an expiry beyond the year 9999", func(t *testing.T) {
+		// A binary Timestamp may hold any seconds; Postgres stores up to
+		// 294276 AD. Refused by the schema, naming the field, not a 500.
+		for _, sec := range []int64{1e13, 253402300800} {
+			_, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{
+				Name: "far", Scopes: []string{"chat"}, ExpireTime: &timestamppb.Timestamp{Seconds: sec},
+			})
+			require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%d: %v", sec, err)
+			require.Contains(t, err.Error(), "expire_time")
+		}
+		_, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{
+			Name: "far but fine", Scopes: []string{"chat"}, ExpireTime: &timestamppb.Timestamp{Seconds: 253402300799},
+		})
+		require.NoError(t, err)
+	})
+
 	t.Run("per-plan issuance", func(t *testing.T) {
 		_, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "big", Scopes: []string{"chat"}, Plan: ptr("enterprise")})
 		require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err))

@@ -141,7 +141,9 @@ type CreateApiKeyRequest struct {
 	// Default: the organization's plan.
 	Plan   *string  `protobuf:"bytes,2,opt,name=plan,proto3,oneof" json:"plan,omitempty"`
 	Scopes []string `protobuf:"bytes,3,rep,name=scopes,proto3" json:"scopes,omitempty"`
-	// Optional expiry; must be in the future.
+	// Optional expiry; must be in the future, and before the year 10000 (a
+	// Timestamp's JSON range; a binary one may hold any seconds, beyond what
+	// Postgres stores).
 	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -443,15 +445,15 @@ const file_parley_v1_apikey_proto_rawDesc = "" +
 	"expireTime\x12@\n" +
 	"\x0elast_used_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastUsedTime\x12;\n" +
 	"\vrevoke_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"revokeTime\"\x82\x03\n" +
+	"revokeTime\"\x8b\x03\n" +
 	"\x13CreateApiKeyRequest\x12\xa5\x01\n" +
 	"\x04name\x18\x01 \x01(\tB\x90\x01\xbaH\x8c\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x02\x18dR\x04name\x12>\n" +
 	"\x04plan\x18\x02 \x01(\tB%\xbaH\"r R\x04freeR\astarterR\x03proR\n" +
 	"enterpriseH\x00R\x04plan\x88\x01\x01\x123\n" +
-	"\x06scopes\x18\x03 \x03(\tB\x1b\xbaH\x18\x92\x01\x15\b\x01\x18\x01\"\x0fr\rR\x05adminR\x04chatR\x06scopes\x12E\n" +
-	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\b\xbaH\x05\xb2\x01\x02@\x01R\n" +
+	"\x06scopes\x18\x03 \x03(\tB\x1b\xbaH\x18\x92\x01\x15\b\x01\x18\x01\"\x0fr\rR\x05adminR\x04chatR\x06scopes\x12N\n" +
+	"\vexpire_time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampB\x11\xbaH\x0e\xb2\x01\v\"\a\b\xff\x82\xd1\xff\xaf\a@\x01R\n" +
 	"expireTimeB\a\n" +
 	"\x05_plan\"Z\n" +
 	"\x14CreateApiKeyResponse\x12*\n" +
