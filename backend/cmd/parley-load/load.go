@@ -205,6 +205,10 @@ func (r *runner) floor(ctx context.Context, n int64) (time.Time, error) {
 	return r.whole(ctx, r.env.floorURL, fmt.Sprintf(`{"query":"Hello","conversationId":%q}`, r.conversation(n)))
 }
 
+func (r *runner) floorProxy(ctx context.Context, n int64) (time.Time, error) {
+	return r.whole(ctx, r.env.floorProxyURL, fmt.Sprintf(`{"query":"Hello","conversationId":%q}`, r.conversation(n)))
+}
+
 func (r *runner) chatURL() string {
 	return r.env.parleyURL + "/api/v2/agent/" + r.env.agentID + "/chat"
 }

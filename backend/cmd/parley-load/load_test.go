@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/llm/fakeopenai"
 )
 
 func TestEvents(t *testing.T) {
@@ -60,4 +62,39 @@ func TestFloor(t *testing.T) {
 	var n int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM load_floor WHERE query IN ('a', 'b')").Scan(&n))
 	require.Equal(t, 2, n)
+}
+
+// The floor proxy stores the turn, then relays the fake model's answer; a
+// body without its fields reaches neither.
+func TestFloorProxy(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := floorPool(ctx, dbtest.New(t), 2)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	model := &fakeopenai.Model{Tokens: []string{"Hello", " there."}}
+	modelSrv := httptest.NewServer(model)
+	t.Cleanup(modelSrv.Close)
+	srv := httptest.NewServer(floorProxyHandler(pool, http.DefaultClient, modelSrv.URL))
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"query":"p","conversationId":"c9"}`))
+	require.NoError(t, err)
+	var got struct{ Answer string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "Hello there.", got.Answer)
+	resp, err = http.Post(srv.URL, "application/json", strings.NewReader(`{"conversationId":"c9"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 400, resp.StatusCode)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM load_floor WHERE query = 'p'").Scan(&n))
+	require.Equal(t, 1, n)
+	// A model that fails is a 502, not an answer.
+	modelSrv.Close()
+	resp, err = http.Post(srv.URL, "application/json", strings.NewReader(`{"query":"q","conversationId":"c10"}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
 }

@@ -108,7 +108,9 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("== JSON chat, open loop, %d req/s, %s each (latency from each request's scheduled start) ==\n", c.rate, c.duration)
 	header()
 	od := r.open(ctx, "model direct", c.rate, r.modelJSON)
+	of := r.open(ctx, "floor proxy", c.rate, r.floorProxy)
 	op := r.open(ctx, "parley", c.rate, r.parleyJSON)
+	fmt.Printf("   added by the floor proxy (its INSERT, then the model): p50 %s  p95 %s  p99 %s\n", ms(of.p(50)-od.p(50)), ms(of.p(95)-od.p(95)), ms(of.p(99)-od.p(99)))
 	fmt.Printf("   added by parley: p50 %s  p95 %s  p99 %s\n\n", ms(op.p(50)-od.p(50)), ms(op.p(95)-od.p(95)), ms(op.p(99)-od.p(99)))
 
 	fmt.Printf("== SSE time to first token, %d streaming clients, %s each ==\n", c.ttftConc, c.duration)

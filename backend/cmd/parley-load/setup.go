@@ -37,14 +37,16 @@ type env struct {
 	agentID   string
 	// model is the fake model's current behaviour: fast, or drip for the
 	// held streams.
-	model      atomic.Pointer[fakeopenai.Model]
-	fast       *fakeopenai.Model
-	modelURL   string
-	floorURL   string
-	floorPool  *pgxpool.Pool
-	servers    []*http.Server
-	client     *http.Client
-	parleyDone chan error
+	model    atomic.Pointer[fakeopenai.Model]
+	fast     *fakeopenai.Model
+	modelURL string
+	floorURL string
+	// floorProxyURL is the floor's INSERT and then the model (floor.go).
+	floorProxyURL string
+	floorPool     *pgxpool.Pool
+	servers       []*http.Server
+	client        *http.Client
+	parleyDone    chan error
 }
 
 func setUp(ctx context.Context, c config) (_ *env, err error) {
@@ -76,6 +78,9 @@ func setUp(ctx context.Context, c config) (_ *env, err error) {
 		return nil, err
 	}
 	if e.floorURL, err = e.serve(floorHandler(e.floorPool)); err != nil {
+		return nil, err
+	}
+	if e.floorProxyURL, err = e.serve(floorProxyHandler(e.floorPool, e.client, e.modelURL)); err != nil {
 		return nil, err
 	}
 
