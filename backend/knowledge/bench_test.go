@@ -111,7 +111,18 @@ func setupSearch(b *testing.B) kenv {
 			}
 			return strings.Join(s, " ")
 		}
-		if _, err := env.store.Pool.Exec(ctx, "DROP INDEX chunks_embedding_512"); err != nil {
+		// The chunks' dimension: 512 (the lexical embedder's), or 768 or
+		// 1536 (PARLEY_BENCH_DIM: its vectors padded with zeros, so the
+		// same neighbours at the cost of the providers' dimensions).
+		emb, dim := benchEmbedder()
+		if _, err := env.store.Pool.Exec(ctx, fmt.Sprintf("DROP INDEX chunks_embedding_%d", dim)); err != nil {
+			searchErr = err
+			return
+		}
+		if err := env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
+			_, err := q.SetDatastoreEmbedder(ctx, dbq.SetDatastoreEmbedderParams{OrgID: env.org, ID: env.store_, EmbeddingModel: emb.Model(), EmbeddingDim: int32(dim)})
+			return err
+		}); err != nil {
 			searchErr = err
 			return
 		}
@@ -152,7 +163,7 @@ func setupSearch(b *testing.B) kenv {
 		searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 			for range spread - 1 {
 				o := &open{store: uuid.New(), gen: 1}
-				if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: env.org, ID: o.store, Name: "bench", EmbeddingModel: embed.Lexical{}.Model(), EmbeddingDim: embed.LexicalDim}); err != nil {
+				if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: env.org, ID: o.store, Name: "bench", EmbeddingModel: emb.Model(), EmbeddingDim: int32(dim)}); err != nil {
 					return err
 				}
 				if err := newSource(q, o); err != nil {
@@ -171,7 +182,7 @@ func setupSearch(b *testing.B) kenv {
 			for i := done; i < min(done+1000, n); i++ {
 				texts = append(texts, sentence(40+r.Intn(40)))
 			}
-			vecs, _ := embed.Lexical{}.Embed(ctx, texts)
+			vecs, _ := emb.Embed(ctx, texts)
 			searchErr = env.store.Tenant(ctx, env.org, func(q *dbq.Queries) error {
 				var rows []chunkRow
 				for i, tx := range texts {
@@ -191,7 +202,7 @@ func setupSearch(b *testing.B) kenv {
 					o.n++
 					v := pgvector.NewVector(vecs[i])
 					rows = append(rows, chunkRow{OrgID: env.org, ID: uuid.New(), DatastoreID: o.store, DatasourceID: o.source, Generation: o.gen,
-						Position: int32(o.n), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: embed.LexicalDim})
+						Position: int32(o.n), Text: tx, Tokens: 60, Embedding: &v, EmbeddingDim: int32(dim)})
 				}
 				return writeChunks(ctx, q, rows)
 			})
@@ -227,7 +238,8 @@ func setupSearch(b *testing.B) kenv {
 			return
 		}
 		for _, stmt := range []string{
-			"CREATE INDEX chunks_embedding_512 ON chunks USING hnsw ((embedding::vector(512)) vector_cosine_ops) WHERE embedding_dim = 512",
+			// As migrations/00003_knowledge.sql makes it.
+			fmt.Sprintf("CREATE INDEX chunks_embedding_%[1]d ON chunks USING hnsw ((embedding::vector(%[1]d)) vector_cosine_ops) WHERE embedding_dim = %[1]d", dim),
 			"ANALYZE chunks",
 		} {
 			if _, searchErr = conn.Exec(ctx, stmt); searchErr != nil {
@@ -269,11 +281,28 @@ func setupSearch(b *testing.B) kenv {
 	return searchEnv
 }
 
-// benchKnowledge is the searches' Knowledge: the lexical embedder, and the
-// exact-search choice PARLEY_BENCH_EXACT_BELOW, PARLEY_BENCH_EXACT_MAX and
+// benchEmbedder is the searched chunks' embedder: the lexical one, or for
+// PARLEY_BENCH_DIM=768 or 1536 its vectors padded to that dimension.
+func benchEmbedder() (embed.Embedder, int) {
+	switch d := os.Getenv("PARLEY_BENCH_DIM"); d {
+	case "", "512":
+		return embed.Lexical{}, embed.LexicalDim
+	case "768":
+		return padded(768), 768
+	case "1536":
+		return padded(1536), 1536
+	default:
+		panic("PARLEY_BENCH_DIM is 512, 768 or 1536, not " + d)
+	}
+}
+
+// benchKnowledge is the searches' Knowledge: the lexical embedder (and the
+// padded one of PARLEY_BENCH_DIM), and the exact-search choice
+// PARLEY_BENCH_EXACT_BELOW, PARLEY_BENCH_EXACT_MAX and
 // PARLEY_BENCH_EXACT_RATIO when set.
 func benchKnowledge(env kenv) *Knowledge {
-	k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	emb, _ := benchEmbedder()
+	k := New(env.store, embed.Lexical{}, netguard.New(netguard.Config{}), emb)
 	if v, err := strconv.ParseInt(os.Getenv("PARLEY_BENCH_EXACT_BELOW"), 10, 64); err == nil {
 		k.ExactBelow = v
 	}
@@ -359,7 +388,8 @@ func BenchmarkSearch(b *testing.B) {
 func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datastore, ids []uuid.UUID, forced bool) {
 	ctx := context.Background()
 	vectorWith := func(q *dbq.Queries, text string, exactBelow, exactMax int64, exactRatio float64, n int32) ([]uuid.UUID, error) {
-		v, _ := embed.Lexical{}.Embed(ctx, []string{text})
+		emb, dim := benchEmbedder()
+		v, _ := emb.Embed(ctx, []string{text})
 		vec := pgvector.NewVector(v[0])
 		// ef_search as Search sets it, unless PARLEY_BENCH_EF says otherwise.
 		ef := strconv.Itoa(DefaultEfSearch)
@@ -374,10 +404,10 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 				return nil, err
 			}
 		}
-		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, ExactBelow: exactBelow, ExactMax: exactMax, ExactRatio: exactRatio, K: n})
+		rows, err := k.vectorSearch(ctx, q, dim, dbq.SearchVector512Params{Query: &vec, OrgID: env.org, DatastoreIds: ids, DatasourceIds: []uuid.UUID{}, ExactBelow: exactBelow, ExactMax: exactMax, ExactRatio: exactRatio, K: n})
 		out := make([]uuid.UUID, len(rows))
 		for i, r := range rows {
-			out[i] = r.ID
+			out[i] = r.ChunkID
 		}
 		return out, err
 	}
