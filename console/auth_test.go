@@ -78,6 +78,15 @@ func testPasswords(t *testing.T, e *env) {
 	require.Equal(t, "/console/plans", p.Header.Get("Location"))
 	require.Equal(t, http.StatusOK, a.get("/console/plans").Status)
 
+	// A signed-out visit is sent to sign in with where it was going, its
+	// query whole.
+	p = e.anon(t).get("/console/conversations?agent=A&status=human_requested")
+	require.Equal(t, http.StatusSeeOther, p.Status)
+	loc, err := url.Parse(p.Header.Get("Location"))
+	require.NoError(t, err)
+	require.Equal(t, "/console/signin", loc.Path)
+	require.Equal(t, "/console/conversations?agent=A&status=human_requested", loc.Query().Get("next"))
+
 	// An outside destination is not followed.
 	b := e.anon(t)
 	p = b.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {Password}, "next": {"//evil.example/"}})

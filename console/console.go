@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -195,7 +196,7 @@ func (c *Console) signedIn(need member.Role, h http.HandlerFunc) http.HandlerFun
 		if m == nil { // signed out, removed, or the password changed since
 			_ = c.sessions.Destroy(ctx)
 			if r.Method == http.MethodGet {
-				http.Redirect(w, r, "/console/signin?next="+safeNext(r.URL.RequestURI()), http.StatusSeeOther)
+				http.Redirect(w, r, "/console/signin?next="+url.QueryEscape(safeNext(r.URL.RequestURI())), http.StatusSeeOther)
 				return
 			}
 			c.errorPage(w, r, apperr.New(apperr.Unauthenticated, "your session has ended; sign in again"))
