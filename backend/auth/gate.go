@@ -3,6 +3,7 @@ package auth
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,7 +66,7 @@ func (g *Gate) AdmitVisitor(ctx context.Context, resource uuid.UUID, visitorID, 
 	if visitorID != "" {
 		keys = append(keys, "pub:"+resource.String()+":v:"+visitorID)
 	}
-	keys = append(keys, "pub:"+resource.String()+":ip:"+clientIP)
+	keys = append(keys, "pub:"+resource.String()+":ip:"+AddressKey(clientIP))
 	var rate *ratelimit.Result
 	for _, key := range keys {
 		res, err := g.Limits.Allow(ctx, key, lim)
@@ -95,4 +96,25 @@ func (g *Gate) Refusal(res ratelimit.Result) error {
 		Message:    fmt.Sprintf("rate limit exceeded: %d requests allowed; retry after %d seconds", res.Limit, int64(retry/time.Second)),
 		RetryAfter: retry,
 	}
+}
+
+// AddressKey is what a client address is counted as: an IPv4 address
+// itself, an IPv6 address its /64. SECURITY: one IPv6 subscriber is
+// usually given a whole /64 and may use any address of it, so counting
+// each address would let one client multiply its per-address limit at
+// will.
+func AddressKey(clientIP string) string {
+	a, err := netip.ParseAddr(clientIP)
+	if err != nil {
+		return clientIP
+	}
+	a = a.Unmap()
+	if a.Is4() {
+		return a.String()
+	}
+	p, err := a.Prefix(64)
+	if err != nil {
+		return clientIP
+	}
+	return p.String()
 }
