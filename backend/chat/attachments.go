@@ -66,15 +66,18 @@ func (s *Service) readDocuments(ctx context.Context, atts []*parleyv1.Attachment
 		i := docs[0]
 		return "", apperr.InvalidField(fieldOf(i), "this server reads no document attachments, only images")
 	}
+	share := attachmentTokens / len(docs)
 	texts := make([]string, len(docs))
+	cuts := make([]bool, len(docs))
 	errs := make([]error, len(docs))
 	var wg sync.WaitGroup
 	for j, i := range docs {
-		wg.Go(func() { texts[j], errs[j] = s.readDocument(ctx, atts[i]) })
+		// A token is rarely less than a byte: a file's first share*8 bytes
+		// of text are more than the model is given of it (clipTokens).
+		wg.Go(func() { texts[j], cuts[j], errs[j] = s.readDocument(ctx, atts[i], share*8) })
 	}
 	wg.Wait()
 	var b strings.Builder
-	share := attachmentTokens / len(docs)
 	for j, i := range docs {
 		if errs[j] != nil {
 			if ctx.Err() != nil {
@@ -83,7 +86,7 @@ func (s *Service) readDocuments(ctx context.Context, atts []*parleyv1.Attachment
 			return "", apperr.InvalidField(fieldOf(i), "%v", errs[j])
 		}
 		text, cut := clipTokens(texts[j], share)
-		if cut {
+		if cut || cuts[j] {
 			text += "\n[… the rest of this file is not shown]"
 		}
 		b.WriteString("\n\n<attachment index=\"" + strconv.Itoa(i) + "\" name=\"" + attrEscaper.Replace(nameOf(atts[i])) +
@@ -92,19 +95,20 @@ func (s *Service) readDocuments(ctx context.Context, atts []*parleyv1.Attachment
 	return b.String(), nil
 }
 
-// readDocument fetches one attachment and extracts its text; the error is
-// for the client, about its own URL.
-func (s *Service) readDocument(ctx context.Context, a *parleyv1.Attachment) (string, error) {
+// readDocument fetches one attachment and extracts the first limit bytes
+// of its text, reporting whether there was more; the error is for the
+// client, about its own URL.
+func (s *Service) readDocument(ctx context.Context, a *parleyv1.Attachment, limit int) (string, bool, error) {
 	p, err := s.Fetch.Get(ctx, a.GetUrl())
 	if err != nil {
-		return "", fmt.Errorf("the file could not be fetched: %w", err)
+		return "", false, fmt.Errorf("the file could not be fetched: %w", err)
 	}
-	doc, _, err := knowledge.Extract(nameOf(a), p.Body, p.URL.String())
+	doc, _, cut, err := knowledge.ExtractHead(ctx, nameOf(a), p.Body, p.URL.String(), limit)
 	if err != nil {
 		if errors.Is(err, knowledge.ErrUnsupported) {
-			return "", fmt.Errorf("the file cannot be read (PDF, Word, PowerPoint, Excel, HTML, Markdown, CSV, JSON or text): %w", err)
+			return "", false, fmt.Errorf("the file cannot be read (PDF, Word, PowerPoint, Excel, HTML, Markdown, CSV, JSON or text): %w", err)
 		}
-		return "", fmt.Errorf("the file cannot be read: %w", err)
+		return "", false, fmt.Errorf("the file cannot be read: %w", err)
 	}
 	var b strings.Builder
 	for _, sec := range doc.Sections {
@@ -119,7 +123,7 @@ func (s *Service) readDocument(ctx context.Context, a *parleyv1.Attachment) (str
 		}
 		b.WriteString(strings.TrimSpace(sec.Text))
 	}
-	return b.String(), nil
+	return b.String(), cut, nil
 }
 
 // isImage reports whether an attachment is an image, which a vision model

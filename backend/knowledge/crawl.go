@@ -55,6 +55,9 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	var docs []Document
 	var lastErr error
 	for len(queue) > 0 && len(docs) < maxPages {
+		if err := ctx.Err(); err != nil {
+			return nil, err // an attempt that ran out of time, not a site that cannot be read
+		}
 		u := queue[0]
 		queue = queue[1:]
 		if seen[u] {
@@ -67,7 +70,7 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", err)
 			continue
 		}
-		if d, _, err := Extract(pageName(p.URL), p.Body, p.URL.String()); err == nil {
+		if d, _, err := Extract(ctx, pageName(p.URL), p.Body, p.URL.String()); err == nil {
 			d.URL = p.URL.String()
 			docs = append(docs, d)
 		} else {

@@ -122,7 +122,7 @@ func norm(s string) string { return strings.Join(strings.Fields(s), " ") }
 // extracted is a document's text as ingestion sees it.
 func extracted(t testing.TB, name string, b []byte) string {
 	t.Helper()
-	d, _, err := Extract(name, b, "")
+	d, _, err := Extract(context.Background(), name, b, "")
 	require.NoError(t, err, name)
 	var sb strings.Builder
 	for _, s := range d.Sections {
@@ -146,7 +146,7 @@ func TestEvalData(t *testing.T) {
 		if dump := os.Getenv("PARLEY_EVAL_DUMP"); dump != "" { // the text to take passages from
 			var sb strings.Builder
 			for name, b := range d.Files {
-				doc, _, err := Extract(name, b, "")
+				doc, _, err := Extract(context.Background(), name, b, "")
 				require.NoError(t, err)
 				for _, s := range doc.Sections {
 					fmt.Fprintf(&sb, "\n=== %s | %s\n%s", name, s.Heading, s.Text)

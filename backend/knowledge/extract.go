@@ -3,16 +3,19 @@ package knowledge
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/csv"
 	"encoding/json"
 	"encoding/xml"
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"path"
 	"regexp"
+	"runtime/debug"
 	"sort"
 	"strconv"
 	"strings"
@@ -34,7 +37,28 @@ const (
 	// maxUnzipped bounds what a zip-based file (DOCX, PPTX, XLSX) may
 	// decompress to, against decompression bombs.
 	maxUnzipped = 100 << 20
+	// minText is the least text an extraction may produce; a file may
+	// produce textPerByte times its size when that is more. Text rarely
+	// grows past its file (a spreadsheet's rows repeat their short
+	// headers): 4 × MaxFileBytes still holds any real document, while a
+	// crafted one (a header cell of megabytes repeated on every row, a
+	// JSON path thousands of levels deep on every leaf) stops there
+	// instead of exhausting memory.
+	minText     = 16 << 20
+	textPerByte = 4
+	// maxLabel bounds a label repeated on each line: a table's header
+	// cell, a JSON value's path.
+	maxLabel = 160
+	// maxPDFPages and maxPDFNodes bound the walk of a PDF's page tree,
+	// whose /Count and /Kids a crafted file sets at will (or makes
+	// cyclic).
+	maxPDFPages = 10_000
+	maxPDFNodes = 4 * maxPDFPages
+	maxPDFDepth = 64
 )
+
+// maxText is how many bytes of text a file of n bytes may produce.
+func maxText(n int) int { return max(minText, textPerByte*n) }
 
 // ErrUnsupported is a file type Parley cannot read.
 var ErrUnsupported = errors.New("unsupported file type")
@@ -94,44 +118,169 @@ func Detect(name string, b []byte) (string, error) {
 	return KindText, nil
 }
 
-// Extract turns a file's bytes into a document.
-func Extract(name string, b []byte, pageURL string) (Document, string, error) {
+// errUnreadable is a file that made a reader fail unexpectedly (a damaged
+// or crafted file).
+var errUnreadable = errors.New("the file is damaged or unreadable")
+
+// errFull stops an extraction that has produced all the text it may.
+var errFull = errors.New("extraction full")
+
+// Extract turns a file's bytes into a document. It stops when ctx ends,
+// and refuses a file whose text would pass maxText (a file crafted to
+// expand). Its errors other than ctx's are about the file: retrying
+// cannot fix them.
+func Extract(ctx context.Context, name string, b []byte, pageURL string) (Document, string, error) {
+	doc, kind, _, err := extract(ctx, name, b, pageURL, maxText(len(b)), false)
+	return doc, kind, err
+}
+
+// ExtractHead is Extract for a reader that uses at most limit bytes of
+// text: it stops once it has that much and returns the document's
+// beginning, reporting whether it cut.
+func ExtractHead(ctx context.Context, name string, b []byte, pageURL string, limit int) (doc Document, kind string, cut bool, err error) {
+	return extract(ctx, name, b, pageURL, min(limit, maxText(len(b))), true)
+}
+
+// extraction is the state of one extraction: its context, and the text it
+// has produced against its limit.
+type extraction struct {
+	ctx         context.Context
+	used, limit int
+}
+
+// take counts n more bytes of text: errFull once past the limit, or ctx's
+// error once it has ended.
+func (x *extraction) take(n int) error {
+	x.used += n
+	if x.used > x.limit {
+		return errFull
+	}
+	return x.ctx.Err()
+}
+
+func extract(ctx context.Context, name string, b []byte, pageURL string, limit int, head bool) (doc Document, kind string, cut bool, err error) {
 	if len(b) > MaxFileBytes {
-		return Document{}, "", fmt.Errorf("the file is larger than %d bytes", MaxFileBytes)
+		return Document{}, "", false, fmt.Errorf("the file is larger than %d bytes", MaxFileBytes)
 	}
-	kind, err := Detect(name, b)
+	kind, err = Detect(name, b)
 	if err != nil {
-		return Document{}, "", err
+		return Document{}, "", false, err
 	}
-	var doc Document
+	// The readers (the PDF one above all) may panic on a damaged file:
+	// that is the file's fault, not a reason to bring the server down.
+	defer func() {
+		if r := recover(); r != nil {
+			slog.WarnContext(ctx, "extraction: a reader panicked", "name", name, "kind", kind, "panic", r, "stack", string(debug.Stack()))
+			doc, cut, err = Document{}, false, errUnreadable
+		}
+	}()
+	x := &extraction{ctx: ctx, limit: limit}
 	switch kind {
 	case KindPDF:
-		doc, err = extractPDF(b)
+		doc, err = extractPDF(x, b)
 	case KindDOCX:
 		doc, err = extractDOCX(b)
 	case KindPPTX:
-		doc, err = extractPPTX(b)
+		doc, err = extractPPTX(x, b)
 	case KindXLSX:
-		doc, err = extractXLSX(b)
+		doc, err = extractXLSX(x, b)
 	case KindHTML:
 		doc, err = ExtractHTML(b, pageURL)
 	case KindMarkdown, KindText:
 		doc = Markdown(string(b))
 	case KindCSV:
-		doc, err = extractCSV(b)
+		doc, err = extractCSV(x, b)
 	case KindJSON:
-		doc, err = extractJSON(b)
+		doc, err = extractJSON(x, b)
+	}
+	if err == nil && ctx.Err() != nil {
+		err = ctx.Err()
+	}
+	if err == nil && textLen(doc) > limit {
+		err = errFull // from a reader that does not count as it goes
+	}
+	if errors.Is(err, errFull) {
+		if !head {
+			return Document{}, kind, false, fmt.Errorf("the file's text is longer than %d bytes", limit)
+		}
+		doc, cut, err = clipDocument(doc, limit), true, nil
 	}
 	if err != nil {
-		return Document{}, kind, err
+		return Document{}, kind, false, err
 	}
+	doc = Clean(doc)
 	if doc.Title == "" {
 		doc.Title = name
 	}
 	if empty(doc) {
-		return Document{}, kind, errors.New("the document holds no text")
+		return Document{}, kind, false, errors.New("the document holds no text")
 	}
-	return doc, kind, nil
+	return doc, kind, cut, nil
+}
+
+// textLen is the length of a document's headings and text.
+func textLen(d Document) int {
+	n := 0
+	for _, s := range d.Sections {
+		n += len(s.Heading) + len(s.Text)
+	}
+	return n
+}
+
+// clipDocument keeps the first limit bytes of a document's headings and
+// text.
+func clipDocument(d Document, limit int) Document {
+	var out []Section
+	for _, s := range d.Sections {
+		if limit <= 0 {
+			break
+		}
+		s.Heading = clip(s.Heading, limit)
+		limit -= len(s.Heading)
+		s.Text = clip(s.Text, max(limit, 0))
+		limit -= len(s.Text)
+		out = append(out, s)
+	}
+	d.Sections = out
+	return d
+}
+
+// clip cuts s to at most n bytes, on a character boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// label cuts a label repeated on each line (a header cell, a JSON path)
+// to maxLabel bytes, marking the cut.
+func label(s string) string {
+	if len(s) <= maxLabel {
+		return s
+	}
+	return clip(s, maxLabel-len("…")) + "…"
+}
+
+// Clean makes a document's strings storable text: valid UTF-8 without
+// NUL bytes (which PDFs with two-byte fonts yield, and which Postgres
+// refuses in text).
+func Clean(d Document) Document {
+	d.Title = cleanText(d.Title)
+	sections := make([]Section, len(d.Sections))
+	for i, s := range d.Sections {
+		s.Heading, s.Text = cleanText(s.Heading), cleanText(s.Text)
+		sections[i] = s
+	}
+	d.Sections = sections
+	return d
+}
+
+func cleanText(s string) string {
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
 }
 
 func empty(d Document) bool {
@@ -317,24 +466,73 @@ func ExtractHTML(b []byte, pageURL string) (Document, error) {
 	return doc, nil
 }
 
-func extractPDF(b []byte) (Document, error) {
+func extractPDF(x *extraction, b []byte) (Document, error) {
 	r, err := pdf.NewReader(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		return Document{}, fmt.Errorf("not a readable PDF: %v", err)
 	}
 	var doc Document
-	for i := 1; i <= r.NumPage(); i++ {
-		p := r.Page(i)
-		if p.V.IsNull() {
-			continue
-		}
+	err = pdfPages(x, r, func(i int, p pdf.Page) error {
 		text, err := p.GetPlainText(nil)
 		if err != nil {
-			return Document{}, fmt.Errorf("page %d: %v", i, err)
+			return fmt.Errorf("page %d: %v", i, err)
 		}
 		doc.Sections = append(doc.Sections, Section{Text: text, Page: i})
+		return x.take(len(text))
+	})
+	return doc, err
+}
+
+// pdfPages calls fn with each page of r in order. It walks the page tree
+// itself, where the reader's Page(i) believes the tree's /Count (a crafted
+// file claims 2⁶³ pages) and follows /Kids round a cycle forever: it stops
+// at maxPDFPages pages, maxPDFNodes nodes or maxPDFDepth levels, and skips
+// a page whose /Parent chain does not end (the reader would loop on it
+// looking up the page's resources).
+func pdfPages(x *extraction, r *pdf.Reader, fn func(i int, p pdf.Page) error) error {
+	pages, nodes := 0, 0
+	var walk func(v pdf.Value, depth int) error
+	walk = func(v pdf.Value, depth int) error {
+		nodes++
+		if nodes > maxPDFNodes || depth > maxPDFDepth {
+			return errors.New("not a readable PDF: a damaged page tree")
+		}
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
+		switch v.Key("Type").Name() {
+		case "Pages":
+			kids := v.Key("Kids")
+			for i := range kids.Len() {
+				if err := walk(kids.Index(i), depth+1); err != nil {
+					return err
+				}
+			}
+		case "Page":
+			pages++
+			if pages > maxPDFPages {
+				return fmt.Errorf("%w: more than %d pages", errFull, maxPDFPages)
+			}
+			if !parentsEnd(v) {
+				return nil
+			}
+			return fn(pages, pdf.Page{V: v})
+		}
+		return nil
 	}
-	return doc, nil
+	return walk(r.Trailer().Key("Root").Key("Pages"), 0)
+}
+
+// parentsEnd reports whether a page's chain of /Parent ends (or holds its
+// /Resources) within maxPDFDepth links.
+func parentsEnd(v pdf.Value) bool {
+	for range maxPDFDepth {
+		if v.IsNull() || !v.Key("Resources").IsNull() {
+			return true
+		}
+		v = v.Key("Parent")
+	}
+	return false
 }
 
 // zipFiles opens a zip-based document, refusing one that would decompress
@@ -450,7 +648,7 @@ func extractDOCX(b []byte) (Document, error) {
 	return Markdown(md.String()), nil
 }
 
-func extractPPTX(b []byte) (Document, error) {
+func extractPPTX(x *extraction, b []byte) (Document, error) {
 	files, err := zipFiles(b)
 	if err != nil {
 		return Document{}, err
@@ -466,11 +664,11 @@ func extractPPTX(b []byte) (Document, error) {
 	sort.Ints(slides)
 	var doc Document
 	for _, i := range slides {
-		x, err := readZip(files[fmt.Sprintf("ppt/slides/slide%d.xml", i)])
+		part, err := readZip(files[fmt.Sprintf("ppt/slides/slide%d.xml", i)])
 		if err != nil {
 			return Document{}, err
 		}
-		paras, err := ooxmlParagraphs(x)
+		paras, err := ooxmlParagraphs(part)
 		if err != nil {
 			return Document{}, fmt.Errorf("slide %d: %v", i, err)
 		}
@@ -481,11 +679,14 @@ func extractPPTX(b []byte) (Document, error) {
 			}
 		}
 		doc.Sections = append(doc.Sections, Section{Heading: fmt.Sprintf("Slide %d", i), Text: b.String(), Page: i})
+		if err := x.take(b.Len()); err != nil {
+			return doc, err
+		}
 	}
 	return doc, nil
 }
 
-func extractXLSX(b []byte) (Document, error) {
+func extractXLSX(x *extraction, b []byte) (Document, error) {
 	if _, err := zipFiles(b); err != nil {
 		return Document{}, err
 	}
@@ -500,21 +701,31 @@ func extractXLSX(b []byte) (Document, error) {
 		if err != nil {
 			return Document{}, err
 		}
-		doc.Sections = append(doc.Sections, Section{Heading: sheet, Text: rowsText(rows)})
+		text, err := rowsText(x, rows)
+		doc.Sections = append(doc.Sections, Section{Heading: sheet, Text: text})
+		if err != nil {
+			return doc, err
+		}
 	}
 	return doc, nil
 }
 
 // rowsText writes table rows as "header: value; ..." lines, so that each
-// line stands alone in a chunk.
-func rowsText(rows [][]string) string {
+// line stands alone in a chunk; a header cell is cut to maxLabel bytes
+// there, since every line repeats it. It stops with x's error (and the
+// lines so far) once x is full or its context ends.
+func rowsText(x *extraction, rows [][]string) (string, error) {
 	if len(rows) == 0 {
-		return ""
+		return "", nil
 	}
-	header := rows[0]
+	header := make([]string, len(rows[0]))
+	for i, h := range rows[0] {
+		header[i] = label(h)
+	}
 	var b strings.Builder
+	var cells []string
 	for _, r := range rows[1:] {
-		var cells []string
+		cells = cells[:0]
 		for i, v := range r {
 			if strings.TrimSpace(v) == "" {
 				continue
@@ -526,33 +737,44 @@ func rowsText(rows [][]string) string {
 			}
 		}
 		if len(cells) > 0 {
+			n := b.Len()
 			b.WriteString(strings.Join(cells, "; ") + "\n")
+			if err := x.take(b.Len() - n); err != nil {
+				return b.String(), err
+			}
 		}
 	}
 	if len(rows) == 1 {
-		b.WriteString(strings.Join(header, "; ") + "\n")
+		// A lone header row is the table's content: whole.
+		b.WriteString(strings.Join(rows[0], "; ") + "\n")
+		if err := x.take(b.Len()); err != nil {
+			return b.String(), err
+		}
 	}
-	return b.String()
+	return b.String(), nil
 }
 
-func extractCSV(b []byte) (Document, error) {
+func extractCSV(x *extraction, b []byte) (Document, error) {
 	r := csv.NewReader(bytes.NewReader(b))
 	r.FieldsPerRecord = -1
 	rows, err := r.ReadAll()
 	if err != nil {
 		return Document{}, fmt.Errorf("not a readable CSV: %v", err)
 	}
-	return Document{Sections: []Section{{Text: rowsText(rows)}}}, nil
+	text, err := rowsText(x, rows)
+	return Document{Sections: []Section{{Text: text}}}, err
 }
 
-func extractJSON(b []byte) (Document, error) {
+// extractJSON writes each leaf value as a line "path: value"; a path is
+// cut to maxLabel bytes, since a deep one would repeat on every leaf.
+func extractJSON(x *extraction, b []byte) (Document, error) {
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {
 		return Document{}, fmt.Errorf("not valid JSON: %v", err)
 	}
 	var lines strings.Builder
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
+	var walk func(prefix string, v any) error
+	walk = func(prefix string, v any) error {
 		switch t := v.(type) {
 		case map[string]any:
 			keys := make([]string, 0, len(t))
@@ -561,16 +783,23 @@ func extractJSON(b []byte) (Document, error) {
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
-				walk(strings.TrimPrefix(prefix+"."+k, "."), t[k])
+				if err := walk(label(strings.TrimPrefix(prefix+"."+k, ".")), t[k]); err != nil {
+					return err
+				}
 			}
 		case []any:
-			for i, x := range t {
-				walk(fmt.Sprintf("%s[%d]", prefix, i), x)
+			for i, e := range t {
+				if err := walk(label(fmt.Sprintf("%s[%d]", prefix, i)), e); err != nil {
+					return err
+				}
 			}
 		default:
-			lines.WriteString(fmt.Sprintf("%s: %v\n", prefix, t))
+			n := lines.Len()
+			fmt.Fprintf(&lines, "%s: %v\n", prefix, t)
+			return x.take(lines.Len() - n)
 		}
+		return nil
 	}
-	walk("", v)
-	return Document{Sections: []Section{{Text: lines.String()}}}, nil
+	err := walk("", v)
+	return Document{Sections: []Section{{Text: lines.String()}}}, err
 }

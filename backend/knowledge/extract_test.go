@@ -3,6 +3,7 @@ package knowledge
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"fmt"
 	"strings"
 	"testing"
@@ -105,7 +106,7 @@ func TestExtractors(t *testing.T) {
 		{"json", "data.json", []byte(`{"faq":[{"q":"Open on Sunday?","a":"No"}]}`), KindJSON, []string{"faq[0].a: No", "faq[0].q: Open on Sunday?"}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			doc, kind, err := Extract(tc.file, tc.body, "https://shop.example/faq")
+			doc, kind, err := Extract(context.Background(), tc.file, tc.body, "https://shop.example/faq")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -163,7 +164,7 @@ func TestExtractRefusesBadFiles(t *testing.T) {
 		"truncated zip": {"x.docx", []byte("PK\x03\x04junk"), "damaged"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			doc, kind, err := Extract(tc.file, tc.body, "")
+			doc, kind, err := Extract(context.Background(), tc.file, tc.body, "")
 			if tc.want == "" { // a .pdf name on text: read as the text it is
 				if err != nil || kind != KindText || !strings.Contains(allText(doc), "pretending") {
 					t.Fatalf("mislabeled text: %v %q", err, kind)

@@ -384,17 +384,20 @@ func (k *Knowledge) documents(ctx context.Context, src dbq.GetDatasourceContentR
 	cfg := configOf(src.Config)
 	switch src.Type {
 	case "text":
-		d := Markdown(string(src.Content))
+		d := Clean(Markdown(string(src.Content)))
 		if d.Title == "" {
 			d.Title = src.Name
 		}
 		return []Document{d}, nil
 	case "qa":
-		return []Document{{Title: src.Name, URL: cfg.SourceURL, Sections: []Section{{
+		return []Document{Clean(Document{Title: src.Name, URL: cfg.SourceURL, Sections: []Section{{
 			Heading: cfg.Question, Text: "Question: " + cfg.Question + "\nAnswer: " + cfg.Answer,
-		}}}}, nil
+		}}})}, nil
 	case "file":
-		d, _, err := Extract(cfg.FileName, src.Content, "")
+		d, _, err := Extract(ctx, cfg.FileName, src.Content, "")
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
 		if err != nil {
 			return nil, permanent("%s: %v", cfg.FileName, err)
 		}
@@ -430,7 +433,10 @@ func (k *Knowledge) fetch(ctx context.Context, raw string) (Document, error) {
 	if strings.HasSuffix(name, "/") || name == "" {
 		name += "index.html"
 	}
-	d, _, err := Extract(name, p.Body, p.URL.String())
+	d, _, err := Extract(ctx, name, p.Body, p.URL.String())
+	if ctx.Err() != nil {
+		return Document{}, ctx.Err()
+	}
 	if err != nil {
 		return Document{}, permanent("%s: %v", raw, err)
 	}

@@ -30,7 +30,7 @@ func BenchmarkPieceEmbedding(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		d, _, err := Extract(f.Name(), raw, "")
+		d, _, err := Extract(context.Background(), f.Name(), raw, "")
 		if err != nil {
 			b.Fatal(err)
 		}
