@@ -2,6 +2,9 @@ package jobs
 
 import (
 	"context"
+	"fmt"
+	"log/slog"
+	"runtime/debug"
 	"strconv"
 	"time"
 
@@ -49,10 +52,21 @@ func (w *IngestWorker) Timeout(job *river.Job[IngestArgs]) time.Duration {
 
 // Work implements river.Worker. A permanent failure (unsupported content, a
 // page that is gone) is recorded and the job cancelled, not retried; any
-// other error is retried, and recorded when the last attempt fails.
-func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) error {
+// other error is retried, and recorded when the last attempt fails, with a
+// generic reason (its detail, a database's or a provider's message, is for
+// the log, not for the API and the webhook). A panic is recorded and the
+// job cancelled: River would recover it and retry, leaving the datasource
+// running for good after the last attempt.
+func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (err error) {
 	org, id := job.Args.OrgID, job.Args.DatasourceID
-	err := w.K.Ingest(ctx, org, id)
+	defer func() {
+		if r := recover(); r != nil {
+			slog.ErrorContext(ctx, "ingestion panicked", "datasource", id, "panic", r, "stack", string(debug.Stack()))
+			w.K.Fail(ctx, org, id, "ingestion failed on an internal error; it will not be retried")
+			err = river.JobCancel(fmt.Errorf("ingestion panicked: %v", r))
+		}
+	}()
+	err = w.K.Ingest(ctx, org, id)
 	if err == nil {
 		return nil
 	}
@@ -61,19 +75,20 @@ func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) err
 		return river.JobCancel(err)
 	}
 	if job.Attempt >= job.MaxAttempts {
-		reason := err.Error()
+		slog.ErrorContext(ctx, "ingestion failed", "datasource", id, "attempt", job.Attempt, "err", err)
+		reason := "; it will not be retried"
 		if ctx.Err() != nil {
 			limit := w.Timeout(job)
 			if limit >= time.Second {
 				limit = limit.Round(time.Second)
 			}
-			reason = "each attempt took longer than its " + limit.String()
+			reason = ": each attempt took longer than its " + limit.String()
 		}
 		attempts := "1 attempt"
 		if job.Attempt > 1 {
 			attempts = strconv.Itoa(job.Attempt) + " attempts"
 		}
-		w.K.Fail(ctx, org, id, "ingestion failed after "+attempts+": "+reason)
+		w.K.Fail(ctx, org, id, "ingestion failed after "+attempts+reason)
 	}
 	return err
 }

@@ -36,9 +36,13 @@ type counting struct {
 	calls      atomic.Int64
 	stallAfter int64
 	failing    atomic.Bool
+	panicking  atomic.Bool
 }
 
 func (c *counting) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if c.panicking.Load() {
+		panic("the embedder is broken")
+	}
 	if c.failing.Load() {
 		return nil, errors.New("the embedding server is down")
 	}
@@ -177,8 +181,47 @@ func TestLastAttemptRecordsTheFailure(t *testing.T) {
 	require.Equal(t, rivertype.JobStateDiscarded, res.Job.State)
 	d := f.datasource(t)
 	require.Equal(t, "error", d.Status)
-	require.Contains(t, d.Error, "after 2 attempts")
-	require.Contains(t, d.Error, "the embedding server is down")
+	require.Equal(t, "ingestion failed after 2 attempts; it will not be retried", d.Error,
+		"the error's own text (a provider's, a database's) is for the log")
+}
+
+// A panic while ingesting records the datasource as failed and cancels the
+// job, rather than leaving it running for good.
+func TestPanicRecordsTheFailure(t *testing.T) {
+	t.Parallel()
+	emb := &counting{}
+	emb.panicking.Store(true)
+	w := &IngestWorker{}
+	f := setup(t, longText(10), w)
+	w.K = knowledge.New(f.store, emb, netguard.New(netguard.Config{}))
+
+	res := f.work(t, 1, 5)
+	require.Equal(t, river.EventKindJobCancelled, res.EventKind)
+	require.Equal(t, rivertype.JobStateCancelled, res.Job.State)
+	d := f.datasource(t)
+	require.Equal(t, "error", d.Status)
+	require.Equal(t, "ingestion failed on an internal error; it will not be retried", d.Error)
+}
+
+// Text with NUL bytes (which Postgres refuses in text) ingests without them.
+func TestNULBytesAreDropped(t *testing.T) {
+	t.Parallel()
+	w := &IngestWorker{}
+	f := setup(t, "Order a\x00b shipped.", w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+
+	res := f.work(t, 1, 5)
+	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+	require.Equal(t, "synced", f.datasource(t).Status)
+	ctx := context.Background()
+	var text string
+	require.NoError(t, pgx.BeginFunc(ctx, f.store.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.org.String()); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT text FROM chunks WHERE datasource_id = $1", f.ds).Scan(&text)
+	}))
+	require.Contains(t, text, "Order ab shipped.")
 }
 
 // An attempt cut by its timeout leaves what it embedded; the retry embeds
