@@ -202,3 +202,69 @@ func TestDocumentAttachmentOnLoopbackIsRefused(t *testing.T) {
 	require.Empty(t, srv.got())
 	require.Empty(t, f.fake.Requests())
 }
+
+// damagedPDF is minimalPDF with its objects changed: the catalog's xref
+// entry pointing at another object (the PDF reader panics on it), or a
+// page tree claiming 2⁶³ pages without any.
+func damagedPDF(t *testing.T, how string) []byte {
+	t.Helper()
+	b := minimalPDF("x")
+	switch how {
+	case "root xref":
+		// Object 1's offset becomes object 3's.
+		xref := bytes.Index(b, []byte("xref\n"))
+		i := bytes.Index(b, []byte("3 0 obj"))
+		entry := bytes.Index(b[xref:], []byte(" 65535 f \n")) + xref + len(" 65535 f \n")
+		copy(b[entry:], fmt.Sprintf("%010d", i))
+	case "count":
+		old := []byte("<< /Type /Pages /Kids [4 0 R] /Count 1 >>")
+		// Of the same length, so that the xref offsets hold.
+		pages := []byte("<</Type/Pages/Count 9223372036854775807>>")
+		require.Len(t, pages, len(old))
+		b = bytes.Replace(b, old, pages, 1)
+	}
+	return b
+}
+
+// A visitor of a public agent cannot bring the server down with a file:
+// a PDF the reader panics on, a page tree of 2⁶³ pages or a CSV whose
+// megabyte header every row repeats are answered (refused or cut), and the
+// server goes on answering.
+func TestCraftedAttachmentsOnAPublicAgent(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+		c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	f := &fixture{Env: e, fake: fake}
+	f.public = f.agent(t, `{"name":"Public","instructions":"You are public.","visibility":"public"}`)
+	var csv bytes.Buffer
+	csv.WriteString(strings.Repeat("H", 1<<20) + ",b\n")
+	for range 400_000 {
+		csv.WriteString("x,y\n")
+	}
+	require.Less(t, csv.Len(), chat.AttachmentMaxBytes)
+	srv := newFiles(t, map[string][]byte{
+		"/panic.pdf": damagedPDF(t, "root xref"),
+		"/count.pdf": damagedPDF(t, "count"),
+		"/rows.csv":  csv.Bytes(),
+	})
+	turn := func(path string) (int, testenv.Response) {
+		status, _, raw := f.chat(t, f.public, "", `{"query":"q","conversationId":"c","visitorId":"v","attachments":[{"url":"`+srv.URL+path+`"}]}`)
+		return status, raw
+	}
+	for _, c := range []struct{ path, message string }{
+		{"/panic.pdf", "damaged or unreadable"},
+		{"/count.pdf", "holds no text"},
+	} {
+		status, raw := turn(c.path)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", c.path, raw.Body)
+		require.Contains(t, raw.Err(t).Error.Message, c.message, c.path)
+	}
+	status, raw := turn("/rows.csv")
+	require.Equal(t, http.StatusOK, status, "%s", raw.Body)
+	text, _ := userText(t, fake, 0)
+	require.Contains(t, text, strings.Repeat("H", 100)+"…: x; b: y")
+	require.Contains(t, text, "[… the rest of this file is not shown]")
+	require.Less(t, llm.CountTokens(text), 8100)
+}
