@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"unicode/utf8"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -71,6 +72,11 @@ func ReadUpload(w http.ResponseWriter, r *http.Request, req *parleyv1.CreateData
 		switch {
 		case part.FormName() == "file" && part.FileName() != "" && !haveFile:
 			fileName = part.FileName()
+			// A filename*=UTF-8''%FF parameter is decoded to raw bytes,
+			// which Postgres refuses in text.
+			if !utf8.ValidString(fileName) {
+				return apperr.InvalidField("file", "its file name must be valid UTF-8")
+			}
 			b, err := io.ReadAll(io.LimitReader(part, MaxFileBytes+1))
 			switch {
 			case overLimit(err) || len(b) > MaxFileBytes:
@@ -88,6 +94,8 @@ func ReadUpload(w http.ResponseWriter, r *http.Request, req *parleyv1.CreateData
 				return apperr.InvalidField("name", "could not be read")
 			case len(b) > maxNameBytes:
 				return apperr.InvalidField("name", "longer than 300 characters")
+			case !utf8.Valid(b):
+				return apperr.InvalidField("name", "must be valid UTF-8")
 			}
 			name, haveName = string(b), true
 		}

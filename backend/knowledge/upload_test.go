@@ -74,6 +74,15 @@ func TestReadUpload(t *testing.T) {
 	_, err = read(uploadRequest(t, [3]string{"name", "", strings.Repeat("n", maxNameBytes+1)}, [3]string{"file", "a.txt", "x"}))
 	require.Equal(t, "name", fieldOf(err))
 
+	// Invalid UTF-8, which Postgres refuses in text: in the name, and in a
+	// file name given as filename*=UTF-8''%FF.txt (decoded to raw bytes).
+	_, err = read(uploadRequest(t, [3]string{"name", "", "\xff"}, [3]string{"file", "a.txt", "x"}))
+	require.Equal(t, "name", fieldOf(err))
+	r8 := httptest.NewRequest(http.MethodPost, "/upload", strings.NewReader("--x\r\nContent-Disposition: form-data; name=\"file\"; filename*=UTF-8''%FF.txt\r\n\r\nabc\r\n--x--\r\n"))
+	r8.Header.Set("Content-Type", "multipart/form-data; boundary=x")
+	_, err = read(r8)
+	require.Equal(t, "file", fieldOf(err))
+
 	// Not multipart, or broken.
 	r := httptest.NewRequest(http.MethodPost, "/upload", strings.NewReader("{}"))
 	r.Header.Set("Content-Type", "application/json")
