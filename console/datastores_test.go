@@ -101,6 +101,9 @@ func testDatastores(t *testing.T, e *env) {
 	p = admin.post("/console/datastores", url.Values{"name": {strings.Repeat("n", 201)}})
 	require.Equal(t, http.StatusBadRequest, p.Status)
 	require.Contains(t, p.Text("[data-testid=error]"), "name")
+	p = admin.post("/console/datastores", url.Values{"name": {"\xff"}}) // name=%FF: not UTF-8
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Text("[data-testid=error]"), "name")
 
 	storeName := "Help " + xssScript + xssImg
 	store := createDatastore(t, admin, storeName)

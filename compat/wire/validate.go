@@ -12,7 +12,12 @@ import (
 
 // Validate runs the schema's protovalidate rules, as the Connect interceptor
 // does, and names the first field at fault in its REST (camelCase) form.
+// Strings that are not valid UTF-8 are refused first: the schema's rules
+// do not check it, and Postgres refuses them.
 func Validate(v protovalidate.Validator, msg proto.Message) error {
+	if err := ValidUTF8(msg); err != nil {
+		return err
+	}
 	err := v.Validate(msg)
 	if err == nil {
 		return NoNUL(msg)
