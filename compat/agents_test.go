@@ -286,3 +286,28 @@ func flip(c byte) string {
 	}
 	return "a"
 }
+
+// The schema's unique rule compares datastore ids as strings; one datastore
+// spelt twice (lower and upper case, braces, urn:uuid:) is attached once,
+// not a primary-key violation (500).
+func TestAgentDatastoreSpeltTwiceIsAttachedOnce(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	r := e.Do("POST", "/api/datastores", e.A.Key, map[string]any{"name": "Docs"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct {
+		ID string `json:"id"`
+	}
+	r.JSON(t, &ds)
+	same := []string{ds.ID, strings.ToUpper(ds.ID), "{" + ds.ID + "}", "urn:uuid:" + ds.ID}
+
+	a := create(t, e, e.A.Key, map[string]any{"name": "a", "instructions": "b", "datastores": same})
+	require.Equal(t, []string{ds.ID}, a.Datastores)
+
+	a = create(t, e, e.A.Key, map[string]any{"name": "c", "instructions": "d"})
+	r = e.Do("PUT", "/api/agents/"+a.ID, e.A.Key, map[string]any{"datastores": same[:2]})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var upd agent
+	r.JSON(t, &upd)
+	require.Equal(t, []string{ds.ID}, upd.Datastores)
+}

@@ -351,16 +351,23 @@ func (h *handler) detail(ctx context.Context, q *dbq.Queries, a dbq.Agent) (*par
 
 // setDatastores replaces an agent's datastores. Each must be one of the
 // organization's: another organization's is Forbidden, an unknown one
-// NotFound, and nothing is changed.
+// NotFound, and nothing is changed. The schema's unique rule compares the
+// ids as strings, and uuid.Parse also takes upper case, braces and the
+// urn:uuid: form, so one datastore spelt twice is attached once.
 func setDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, raw []string) error {
 	if err := q.ClearAgentDatastores(ctx, dbq.ClearAgentDatastoresParams{OrgID: org, AgentID: agent}); err != nil {
 		return err
 	}
+	seen := make(map[uuid.UUID]bool, len(raw))
 	for _, r := range raw {
 		id, err := uuid.Parse(r)
 		if err != nil {
 			return apperr.New(apperr.NotFound, "datastore %q not found", r)
 		}
+		if seen[id] {
+			continue
+		}
+		seen[id] = true
 		if _, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id}); errors.Is(err, pgx.ErrNoRows) {
 			// SECURITY: only the organization's own datastores can be attached.
 			return db.Missing(ctx, q, "datastore", "datastore", id)
