@@ -126,6 +126,11 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *parleyv1.RevokeApiKeyRe
 	}
 	var resp *parleyv1.RevokeApiKeyResponse
 	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		// Revocations take turns: under READ COMMITTED two of the last two
+		// admin keys would each count the other as live, and both go.
+		if _, err := q.LockOrganization(ctx, p.OrgID); err != nil {
+			return err
+		}
 		row, err := q.RevokeAPIKey(ctx, dbq.RevokeAPIKeyParams{OrgID: p.OrgID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return db.Missing(ctx, q, "api_key", "API key", id)

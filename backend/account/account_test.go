@@ -4,11 +4,13 @@ import (
 	"context"
 	"crypto/sha256"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
@@ -257,4 +260,80 @@ func TestLastUsedIsWrittenInBatches(t *testing.T) {
 	got := list().GetLastUsedTime()
 	require.NotNil(t, got)
 	require.WithinDuration(t, time.Now(), got.AsTime(), 10*time.Second)
+}
+
+// Two revocations of the last two admin keys take turns: the first is held
+// open after its count (it saw the other key live); the second, revoking
+// that other key, must wait for it and then see it, and is refused. Without
+// the lock the second counted the first's key as live and both went.
+func TestConcurrentRevocationsKeepAnAdminKey(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	admin := keysClient(e, e.A.Key)
+	second, err := admin.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "second", Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	secondID := uuid.MustParse(second.GetApiKey().GetId())
+	list, err := admin.ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+	require.NoError(t, err)
+	var firstID uuid.UUID
+	for _, k := range list.GetApiKeys() {
+		if k.GetId() != second.GetApiKey().GetId() && slices.Contains(k.GetScopes(), "admin") {
+			firstID = uuid.MustParse(k.GetId())
+		}
+	}
+	require.NotEqual(t, uuid.Nil, firstID)
+
+	// The first revocation, as RevokeApiKey makes it, held before commit.
+	tx, err := e.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.A.ID.String())
+	require.NoError(t, err)
+	q := dbq.New(tx)
+	_, err = q.LockOrganization(ctx, e.A.ID)
+	require.NoError(t, err)
+	_, err = q.RevokeAPIKey(ctx, dbq.RevokeAPIKeyParams{OrgID: e.A.ID, ID: firstID})
+	require.NoError(t, err)
+	n, err := q.CountLiveAdminKeys(ctx, e.A.ID)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the first sees the second key live")
+
+	// The second, through the API.
+	done := make(chan error, 1)
+	go func() {
+		_, err := admin.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: secondID.String()})
+		done <- err
+	}()
+	// Until it has finished or waits on a lock in this database.
+	var secondErr error
+	finished := false
+	for deadline := time.Now().Add(10 * time.Second); !finished; {
+		select {
+		case secondErr = <-done:
+			finished = true
+			continue
+		case <-time.After(10 * time.Millisecond):
+		}
+		var waiting int
+		require.NoError(t, e.App.Pool.QueryRow(ctx,
+			"SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting))
+		if waiting > 0 {
+			break
+		}
+		require.True(t, time.Now().Before(deadline), "the second revocation neither finished nor waited")
+	}
+	require.NoError(t, tx.Commit(ctx))
+	if !finished {
+		secondErr = <-done
+	}
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(secondErr), "%v", secondErr)
+
+	list, err = keysClient(e, second.GetSecret()).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+	require.NoError(t, err, "the second key still works")
+	for _, k := range list.GetApiKeys() {
+		if k.GetId() == secondID.String() {
+			require.Nil(t, k.GetRevokeTime(), "the second key was kept")
+		}
+	}
 }

@@ -108,6 +108,20 @@ func (q *Queries) ListPlans(ctx context.Context) ([]Plan, error) {
 	return items, nil
 }
 
+const lockOrganization = `-- name: LockOrganization :one
+SELECT id FROM organizations WHERE id = $1 FOR NO KEY UPDATE
+`
+
+// The organization, held against other changes to what it must keep (its
+// last admin key) until the transaction ends: two such changes take turns,
+// so the second sees the first's.
+func (q *Queries) LockOrganization(ctx context.Context, id uuid.UUID) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, lockOrganization, id)
+	var id_2 uuid.UUID
+	err := row.Scan(&id_2)
+	return id_2, err
+}
+
 const lockOrganizationPlan = `-- name: LockOrganizationPlan :one
 SELECT plan FROM organizations WHERE id = $1 FOR SHARE
 `

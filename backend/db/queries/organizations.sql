@@ -15,6 +15,12 @@ WHERE o.id = sqlc.arg(id);
 -- under it cannot outrank a plan an operator lowers meanwhile.
 SELECT plan FROM organizations WHERE id = sqlc.arg(id) FOR SHARE;
 
+-- name: LockOrganization :one
+-- The organization, held against other changes to what it must keep (its
+-- last admin key) until the transaction ends: two such changes take turns,
+-- so the second sees the first's.
+SELECT id FROM organizations WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
+
 -- name: SetOrganizationLimits :one
 UPDATE organizations
 SET custom_requests_per_minute = sqlc.arg(requests_per_minute),
