@@ -2,7 +2,9 @@ package db_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -65,32 +67,88 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 	}
 }
 
-// A transaction's settings ride on its BEGIN as string literals: whatever a
-// value holds (quotes, backslashes, an injection attempt), Postgres reads it
-// back unchanged, and a NUL is refused before anything is sent.
-func TestScopesAreLiterals(t *testing.T) {
+// A transaction's settings are query parameters: whatever a value holds
+// (quotes, backslashes, an injection attempt), Postgres reads it back
+// unchanged, and a NUL is refused before anything is sent.
+func TestScopesAreParameters(t *testing.T) {
 	t.Parallel()
 	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
 	ctx := context.Background()
 	for _, v := range []string{
 		"plain@example.com", `o'brien@example.com`, `back\slash\'@example.com`, `x', true); drop table members; --`,
 		`E'\\'`, "ünïcödé@example.com", "",
 	} {
-		q, err := db.BeginQuery([]db.Scope{{Name: "app.member_email", Value: v}, {Name: "synchronous_commit", Value: "off"}})
-		require.NoError(t, err)
-		tx, err := pool.BeginTx(ctx, pgx.TxOptions{BeginQuery: q})
-		require.NoError(t, err, v)
 		var got, sync string
-		require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('app.member_email'), current_setting('synchronous_commit')").Scan(&got, &sync))
+		require.NoError(t, store.Scoped(ctx, db.Scope{Name: "app.member_email", Value: v}, func(tx pgx.Tx, _ *dbq.Queries) error {
+			return tx.QueryRow(ctx, "SELECT current_setting('app.member_email'), current_setting('synchronous_commit')").Scan(&got, &sync)
+		}, db.Scope{Name: "synchronous_commit", Value: "off"}), v)
 		require.Equal(t, v, got)
 		require.Equal(t, "off", sync)
-		require.NoError(t, tx.Rollback(ctx))
 	}
 	var members int
 	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM pg_tables WHERE tablename = 'members'").Scan(&members))
 	require.Equal(t, 1, members)
-	_, err := db.BeginQuery([]db.Scope{{Name: "app.member_email", Value: "a\x00b"}})
-	require.Error(t, err)
+	err := store.MemberEmail(ctx, "a\x00b", func(*dbq.Queries) error { return nil })
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err))
+}
+
+// statements records the text of every statement a pool sends, as a
+// tracer such as otelpgx records it (db.query.text).
+type statements struct {
+	mu  sync.Mutex
+	sql []string
+}
+
+func (s *statements) add(sql string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.sql = append(s.sql, sql)
+}
+
+func (s *statements) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
+	s.add(d.SQL)
+	return ctx
+}
+func (s *statements) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (s *statements) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (s *statements) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	s.add(d.SQL)
+}
+func (s *statements) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
+func (s *statements) TracePrepareStart(ctx context.Context, _ *pgx.Conn, d pgx.TracePrepareStartData) context.Context {
+	s.add(d.SQL)
+	return ctx
+}
+func (s *statements) TracePrepareEnd(context.Context, *pgx.Conn, pgx.TracePrepareEndData) {}
+
+// The settings that find a member by email, a key or a link by its hash
+// before the organization is known never appear in a statement's text,
+// which traces record: they are query parameters.
+func TestScopeValuesAreNotInStatementText(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.NewPool(t)
+	rec := &statements{}
+	pool, err := db.Open(context.Background(), url, 2, rec)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	none := func(*dbq.Queries) error { return nil }
+	email, hash := "secret.member@example.com", []byte("a key's or a link's sha-256 hash")
+	require.NoError(t, store.MemberEmail(ctx, email, none))
+	require.NoError(t, store.KeyHolder(ctx, hash, none))
+	require.NoError(t, store.Link(ctx, hash, none))
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.NotEmpty(t, rec.sql)
+	for _, sql := range rec.sql {
+		require.NotContains(t, sql, email)
+		require.NotContains(t, sql, fmt.Sprintf("%x", hash))
+	}
 }
 
 // Store.orgGone recognises a write for a deleted organization by the name of
