@@ -20,9 +20,19 @@ import (
 // fails: 503 with a hint to retry, never a 500.
 var errUnavailable = &apperr.Error{Code: apperr.Unavailable, Message: "the database is unavailable; try again", RetryAfter: time.Second}
 
-// unavailable turns a lost connection into errUnavailable and leaves every
-// other error as it is.
+// errNotText is what a caller is told when Postgres refuses a text holding
+// NUL or bytes that are not UTF-8 (SQLSTATE 22021), which the API's
+// validation did not catch (wire.Validate refuses them with the field
+// named): 400, never a 500.
+var errNotText = apperr.New(apperr.Invalid, "a text holds a NUL character or bytes that are not UTF-8")
+
+// unavailable turns a lost connection into errUnavailable, a text Postgres
+// cannot store into errNotText, and leaves every other error as it is.
 func unavailable(ctx context.Context, err error) error {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "22021" {
+		return errNotText
+	}
 	if err == nil || !connectionLost(err) || ctx.Err() != nil {
 		return err
 	}

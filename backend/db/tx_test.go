@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -177,4 +178,26 @@ func TestOrganizationForeignKeysAreNamed(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.GreaterOrEqual(t, toOrgs, 7, "the tenant tables reference organizations")
+}
+
+// A text Postgres cannot store (invalid UTF-8; NUL is refused the same
+// way) is a 400 whatever path brought it, never a 500: the backstop behind
+// the API's own validation, which names the field.
+func TestTextPostgresRefusesIsInvalid(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	org, _, err := account.Bootstrap(ctx, store, "Texts", "free")
+	require.NoError(t, err)
+	err = store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		_, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: uuid.New(), Name: "bad \xff name", EmbeddingModel: "m", EmbeddingDim: 512})
+		return err
+	})
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err), "%v", err)
+	err = store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		_, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: uuid.New(), Name: "fine", EmbeddingModel: "m", EmbeddingDim: 512})
+		return err
+	})
+	require.NoError(t, err)
 }
