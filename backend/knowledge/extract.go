@@ -472,7 +472,23 @@ func extractPDF(x *extraction, b []byte) (Document, error) {
 		return Document{}, fmt.Errorf("not a readable PDF: %v", err)
 	}
 	var doc Document
+	var content int64 // the pages' content streams, decompressed
 	err = pdfPages(x, r, func(i int, p pdf.Page) error {
+		// SECURITY: a content stream of a few KiB may inflate to GiBs, which
+		// the reader interprets and whose text it gathers in memory: its
+		// size is read first (streamed, nothing kept), bounded per page and
+		// for the file.
+		n, err := pdfContentSize(p, maxPDFPageContent+1)
+		if err != nil {
+			return fmt.Errorf("page %d: %v", i, err)
+		}
+		if content += n; n > maxPDFPageContent || content > maxPDFContent(len(b)) {
+			return fmt.Errorf("page %d: the pages' content expands past what a file of %d bytes may (%d MiB a page, %d MiB in all)",
+				i, len(b), maxPDFPageContent>>20, maxPDFContent(len(b))>>20)
+		}
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
 		text, err := p.GetPlainText(nil)
 		if err != nil {
 			return fmt.Errorf("page %d: %v", i, err)
@@ -481,6 +497,40 @@ func extractPDF(x *extraction, b []byte) (Document, error) {
 		return x.take(len(text))
 	})
 	return doc, err
+}
+
+// maxPDFPageContent bounds the decompressed content streams of one PDF
+// page, and maxPDFContent those of a file of n bytes: a page's content is
+// its drawing operators, rarely more than a few MiB even for dense pages.
+const maxPDFPageContent = 64 << 20
+
+func maxPDFContent(n int) int64 { return max(256<<20, 64*int64(n)) }
+
+// pdfContentSize is how many bytes p's content streams decompress to,
+// reading at most limit of them.
+func pdfContentSize(p pdf.Page, limit int64) (int64, error) {
+	c := p.V.Key("Contents")
+	streams := []pdf.Value{c}
+	if c.Kind() == pdf.Array {
+		streams = streams[:0]
+		for i := range c.Len() {
+			streams = append(streams, c.Index(i))
+		}
+	}
+	var total int64
+	for _, s := range streams {
+		if s.Kind() != pdf.Stream || total > limit {
+			continue
+		}
+		rd := s.Reader()
+		n, err := io.Copy(io.Discard, io.LimitReader(rd, limit-total+1))
+		_ = rd.Close()
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
 }
 
 // pdfPages calls fn with each page of r in order. It walks the page tree

@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"bytes"
+	"compress/zlib"
 	"context"
 	"fmt"
 	"strings"
@@ -85,6 +86,33 @@ func TestExtractDamagedPDF(t *testing.T) {
 			require.ErrorContains(t, err, tc.want)
 		})
 	}
+}
+
+// A page whose content stream is a few hundred KiB deflated and 100 MiB
+// inflated is refused before the reader interprets it (and gathers its
+// text in memory); a page of ordinary deflated content still reads.
+func TestExtractPDFContentBomb(t *testing.T) {
+	t.Parallel()
+	deflated := func(content []byte) string {
+		var z bytes.Buffer
+		w := zlib.NewWriter(&z)
+		_, _ = w.Write(content)
+		_ = w.Close()
+		return fmt.Sprintf("<< /Length %d /Filter /FlateDecode >>\nstream\n%s\nendstream", z.Len(), z.Bytes())
+	}
+	ok := onePage("x")
+	ok[4] = deflated([]byte("BT /F1 12 Tf 72 720 Td (Deflated text reads) Tj ET"))
+	doc, _, err := Extract(context.Background(), "ok.pdf", pdfOf(ok, nil), "")
+	require.NoError(t, err)
+	require.Contains(t, allText(doc), "Deflated text reads")
+
+	bomb := onePage("x")
+	show := []byte("(xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx) Tj\n")
+	bomb[4] = deflated(append([]byte("BT /F1 12 Tf 72 720 Td "), bytes.Repeat(show, (100<<20)/len(show))...))
+	b := pdfOf(bomb, nil)
+	require.Less(t, len(b), 1<<20, "the bomb itself is small")
+	_, _, err = Extract(context.Background(), "bomb.pdf", b, "")
+	require.ErrorContains(t, err, "content expands past")
 }
 
 // A CSV whose huge header cell every row repeats cannot grow without
