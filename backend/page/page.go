@@ -36,17 +36,17 @@ var (
 	beyond   = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 )
 
-// InRange says whether t is a time a listing accepts (years 1 to 9999).
-func InRange(t time.Time) bool {
+// inRange says whether t is a time a listing accepts (years 1 to 9999).
+func inRange(t time.Time) bool {
 	return !t.Before(earliest) && t.Before(beyond)
 }
 
 // Parse reads a cursor; a bad one is Invalid, naming the field "cursor".
-// Its time must be InRange: a cursor is the client's to write.
+// Its time must be inRange: a cursor is the client's to write.
 func Parse(c string) (time.Time, string, error) {
 	us, id, ok := strings.Cut(c, "_")
 	n, err := strconv.ParseInt(us, 10, 64)
-	if !ok || err != nil || id == "" || !InRange(time.UnixMicro(n)) {
+	if !ok || err != nil || id == "" || !inRange(time.UnixMicro(n)) {
 		return time.Time{}, "", apperr.InvalidField("cursor", "not a cursor of this listing")
 	}
 	return time.UnixMicro(n), id, nil
