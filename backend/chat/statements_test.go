@@ -103,17 +103,18 @@ func TestStatementsPerTurn(t *testing.T) {
 	}{
 		// admit: none (the agent is cached). load: one batch (begin,
 		// scope, the conversation's insert under the client's id, its
-		// row, history, datastores), the question, commit; persist: one
-		// batch (begin, scope, the answer, commit: the organization has
-		// no webhook endpoint). Four round trips, 12 statements. (A
-		// connection that has not prepared a batch's statements yet
-		// spends one more round trip on that, once; the tracer does not
-		// see it.) (17 round trips before the scopes rode on BEGIN, the
-		// inserts touched the conversation and agents were cached; 9
-		// before the batches; 5 before the answer's commit went with it.)
-		{"continuing a conversation", "warm-up", 4, 12},
+		// row, history, datastores, the question's insert where the turn
+		// may join, a durable commit); persist: one batch (begin, scope,
+		// the answer, commit: the organization has no webhook endpoint).
+		// Two round trips, 12 statements. (A connection that has not
+		// prepared a batch's statements yet spends one more round trip on
+		// that, once; the tracer does not see it.) (17 round trips before
+		// the scopes rode on BEGIN, the inserts touched the conversation
+		// and agents were cached; 9 before the batches; 5 before the
+		// answer's commit went with it; 4 before the question's did.)
+		{"continuing a conversation", "warm-up", 2, 12},
 		// The same statements: the conversation's insert creates it.
-		{"starting a conversation", "fresh", 4, 12},
+		{"starting a conversation", "fresh", 2, 12},
 	} {
 		sql, trips := turn(tc.conv)
 		t.Logf("%s: %d round trips, %d statements:\n%s", tc.name, trips, len(sql), strings.Join(sql, "\n"))
@@ -129,7 +130,24 @@ func TestStatementsPerTurn(t *testing.T) {
 		}
 		require.Equal(t, 2, begins, "%s: two transactions", tc.name)
 		require.Equal(t, "(batch) commit", sql[len(sql)-1], "%s: the answer's commit goes with its insert", tc.name)
+		require.Contains(t, sql[len(sql)-6], "INSERT INTO messages", "%s: the question's insert", tc.name)
+		require.Equal(t, "(batch) commit", sql[len(sql)-5], "%s: the question's commit goes with its insert", tc.name)
 	}
+
+	// A conversation id of another caller: the first batch stores nothing
+	// and the turn starts a conversation under a new id in a transaction
+	// of its own (a few round trips more, only here).
+	other := f.agent(t, `{"name":"Other","instructions":"Be brief."}`)
+	f.chat(t, other, f.A.Key, `{"query":"hello","conversationId":"its-own"}`) // the agent cached
+	var conv string
+	sql, trips := st.during(func() {
+		status, rep, r := f.chat(t, other, f.A.Key, `{"query":"hello","conversationId":"warm-up"}`)
+		require.Equal(t, http.StatusOK, status, "%s", r.Body)
+		conv = rep.ConversationID
+	})
+	t.Logf("another agent's conversation id: %d round trips, %d statements:\n%s", trips, len(sql), strings.Join(sql, "\n"))
+	require.NotEqual(t, "warm-up", conv)
+	require.LessOrEqual(t, trips, 6)
 }
 
 // Agents are cached for chat turns like keys: a change made through an

@@ -213,56 +213,96 @@ func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (
 // load reads the conversation (or starts it), its history, the agent's
 // datastores and the passages they hold for the question, and stores the
 // question, all before the model is called; then the passages go out as
-// source events. A new conversation and the question are webhook events,
-// enqueued in the same transaction.
+// source events.
 //
-// The first statements go with the transaction's BEGIN, in one round trip
-// (Store.TenantTxWith): the conversation's insert under the client's id
-// (nothing when it exists), its row, its history and the agent's
-// datastores. The question's insert and the commit follow: a turn without
-// datastores, webhooks or contact costs three round trips here.
+// A turn of an organization known to have no webhook endpoint, carrying no
+// contact, takes one round trip and one durable commit here (loadOneTrip);
+// the others, and a turn whose conversation id turns out to be someone
+// else's, take loadTx's transaction.
 func (s *Service) load(ctx context.Context, t *turn) error {
-	org, req := t.org, t.req
-	var visitor *string
-	if v := req.GetVisitorId(); v != "" {
-		visitor = &v
+	atts, err := json.Marshal(attachmentsJSON(t.req.GetAttachments()))
+	if err != nil {
+		return err
 	}
-	var (
-		created              bool
-		createErr, existsErr error
-		storeIDs             []uuid.UUID
-	)
-	first := func(q *dbq.Queries) error {
-		var c dbq.Conversation
-		c, createErr = q.CreateConversation(ctx, dbq.CreateConversationParams{
-			OrgID: org, ID: req.GetConversationId(), AgentID: t.a.Agent.ID, VisitorID: visitor, Channel: t.channel,
-		})
-		created = createErr == nil
-		if errors.Is(createErr, pgx.ErrNoRows) {
-			createErr = nil
-		}
-		if createErr != nil {
-			return s.conversationError(createErr, t.a)
-		}
-		if t.conv, existsErr = q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: req.GetConversationId()}); existsErr != nil && !errors.Is(existsErr, pgx.ErrNoRows) {
-			return existsErr
-		}
-		if created {
-			t.conv = c
-		}
-		// SECURITY: read for the client's id, kept only if the turn joins
-		// that conversation (below); never sent anywhere otherwise.
-		var err error
-		if t.history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: req.GetConversationId(), MaxRows: historyRows}); err != nil {
+	question, err := uuid.NewV7()
+	if err != nil {
+		return err
+	}
+	var storeIDs []uuid.UUID
+	done := false
+	if s.Hooks.Silent(t.org) && t.req.GetContact() == nil {
+		if done, storeIDs, err = s.loadOneTrip(ctx, t, question, atts); err != nil {
 			return err
 		}
-		if s.Knowledge != nil {
-			// SECURITY: only this organization's datastores attached to this agent.
-			storeIDs, err = q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: org, AgentID: t.a.Agent.ID})
+		if done && s.retrieves(t, storeIDs) {
+			err = s.Store.Tenant(ctx, t.org, func(q *dbq.Queries) error { return s.retrieve(ctx, q, t, storeIDs) })
+		}
+	}
+	if !done {
+		err = s.loadTx(ctx, t, question, atts)
+	}
+	if err != nil {
+		return err
+	}
+	srcs := make([]*parleyv1.Source, 0, len(t.found))
+	for _, r := range t.found {
+		srcs = append(srcs, tool.KnowledgeSource(r))
+	}
+	return t.cite(srcs)
+}
+
+// loadOneTrip is load's common path, in one batch: BEGIN, the scope, the
+// conversation's insert under the client's id (nothing when it exists), its
+// row, its history, the agent's datastores, the question's insert when the
+// turn may join that conversation (CreateQuestion decides, in SQL, as
+// conversation does in Go) and COMMIT, durable. done is false when the
+// question was not stored (the id is another agent's or caller's): nothing
+// was, and loadTx starts a conversation under a new id. No webhook event
+// is written: the caller checked that the organization has no endpoint.
+// The passages are searched after the commit (load): the question is
+// stored even if that search fails, as it is when the model fails.
+func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, atts []byte) (done bool, storeIDs []uuid.UUID, _ error) {
+	org, req := t.org, t.req
+	visitor := visitorID(req)
+	var o opening
+	first := func(q *dbq.Queries) error {
+		if err := s.open(ctx, q, t, visitor, &o); err != nil {
+			return err
+		}
+		_, err := q.CreateQuestion(ctx, dbq.CreateQuestionParams{
+			OrgID: org, ID: question, ConversationID: req.GetConversationId(), AgentID: t.a.Agent.ID,
+			AnyCaller: t.a.Principal != nil, VisitorID: visitor,
+			Content: req.GetQuery(), Channel: t.channel, Attachments: atts,
+		})
+		done = err == nil
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
 		}
 		return err
 	}
-	err := s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
+	if err := s.Store.TenantBatch(ctx, org, first); err != nil || !done {
+		return false, nil, err
+	}
+	// The question joined the conversation read: its history is the turn's.
+	t.conv, t.history = o.conv, o.history
+	return true, o.storeIDs, nil
+}
+
+// loadTx is load in a transaction of several round trips: its first
+// statements go with BEGIN (Store.TenantTxWith), as loadOneTrip's: the
+// conversation's insert under the client's id (nothing when it exists), its
+// row, its history and the agent's datastores. Then the contact is merged,
+// the conversation joined or a new one started (conversation), the
+// passages searched, the question stored, and the webhook events of a new
+// conversation and of the question enqueued with them.
+func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts []byte) error {
+	org, req := t.org, t.req
+	visitor := visitorID(req)
+	var o opening
+	first := func(q *dbq.Queries) error { return s.open(ctx, q, t, visitor, &o) }
+	return s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
+		t.conv, t.history = o.conv, o.history
+		created, existsErr := o.created, o.existsErr
 		contactID, err := s.mergeContact(ctx, tx, org, req.GetContact())
 		if err != nil {
 			return err
@@ -293,24 +333,13 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 				return err
 			}
 		}
-		if len(storeIDs) > 0 && !handoff.Silenced(t.conv.Status) {
-			if t.stores, err = s.Knowledge.Datastores(ctx, q, org, storeIDs); err != nil {
+		if s.retrieves(t, o.storeIDs) {
+			if err := s.retrieve(ctx, q, t, o.storeIDs); err != nil {
 				return err
 			}
-			if t.found, err = s.Knowledge.Search(ctx, q, org, t.stores, t.filter, req.GetQuery(), passagesPerTurn); err != nil {
-				return err
-			}
-		}
-		atts, err := json.Marshal(attachmentsJSON(req.GetAttachments()))
-		if err != nil {
-			return err
-		}
-		id, err := uuid.NewV7()
-		if err != nil {
-			return err
 		}
 		row, err := q.CreateMessage(ctx, dbq.CreateMessageParams{
-			OrgID: org, ID: id, ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(),
+			OrgID: org, ID: question, ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(),
 			Channel: t.channel, Attachments: atts, Sources: []byte("[]"),
 		})
 		if err != nil {
@@ -320,14 +349,68 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 			ID: row.ID.String(), ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(), CreateTime: row.CreatedAt,
 		})
 	})
-	if err != nil {
+}
+
+// opening is what a turn's first statements read (open).
+type opening struct {
+	// created: the conversation was inserted under the client's id.
+	created bool
+	// conv is the conversation under the client's id; existsErr is
+	// pgx.ErrNoRows when there is none (an insert that lost a race to a
+	// transaction that rolled back).
+	conv      dbq.Conversation
+	existsErr error
+	// history is conv's, newest first; storeIDs are the agent's datastores.
+	history  []dbq.ListMessagesRow
+	storeIDs []uuid.UUID
+}
+
+// open sends a turn's first statements, into o: the conversation's insert
+// under the client's id (nothing when it exists), its row, its history and
+// the agent's datastores. It runs as Store.TenantTxWith's first does:
+// recorded, then replayed.
+func (s *Service) open(ctx context.Context, q *dbq.Queries, t *turn, visitor *string, o *opening) error {
+	org, id := t.org, t.req.GetConversationId()
+	c, err := q.CreateConversation(ctx, dbq.CreateConversationParams{
+		OrgID: org, ID: id, AgentID: t.a.Agent.ID, VisitorID: visitor, Channel: t.channel,
+	})
+	o.created = err == nil
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return s.conversationError(err, t.a)
+	}
+	if o.conv, o.existsErr = q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: id}); o.existsErr != nil && !errors.Is(o.existsErr, pgx.ErrNoRows) {
+		return o.existsErr
+	}
+	if o.created {
+		o.conv = c
+	}
+	// SECURITY: read for the client's id, kept only if the turn joins that
+	// conversation; never sent anywhere otherwise.
+	if o.history, err = q.ListMessages(ctx, dbq.ListMessagesParams{OrgID: org, ConversationID: id, MaxRows: historyRows}); err != nil {
 		return err
 	}
-	srcs := make([]*parleyv1.Source, 0, len(t.found))
-	for _, r := range t.found {
-		srcs = append(srcs, tool.KnowledgeSource(r))
+	if s.Knowledge != nil {
+		// SECURITY: only this organization's datastores attached to this agent.
+		o.storeIDs, err = q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: org, AgentID: t.a.Agent.ID})
 	}
-	return t.cite(srcs)
+	return err
+}
+
+// retrieves reports whether the turn searches knowledge: the agent has
+// datastores and the conversation is not in people's hands.
+func (s *Service) retrieves(t *turn, storeIDs []uuid.UUID) bool {
+	return len(storeIDs) > 0 && !handoff.Silenced(t.conv.Status)
+}
+
+// retrieve reads the agent's datastores (storeIDs) and the passages they
+// hold for the question, in org's transaction q.
+func (s *Service) retrieve(ctx context.Context, q *dbq.Queries, t *turn, storeIDs []uuid.UUID) error {
+	var err error
+	if t.stores, err = s.Knowledge.Datastores(ctx, q, t.org, storeIDs); err != nil {
+		return err
+	}
+	t.found, err = s.Knowledge.Search(ctx, q, t.org, t.stores, t.filter, t.req.GetQuery(), passagesPerTurn)
+	return err
 }
 
 // cite adds sources to the reply, each once, and sends them as events.
@@ -721,10 +804,7 @@ const passagesPerTurn = 5
 // created reports that the conversation is new.
 func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted, req *parleyv1.ChatRequest, channel string, contactID *uuid.UUID, c dbq.Conversation, err error) (conv dbq.Conversation, created bool, _ error) {
 	org, id := a.OrgID(), req.GetConversationId()
-	var visitor *string
-	if v := req.GetVisitorId(); v != "" {
-		visitor = &v
-	}
+	visitor := visitorID(req)
 	for attempt := 0; attempt < 2; attempt++ {
 		if attempt > 0 {
 			c, err = q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: id})
@@ -773,8 +853,17 @@ func (s *Service) conversationError(err error, a *Admitted) error {
 	return err
 }
 
+// visitorID is the request's visitor id, nil when it has none (a key's).
+func visitorID(req *parleyv1.ChatRequest) *string {
+	if v := req.GetVisitorId(); v != "" {
+		return &v
+	}
+	return nil
+}
+
 // sameCaller: a key of the organization may continue any conversation of its
-// agent; a visitor only its own.
+// agent; a visitor only its own. (CreateQuestion decides the same in SQL,
+// for loadOneTrip: change both or neither.)
 func sameCaller(a *Admitted, c dbq.Conversation, visitor string) bool {
 	if a.Principal != nil {
 		return true

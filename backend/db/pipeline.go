@@ -161,7 +161,20 @@ func readBatch(br pgx.BatchResults, queued []*pgx.QueuedQuery, first func(q *dbq
 // with it, so a retry after a commit that ran unseen fails on the rows' own
 // keys rather than storing them twice (the answer's id is made before).
 func (s *Store) TenantAsyncBatch(ctx context.Context, org uuid.UUID, first func(q *dbq.Queries) error) error {
-	scopes := []Scope{{"app.org_id", org.String()}, {"synchronous_commit", "off"}}
+	return s.oneTrip(ctx, org, first, Scope{"synchronous_commit", "off"})
+}
+
+// TenantBatch is TenantAsyncBatch committed as Tenant's are: COMMIT
+// returns once the write-ahead log is on disk (a chat turn's question,
+// which must be durable before the model is called, with the reads that
+// decide where it goes). first's statements must then decide between
+// themselves, in SQL, what they write: nothing in Go runs between them.
+func (s *Store) TenantBatch(ctx context.Context, org uuid.UUID, first func(q *dbq.Queries) error) error {
+	return s.oneTrip(ctx, org, first)
+}
+
+func (s *Store) oneTrip(ctx context.Context, org uuid.UUID, first func(q *dbq.Queries) error, more ...Scope) error {
+	scopes := append([]Scope{{"app.org_id", org.String()}}, more...)
 	return s.orgGone(org, s.recorded(ctx, scopes, first, func(scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery) error {
 		return s.sendOneTrip(ctx, scope, queued, first)
 	}))

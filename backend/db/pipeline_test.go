@@ -119,20 +119,36 @@ func TestTenantTxWith(t *testing.T) {
 	}
 }
 
-// TenantAsyncBatch sends BEGIN, the scope, first's statements and COMMIT
-// at once: what they write commits together in the tenant's scope; a
-// statement that fails (a duplicate id, another tenant's row) leaves
-// nothing of the batch stored, and the connection is kept, out of any
-// transaction, for the next user.
+// TenantAsyncBatch and TenantBatch send BEGIN, the scope, first's
+// statements and COMMIT at once: what they write commits together in the
+// tenant's scope; a statement that fails (a duplicate id, another tenant's
+// row) leaves nothing of the batch stored, and the connection is kept, out
+// of any transaction, for the next user.
 func TestTenantAsyncBatch(t *testing.T) {
 	t.Parallel()
+	for name, batch := range map[string]func(*db.Store) oneTrip{
+		"TenantAsyncBatch": func(s *db.Store) oneTrip { return s.TenantAsyncBatch },
+		"TenantBatch":      func(s *db.Store) oneTrip { return s.TenantBatch },
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			testOneTripBatch(t, batch)
+		})
+	}
+}
+
+// oneTrip is TenantAsyncBatch's and TenantBatch's signature.
+type oneTrip = func(context.Context, uuid.UUID, func(*dbq.Queries) error) error
+
+func testOneTripBatch(t *testing.T, batch func(*db.Store) oneTrip) {
 	f := newTwoOrgs(t)
 	store, pool, orgA, orgB, create, count := f.store, f.pool, f.a, f.b, f.create, f.count
 	ctx := context.Background()
+	send := batch(store)
 
 	id := uuid.New()
 	var made []dbq.Agent
-	require.NoError(t, store.TenantAsyncBatch(ctx, orgA, func(q *dbq.Queries) error {
+	require.NoError(t, send(ctx, orgA, func(q *dbq.Queries) error {
 		made = made[:0]
 		for _, id := range []uuid.UUID{id, uuid.New()} {
 			a, err := create(q, orgA, id)
@@ -163,7 +179,7 @@ func TestTenantAsyncBatch(t *testing.T) {
 			return err
 		},
 	} {
-		require.Error(t, store.TenantAsyncBatch(ctx, orgA, first), name)
+		require.Error(t, send(ctx, orgA, first), name)
 		require.Equal(t, 2, count(orgA), "%s: nothing of the batch is stored", name)
 		require.Zero(t, count(orgB), name)
 	}
@@ -172,7 +188,7 @@ func TestTenantAsyncBatch(t *testing.T) {
 	// TenantTxWith's, its recorded statements have committed by then (the
 	// COMMIT travelled with them).
 	runs := 0
-	err := store.TenantAsyncBatch(ctx, orgA, func(q *dbq.Queries) error {
+	err := send(ctx, orgA, func(q *dbq.Queries) error {
 		runs++
 		if runs == 2 {
 			_, err := q.ListAgents(ctx, dbq.ListAgentsParams{OrgID: orgA, MaxRows: 100})

@@ -37,6 +37,7 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 			return store.TenantTxWith(ctx, uuid.New(), listPlans, func(pgx.Tx, *dbq.Queries) error { return nil })
 		},
 		"TenantAsyncBatch (one round trip)": func() error { return store.TenantAsyncBatch(ctx, uuid.New(), listPlans) },
+		"TenantBatch (one round trip)":      func() error { return store.TenantBatch(ctx, uuid.New(), listPlans) },
 	} {
 		// Warm the pool: several connections, used just now.
 		for range 8 {

@@ -119,6 +119,55 @@ func (q *Queries) CreateMessage(ctx context.Context, arg CreateMessageParams) (C
 	return i, err
 }
 
+const createQuestion = `-- name: CreateQuestion :one
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources)
+SELECT c.org_id, $1, c.id, 'user', $2, $3, $4, '[]'
+FROM conversations c
+WHERE c.org_id = $5 AND c.id = $6 AND c.agent_id = $7
+  AND ($8::bool OR c.visitor_id = $9::text)
+RETURNING id, created_at
+`
+
+type CreateQuestionParams struct {
+	ID             uuid.UUID
+	Content        string
+	Channel        string
+	Attachments    []byte
+	OrgID          uuid.UUID
+	ConversationID string
+	AgentID        uuid.UUID
+	AnyCaller      bool
+	VisitorID      *string
+}
+
+type CreateQuestionRow struct {
+	ID        uuid.UUID
+	CreatedAt time.Time
+}
+
+// Stores a turn's question in conversation_id when the turn may join it:
+// the conversation is of agent_id and, unless any_caller (an API key of the
+// organization), of visitor_id; no row otherwise, and nothing is stored
+// (chat's rule, sameCaller, decided in SQL so that the statement can travel
+// in the batch that reads the conversation). Its trigger touches the
+// conversation as CreateMessage's does.
+func (q *Queries) CreateQuestion(ctx context.Context, arg CreateQuestionParams) (CreateQuestionRow, error) {
+	row := q.db.QueryRow(ctx, createQuestion,
+		arg.ID,
+		arg.Content,
+		arg.Channel,
+		arg.Attachments,
+		arg.OrgID,
+		arg.ConversationID,
+		arg.AgentID,
+		arg.AnyCaller,
+		arg.VisitorID,
+	)
+	var i CreateQuestionRow
+	err := row.Scan(&i.ID, &i.CreatedAt)
+	return i, err
+}
+
 const getConversation = `-- name: GetConversation :one
 SELECT org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq FROM conversations WHERE org_id = $1 AND id = $2
 `

@@ -47,6 +47,20 @@ VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), sqlc.arg(role
         sqlc.arg(incomplete), coalesce(sqlc.narg(tool_calls)::jsonb, '[]'))
 RETURNING id, created_at;
 
+-- name: CreateQuestion :one
+-- Stores a turn's question in conversation_id when the turn may join it:
+-- the conversation is of agent_id and, unless any_caller (an API key of the
+-- organization), of visitor_id; no row otherwise, and nothing is stored
+-- (chat's rule, sameCaller, decided in SQL so that the statement can travel
+-- in the batch that reads the conversation). Its trigger touches the
+-- conversation as CreateMessage's does.
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources)
+SELECT c.org_id, sqlc.arg(id), c.id, 'user', sqlc.arg(content), sqlc.arg(channel), sqlc.arg(attachments), '[]'
+FROM conversations c
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(conversation_id) AND c.agent_id = sqlc.arg(agent_id)
+  AND (sqlc.arg(any_caller)::bool OR c.visitor_id = sqlc.narg(visitor_id)::text)
+RETURNING id, created_at;
+
 -- name: ListConversations :many
 -- Newest first, with each conversation's message count and latest message.
 SELECT c.id, c.created_at, c.status, c.visitor_id, c.channel,
