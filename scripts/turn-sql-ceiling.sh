@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # turn-sql-ceiling.sh: how many chat turns a second Postgres itself can
 # store on this machine, with no Parley in the way: pgbench (-M prepared, 32
-# clients) runs a turn's statements (scripts/pgbench/turn.sql) grouped in
-# round trips three ways: as Parley sends them today, with the question's
-# insert travelling with its commit, and with each transaction in one round
-# trip. Then the floor's single INSERT for comparison. Issue 13; figures in
-# docs/benchmarks.md.
+# clients) runs a turn's statements as Parley sends them today
+# (scripts/pgbench/turn.sql, two round trips), as it sent them before
+# (turn-4rt.sql, four), and the floor's single INSERT for comparison.
+# Issue 13; figures in docs/benchmarks.md.
 #
 # Beside each rate, Postgres's own CPU per turn (every postgres process's
 # user and system time from /proc, the reaped backends' through the
@@ -23,11 +22,10 @@ read -r org agent < <("${admin[@]}" -F ' ' -c "select org_id, id from agents lim
 [ -n "$org" ] || { echo "no agent in $db: run bin/parley-load --held '' --keep first" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-# Variants: 4 round trips (today), 3 (question insert + commit in one),
-# 2 (each transaction one round trip).
-cp turn.sql "$work/4rt.sql"
-awk '/^INSERT INTO messages/ && !done {print "\\startpipeline"; print; getline; print; print "\\endpipeline"; done=1; next} {print}' turn.sql > "$work/3rt.sql"
-awk '/^\\endpipeline/ && !first {first=1; next} /^COMMIT;/ && !c {print; print "\\endpipeline"; c=1; next} {print}' turn.sql > "$work/2rt.sql"
+# Variants: today's two round trips (turn.sql), and the four Parley made
+# until 2026-11-25 (turn-4rt.sql).
+cp turn.sql "$work/2rt.sql"
+cp turn-4rt.sql "$work/4rt.sql"
 printf '%s\n' '\set r random(1, 1000000000)' \
   "INSERT INTO load_floor (conversation_id, query) VALUES ('c' || :r, 'hello there, what are your hours?') RETURNING id;" > "$work/floor.sql"
 # pgcpu: Postgres's CPU so far, in clock ticks.
@@ -43,7 +41,7 @@ pgcpu() {
   echo "$total"
 }
 tick_ms=$((1000 / $(getconf CLK_TCK)))
-for v in 4rt 3rt 2rt floor; do
+for v in 2rt 4rt floor; do
   "${admin[@]}" -c "delete from conversations where id like 'pgb-%'" -c "vacuum analyze conversations, messages, conversation_events" >/dev/null
   before=$(pgcpu)
   out=$(pgbench -h 127.0.0.1 -U parley -n -M prepared -c "${CLIENTS:-32}" -j "$(( ${CLIENTS:-32} < 2 ? 1 : 2 ))" -T "$secs" -D org="$org" -D agent="$agent" -f "$work/$v.sql" "$db" 2>&1)

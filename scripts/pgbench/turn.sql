@@ -1,8 +1,7 @@
 -- A chat turn's statements as Parley sends them (TestStatementsPerTurn
--- prints them), for pgbench: the question's transaction, then the answer's.
--- :org and :agent are set by scripts/turn-sql-ceiling.sh. \startpipeline
--- groups what Parley sends in one round trip; the script makes variants
--- with fewer.
+-- prints them), for pgbench: the question's transaction, then the answer's,
+-- each in one round trip. :org and :agent are set by
+-- scripts/turn-sql-ceiling.sh; \startpipeline groups one round trip.
 \set r random(1, 1000000000)
 \startpipeline
 BEGIN;
@@ -11,9 +10,9 @@ INSERT INTO conversations (org_id, id, agent_id, visitor_id, channel, contact_id
 SELECT org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq FROM conversations WHERE org_id = :org AND id = 'pgb-' || :client_id || '-' || :r;
 SELECT role, content, incomplete FROM messages WHERE org_id = :org AND conversation_id = 'pgb-' || :client_id || '-' || :r ORDER BY created_at DESC, id DESC LIMIT 20;
 SELECT datastore_id FROM agent_datastores WHERE org_id = :org AND agent_id = :agent ORDER BY datastore_id;
-\endpipeline
-INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources, model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete, tool_calls) VALUES (:org, gen_random_uuid(), 'pgb-' || :client_id || '-' || :r, 'user', 'hello there, what are your hours?', 'api', '[]', '[]', NULL, NULL, NULL, NULL, NULL, NULL, false, '[]') RETURNING id, created_at;
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources) SELECT c.org_id, gen_random_uuid(), c.id, 'user', 'hello there, what are your hours?', 'api', '[]', '[]' FROM conversations c WHERE c.org_id = :org AND c.id = 'pgb-' || :client_id || '-' || :r AND c.agent_id = :agent AND (true OR c.visitor_id = NULL) RETURNING id, created_at;
 COMMIT;
+\endpipeline
 \startpipeline
 BEGIN;
 SELECT set_config('app.org_id', :org, true), set_config('synchronous_commit', 'off', true);
