@@ -73,8 +73,10 @@ func Open(ctx context.Context, url string, maxConns int, tracer pgx.QueryTracer)
 	}
 	cfg.MaxConns = int32(min(PoolSize(url, maxConns), math.MaxInt32))
 	cfg.ConnConfig.Tracer = tracer
-	// The vector type, for embeddings (binary encoding, COPY).
+	// The vector type, for embeddings (binary encoding, COPY); uuid.UUID
+	// in binary.
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		RegisterUUID(conn.TypeMap())
 		return pgxvec.RegisterTypes(ctx, conn)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
