@@ -34,6 +34,9 @@ type result struct {
 	lats    []time.Duration
 	errs    map[string]int
 	elapsed time.Duration
+	// made is every request the phase sent: counted, failed, or in the
+	// warm-up.
+	made int
 }
 
 func (r *result) rps() float64 { return float64(len(r.lats)) / r.elapsed.Seconds() }
@@ -98,6 +101,7 @@ func (c *collector) add(lat time.Duration, err error) {
 func (r *runner) closed(ctx context.Context, name string, clients int, fn call) *result {
 	var c, warm collector
 	var wg sync.WaitGroup
+	var made atomic.Int64
 	begin := time.Now()
 	start := begin.Add(r.cfg.warmup)
 	end := start.Add(r.cfg.duration)
@@ -108,6 +112,7 @@ func (r *runner) closed(ctx context.Context, name string, clients int, fn call) 
 				rctx, cancel := context.WithTimeout(ctx, time.Minute)
 				done, err := fn(rctx, r.seq.Add(1))
 				cancel()
+				made.Add(1)
 				if t0.Before(start) {
 					warm.add(done.Sub(t0), err)
 				} else {
@@ -117,7 +122,7 @@ func (r *runner) closed(ctx context.Context, name string, clients int, fn call) 
 		})
 	}
 	wg.Wait()
-	res := &result{lats: c.lats, errs: c.errs, elapsed: time.Since(start)}
+	res := &result{lats: c.lats, errs: c.errs, elapsed: time.Since(start), made: int(made.Load())}
 	res.print(name)
 	if r.cfg.warmup > 0 && len(warm.lats) > 0 {
 		slices.Sort(warm.lats)

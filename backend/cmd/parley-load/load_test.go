@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -97,4 +99,30 @@ func TestFloorProxy(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusBadGateway, resp.StatusCode)
+}
+
+// cpu reads a process's CPU from /proc (here the test's own, made to spin
+// for a while) and Postgres's, which runs on this machine for the tests.
+func TestCPU(t *testing.T) {
+	self, err := os.FindProcess(os.Getpid())
+	require.NoError(t, err)
+	e := &env{parley: &exec.Cmd{Process: self}}
+	before := e.cpu()
+	require.Positive(t, before.postgres, "Postgres's processes are found")
+	// Spin until /proc says 100 ms of CPU went by (however busy the
+	// machine is), or fail after 20 s of wall time.
+	var after cpuTimes
+	x := 0
+	for end := time.Now().Add(20 * time.Second); time.Now().Before(end); {
+		for range 1_000_000 {
+			x++
+		}
+		if after = e.cpu(); after.parley-before.parley >= 100*time.Millisecond {
+			break
+		}
+	}
+	require.Positive(t, x)
+	require.GreaterOrEqual(t, after.parley-before.parley, 100*time.Millisecond, "the spin is counted")
+	p, _ := perRequest(before, after, 10)
+	require.Equal(t, (after.parley-before.parley)/10, p)
 }

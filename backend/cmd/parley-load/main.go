@@ -100,9 +100,16 @@ func run(ctx context.Context, c config) error {
 	fmt.Printf("== JSON chat, closed loop, %d clients, %s each ==\n", c.clients, c.duration)
 	header()
 	direct := r.closed(ctx, "model direct", c.clients, r.modelJSON)
+	cpu0 := env.cpu()
 	floor := r.closed(ctx, "floor (INSERT)", c.clients, r.floor)
+	cpu1 := env.cpu()
 	parley := r.closed(ctx, "parley", c.clients, r.parleyJSON)
+	cpu2 := env.cpu()
 	fmt.Printf("   parley/floor throughput: %.2f×; parley/model-direct: %.2f×\n", parley.rps()/floor.rps(), parley.rps()/direct.rps())
+	_, floorPG := perRequest(cpu0, cpu1, floor.made)
+	turnParley, turnPG := perRequest(cpu1, cpu2, parley.made)
+	fmt.Printf("   CPU a request (from /proc, steadier than the rates): parley %s + its Postgres %s; the floor's Postgres %s\n",
+		ms(turnParley), ms(turnPG), ms(floorPG))
 	fmt.Printf("   sockets in TIME_WAIT on the model's port after the phases: %d (connections not kept for reuse)\n\n", env.timeWait())
 
 	fmt.Printf("== JSON chat, open loop, %d req/s, %s each (latency from each request's scheduled start) ==\n", c.rate, c.duration)
