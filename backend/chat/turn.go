@@ -266,6 +266,7 @@ func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, 
 	visitor := visitorID(req)
 	var o opening
 	first := func(q *dbq.Queries) error {
+		done = false // first runs twice: recorded, then read
 		if err := s.open(ctx, q, t, visitor, &o); err != nil {
 			return err
 		}
