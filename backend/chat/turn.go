@@ -230,7 +230,11 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 	}
 	var storeIDs []uuid.UUID
 	done := false
-	if s.Hooks.Silent(t.org) && t.req.GetContact() == nil {
+	// (A caller with neither key nor visitor id, which Admit never lets
+	// through, could not join even the conversation the batch creates:
+	// loadTx would start a second one. It takes loadTx at once.)
+	anyone := t.a.Principal != nil || t.req.GetVisitorId() != ""
+	if s.Hooks.Silent(t.org) && t.req.GetContact() == nil && anyone {
 		if done, storeIDs, err = s.loadOneTrip(ctx, t, question, atts); err != nil {
 			return err
 		}
@@ -283,6 +287,24 @@ func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, 
 	}
 	if err := s.Store.TenantBatch(ctx, org, first); err != nil || !done {
 		return false, nil, err
+	}
+	if o.existsErr != nil || o.conv.AgentID != t.a.Agent.ID || !sameCaller(t.a, o.conv, req.GetVisitorId()) {
+		// Each statement reads in its own snapshot: the id was deleted
+		// and made again by this caller between the reads and the
+		// question's insert. What was read is not the conversation the
+		// question joined: read that one, without history.
+		o.history = nil
+		err := s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			var err error
+			o.conv, err = q.GetConversation(ctx, dbq.GetConversationParams{OrgID: org, ID: req.GetConversationId()})
+			return err
+		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return false, nil, apperr.New(apperr.Conflict, "conversation %q was deleted while this turn stored its message; retry", req.GetConversationId())
+		}
+		if err != nil {
+			return false, nil, err
+		}
 	}
 	// The question joined the conversation read: its history is the turn's.
 	t.conv, t.history = o.conv, o.history
