@@ -238,7 +238,7 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 		if done, storeIDs, err = s.loadOneTrip(ctx, t, question, atts); err != nil {
 			return err
 		}
-		if done && s.retrieves(t, storeIDs) {
+		if done && t.retrieves(storeIDs) {
 			err = s.Store.Tenant(ctx, t.org, func(q *dbq.Queries) error { return s.retrieve(ctx, q, t, storeIDs) })
 		}
 	}
@@ -271,7 +271,7 @@ func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, 
 	var o opening
 	first := func(q *dbq.Queries) error {
 		done = false // first runs twice: recorded, then read
-		if err := s.open(ctx, q, t, visitor, &o); err != nil {
+		if err := s.open(ctx, q, t, &o); err != nil {
 			return err
 		}
 		_, err := q.CreateQuestion(ctx, dbq.CreateQuestionParams{
@@ -320,9 +320,8 @@ func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, 
 // conversation and of the question enqueued with them.
 func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts []byte) error {
 	org, req := t.org, t.req
-	visitor := visitorID(req)
 	var o opening
-	first := func(q *dbq.Queries) error { return s.open(ctx, q, t, visitor, &o) }
+	first := func(q *dbq.Queries) error { return s.open(ctx, q, t, &o) }
 	return s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
 		t.conv, t.history = o.conv, o.history
 		created, existsErr := o.created, o.existsErr
@@ -356,7 +355,7 @@ func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts 
 				return err
 			}
 		}
-		if s.retrieves(t, o.storeIDs) {
+		if t.retrieves(o.storeIDs) {
 			if err := s.retrieve(ctx, q, t, o.storeIDs); err != nil {
 				return err
 			}
@@ -392,10 +391,10 @@ type opening struct {
 // under the client's id (nothing when it exists), its row, its history and
 // the agent's datastores. It runs as Store.TenantTxWith's first does:
 // recorded, then replayed.
-func (s *Service) open(ctx context.Context, q *dbq.Queries, t *turn, visitor *string, o *opening) error {
+func (s *Service) open(ctx context.Context, q *dbq.Queries, t *turn, o *opening) error {
 	org, id := t.org, t.req.GetConversationId()
 	c, err := q.CreateConversation(ctx, dbq.CreateConversationParams{
-		OrgID: org, ID: id, AgentID: t.a.Agent.ID, VisitorID: visitor, Channel: t.channel,
+		OrgID: org, ID: id, AgentID: t.a.Agent.ID, VisitorID: visitorID(t.req), Channel: t.channel,
 	})
 	o.created = err == nil
 	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -421,7 +420,7 @@ func (s *Service) open(ctx context.Context, q *dbq.Queries, t *turn, visitor *st
 
 // retrieves reports whether the turn searches knowledge: the agent has
 // datastores and the conversation is not in people's hands.
-func (s *Service) retrieves(t *turn, storeIDs []uuid.UUID) bool {
+func (t *turn) retrieves(storeIDs []uuid.UUID) bool {
 	return len(storeIDs) > 0 && !handoff.Silenced(t.conv.Status)
 }
 
