@@ -141,7 +141,9 @@ func (ix prfIndex) expand(query []string, feedback []Result, n int, lambda float
 	for term := range w {
 		terms = append(terms, term)
 	}
-	sort.Slice(terms, func(i, j int) bool { return cmp.Or(cmp.Compare(w[terms[j]], w[terms[i]]), strings.Compare(terms[i], terms[j])) < 0 })
+	sort.Slice(terms, func(i, j int) bool {
+		return cmp.Or(cmp.Compare(w[terms[j]], w[terms[i]]), strings.Compare(terms[i], terms[j])) < 0
+	})
 	if len(terms) > n {
 		terms = terms[:n]
 	}
@@ -190,24 +192,20 @@ func TestEvalPRF(t *testing.T) {
 	for _, s := range []float64{0.2, 0.4} {
 		variants = append(variants, variant{name: fmt.Sprintf("expanded text as a third list, share %.1f (fused top 3, 10 terms)", s), docs: 3, terms: 10, lambda: 1, share2: s})
 	}
-	scores := map[string]map[string]*evalScore{}
-	all := map[string]*evalScore{}
+	names := []string{"use-lite hybrid (the search)"}
 	for _, v := range variants {
-		scores[v.name], all[v.name] = map[string]*evalScore{}, &evalScore{}
+		names = append(names, v.name)
 	}
-	all["use-lite hybrid (the search)"] = &evalScore{}
-	scores["use-lite hybrid (the search)"] = map[string]*evalScore{}
+	scores := map[string]map[string]*evalScore{} // method -> doc -> score
+	all := map[string]*evalScore{}
+	for _, n := range names {
+		scores[n], all[n] = map[string]*evalScore{}, &evalScore{}
+	}
 	for _, d := range docs {
 		ds := ingestEval(t, k, org, d, neural)
 		ix := prfLoad(t, store, org, ds.store)
-		for _, v := range append([]string{"use-lite hybrid (the search)"}, func() []string {
-			var s []string
-			for _, v := range variants {
-				s = append(s, v.name)
-			}
-			return s
-		}()...) {
-			scores[v][d.Name] = &evalScore{}
+		for _, n := range names {
+			scores[n][d.Name] = &evalScore{}
 		}
 		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 			for _, qu := range d.Questions {
@@ -301,10 +299,6 @@ func TestEvalPRF(t *testing.T) {
 		fmt.Fprintf(&b, " %s hit@1 | hit@5 | MRR |", d.Name)
 	}
 	b.WriteString(" all hit@1 | hit@5 | MRR |\n")
-	names := []string{"use-lite hybrid (the search)"}
-	for _, v := range variants {
-		names = append(names, v.name)
-	}
 	for _, n := range names {
 		fmt.Fprintf(&b, "| %s |", n)
 		for _, d := range docs {
