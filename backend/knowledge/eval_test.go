@@ -229,12 +229,9 @@ func TestEvalRetrieval(t *testing.T) {
 	}
 	docs := loadEval(t)
 	ctx := context.Background()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "Eval", "pro")
-	require.NoError(t, err)
-	neural := embed.NewNeural()
-	k := New(store, neural, netguard.New(netguard.Config{}), embed.Lexical{})
+	k, org, neural := newEval(t)
+	store := k.Store
+	var err error
 	if c := os.Getenv("PARLEY_EVAL_CHUNK"); c != "" {
 		a, b, _ := strings.Cut(c, "/")
 		k.Chunking.MaxTokens, err = strconv.Atoi(a)
@@ -334,22 +331,12 @@ func TestEvalRetrieval(t *testing.T) {
 	for _, e := range embedders {
 		fmt.Fprintf(&b, "ingestion with %s %s; ", e.Model(), ingestTime[e.Model()].Round(100*time.Millisecond))
 	}
-	b.WriteString("\n\n| method |")
-	for _, d := range docs {
-		fmt.Fprintf(&b, " %s hit@1 | hit@5 | MRR |", d.Name)
+	b.WriteString("\n\n")
+	names := make([]string, len(methods))
+	for i, m := range methods {
+		names[i] = m.name
 	}
-	b.WriteString(" all hit@1 | hit@5 | MRR |\n|---|")
-	for range len(docs) + 1 {
-		b.WriteString("---|---|---|")
-	}
-	b.WriteString("\n")
-	for _, m := range methods {
-		fmt.Fprintf(&b, "| %s |", m.name)
-		for _, d := range docs {
-			fmt.Fprintf(&b, " %s |", scores[m.name][d.Name].cells())
-		}
-		fmt.Fprintf(&b, " %s |\n", all[m.name].cells())
-	}
+	b.WriteString(evalTable(docs, names, scores, all))
 	if os.Getenv("PARLEY_EVAL_MISSES") != "" {
 		for _, m := range methods {
 			fmt.Fprintf(&b, "\n%s misses (%d):\n", m.name, len(all[m.name].misses))
@@ -368,6 +355,42 @@ func TestEvalRetrieval(t *testing.T) {
 	// A floor, so that the evaluation fails when retrieval breaks outright;
 	// the figures themselves are read from the table.
 	require.Greater(t, all["use-lite hybrid"].hit5, all["use-lite hybrid"].n/2, "use-lite hybrid finds fewer than half the answers in the top 5")
+}
+
+// newEval is the evaluation's Knowledge, over a database of its own, with
+// the neural embedder as the default and the lexical one beside it, and
+// the organisation whose datastores it makes.
+func newEval(t *testing.T) (*Knowledge, uuid.UUID, embed.Embedder) {
+	t.Helper()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(context.Background(), store, "Eval", "pro")
+	require.NoError(t, err)
+	neural := embed.NewNeural()
+	return New(store, neural, netguard.New(netguard.Config{}), embed.Lexical{}), org, neural
+}
+
+// evalTable is the scores of the methods named, per document and over
+// all, as a Markdown table.
+func evalTable(docs []evalDoc, names []string, scores map[string]map[string]*evalScore, all map[string]*evalScore) string {
+	var b strings.Builder
+	b.WriteString("| method |")
+	for _, d := range docs {
+		fmt.Fprintf(&b, " %s hit@1 | hit@5 | MRR |", d.Name)
+	}
+	b.WriteString(" all hit@1 | hit@5 | MRR |\n|---|")
+	for range len(docs) + 1 {
+		b.WriteString("---|---|---|")
+	}
+	b.WriteString("\n")
+	for _, n := range names {
+		fmt.Fprintf(&b, "| %s |", n)
+		for _, d := range docs {
+			fmt.Fprintf(&b, " %s |", scores[n][d.Name].cells())
+		}
+		fmt.Fprintf(&b, " %s |\n", all[n].cells())
+	}
+	return b.String()
 }
 
 type evalChunk struct {

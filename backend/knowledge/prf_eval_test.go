@@ -13,12 +13,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
-	"github.com/parleyhq/parley/backend/dbtest"
-	"github.com/parleyhq/parley/backend/embed"
-	"github.com/parleyhq/parley/backend/netguard"
 )
 
 // The query-expansion experiment of docs/benchmarks.md ("Expanding the
@@ -167,12 +163,8 @@ func TestEvalPRF(t *testing.T) {
 	}
 	docs := loadEval(t)
 	ctx := context.Background()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "Eval", "pro")
-	require.NoError(t, err)
-	neural := embed.NewNeural()
-	k := New(store, neural, netguard.New(netguard.Config{}), embed.Lexical{})
+	k, org, neural := newEval(t)
+	store := k.Store
 
 	type variant struct {
 		name           string
@@ -293,18 +285,5 @@ func TestEvalPRF(t *testing.T) {
 			return nil
 		}))
 	}
-	var b strings.Builder
-	b.WriteString("\n| method |")
-	for _, d := range docs {
-		fmt.Fprintf(&b, " %s hit@1 | hit@5 | MRR |", d.Name)
-	}
-	b.WriteString(" all hit@1 | hit@5 | MRR |\n")
-	for _, n := range names {
-		fmt.Fprintf(&b, "| %s |", n)
-		for _, d := range docs {
-			fmt.Fprintf(&b, " %s |", scores[n][d.Name].cells())
-		}
-		fmt.Fprintf(&b, " %s |\n", all[n].cells())
-	}
-	fmt.Println(b.String())
+	fmt.Println("\n" + evalTable(docs, names, scores, all))
 }
