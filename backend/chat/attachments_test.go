@@ -203,6 +203,32 @@ func TestDocumentAttachmentOnLoopbackIsRefused(t *testing.T) {
 	require.Empty(t, f.fake.Requests())
 }
 
+// An image goes to the model by URL and the provider fetches it: one on an
+// address the guard may not reach is refused the same way, before anything
+// is stored or the model is called, so that a self-hosted provider inside
+// the operator's network is not made to fetch it.
+func TestImageAttachmentOnAPrivateAddressIsRefused(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for _, u := range []string{
+		"http://169.254.169.254/latest/meta-data/iam.png",
+		"http://127.0.0.1:9/admin.png",
+		"http://[::1]/x.jpg",
+		"http://localhost/x.png",
+		"http://2130706433/x.png",
+	} {
+		status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"img-guard","attachments":[{"url":"`+u+`","type":"image/png"}]}`)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", u, raw.Body)
+		b := raw.Err(t)
+		require.Equal(t, "attachments[0]", b.Error.Field, u)
+		require.Contains(t, b.Error.Message, "the image cannot be given to the model", u)
+	}
+	require.Empty(t, f.fake.Requests())
+	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"img-guard"}`)
+	require.Equal(t, http.StatusOK, status, "%s", raw.Body)
+	require.Len(t, promptOf(t, f.fake, 0), 2, "the refused turns stored nothing: the conversation starts here (system, user)")
+}
+
 // damagedPDF is minimalPDF with its objects changed: the catalog's xref
 // entry pointing at another object (the PDF reader panics on it), or a
 // page tree claiming 2⁶³ pages without any.

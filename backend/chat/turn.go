@@ -98,6 +98,9 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkImages(ctx, req.GetAttachments()); err != nil {
+		return nil, err
+	}
 	if t.documents, err = s.readDocuments(ctx, req.GetAttachments()); err != nil {
 		return nil, err
 	}
