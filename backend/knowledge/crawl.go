@@ -19,12 +19,20 @@ const (
 	MaxPages = 1000
 	// maxSitemapURLs bounds what a sitemap may list before the cap applies.
 	maxSitemapURLs = 50000
+	// CrawlBytes bounds the text a site's crawl keeps, as much as the
+	// largest file may hold (MaxFileBytes). The pages' text is held until
+	// the crawl ends, then chunked: without it, 1,000 pages of 10 MiB (each
+	// within the fetch limit) would hold 10 GiB in the worker, which one
+	// tenant's datasource must not be able to ask of the process every
+	// tenant's ingestion shares.
+	CrawlBytes = MaxFileBytes
 )
 
 // crawl reads a site: the pages its sitemap lists when the URL is a sitemap,
 // else the pages reachable by links from the URL within its host,
-// breadth first, up to maxPages. Pages that fail are skipped (and logged);
-// the site fails only if no page could be read.
+// breadth first, up to maxPages and k.SiteBytes of text (the crawl stops,
+// logged, before the page that would pass it). Pages that fail are skipped
+// (and logged); the site fails only if no page could be read.
 func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Document, error) {
 	if maxPages <= 0 {
 		maxPages = DefaultMaxPages
@@ -54,6 +62,7 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	seen := map[string]bool{}
 	var docs []Document
 	var lastErr error
+	kept := 0 // bytes of text in docs
 	for len(queue) > 0 && len(docs) < maxPages {
 		if err := ctx.Err(); err != nil {
 			return nil, err // an attempt that ran out of time, not a site that cannot be read
@@ -71,6 +80,11 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			continue
 		}
 		if d, _, err := Extract(ctx, pageName(p.URL), p.Body, p.URL.String()); err == nil {
+			if kept += d.size(); kept > k.SiteBytes && len(docs) > 0 {
+				slog.WarnContext(ctx, "crawl: the site's text reached its bound; the pages left are not read",
+					"site", start, "pages", len(docs), "bytes", kept-d.size(), "bound", k.SiteBytes)
+				break
+			}
 			d.URL = p.URL.String()
 			docs = append(docs, d)
 		} else {
@@ -86,6 +100,15 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		return nil, permanent("no page of %s could be read: %v", start, lastErr)
 	}
 	return docs, nil
+}
+
+// size is the bytes of a document's text, its title and headings included.
+func (d Document) size() int {
+	n := len(d.Title)
+	for _, s := range d.Sections {
+		n += len(s.Heading) + len(s.Text)
+	}
+	return n
 }
 
 func pageName(u *url.URL) string {

@@ -60,6 +60,9 @@ type Knowledge struct {
 	ExactBelow int64
 	ExactMax   int64
 	ExactRatio float64
+	// SiteBytes bounds the text a web_site's crawl keeps (CrawlBytes
+	// unless set): the crawl stops before the page that would pass it.
+	SiteBytes int
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
 	// Hooks sends datasource.synced and datasource.failed to the
@@ -91,7 +94,7 @@ const (
 // New returns a Knowledge embedding new datastores with def.
 func New(store *db.Store, def embed.Embedder, guard *netguard.Client, others ...embed.Embedder) *Knowledge {
 	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch, ExactBelow: DefaultExactBelow, ExactMax: DefaultExactMax, ExactRatio: DefaultExactRatio,
-		embedders: map[string]embed.Embedder{def.Model(): def}}
+		SiteBytes: CrawlBytes, embedders: map[string]embed.Embedder{def.Model(): def}}
 	for _, e := range others {
 		k.embedders[e.Model()] = e
 	}
