@@ -45,6 +45,7 @@ func TestConsole(t *testing.T) {
 		"members":                  testMembers,
 		"members: escaping":        testMembersEscaping,
 		"members: passwords":       testMemberPasswords,
+		"members: invitations":     testInvitationsWithdrawn,
 		"operator page":            testAdmin,
 		"operator page: hidden":    testAdminHidden,
 		"agents":                   testAgents,

@@ -80,6 +80,20 @@ func (c *Console) inviteMember(w http.ResponseWriter, r *http.Request) {
 	c.membersWith(w, r, http.StatusCreated, st)
 }
 
+// withdrawInvite withdraws the invitations of the form's email: their links
+// stop working at once.
+func (c *Console) withdrawInvite(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	email := strings.TrimSpace(r.PostFormValue("email"))
+	// SECURITY: owners only, this organization's invitations only.
+	if err := c.Members.WithdrawInvites(ctx, viewOf(ctx).Member, email); err != nil {
+		c.membersFailed(w, r, err, membersState{}, func(s *membersState, m string) { s.MemberErr = m })
+		return
+	}
+	c.flash(ctx, "The invitation of "+email+" was withdrawn.")
+	http.Redirect(w, r, "/console/members", http.StatusSeeOther)
+}
+
 // inviteURL is the link an invitee follows: the sign-in link page, which
 // asks for a password before the invitation is used.
 func (c *Console) inviteURL(token string) string {

@@ -11,6 +11,7 @@ import (
 	"github.com/PuerkitoBio/goquery"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/member"
 )
 
@@ -189,4 +190,79 @@ func testMemberPasswords(t *testing.T, e *env) {
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	_, err = e.members.SignInPassword(ctx, email, newPW)
 	require.NoError(t, err)
+}
+
+// An invitation stops working when an owner withdraws it, and when the owner
+// who made it is removed or is no longer an owner (even if their
+// invitations were not withdrawn): nobody is left a way back in.
+func testInvitationsWithdrawn(t *testing.T, e *env) {
+	ctx := context.Background()
+	org := e.Bootstrap("Invites Inc", "pro")
+	owner := e.as(t, org.ID, member.Owner)
+	invite := func(by *client, role string) (email, token string) {
+		t.Helper()
+		email = fmt.Sprintf("invited%d@example.com", seq.Add(1))
+		p := by.post("/console/members/invite", url.Values{"email": {email}, "role": {role}})
+		require.Equal(t, http.StatusCreated, p.Status, p.Body)
+		u, err := url.Parse(p.Text("[data-testid=invite-link]"))
+		require.NoError(t, err)
+		return email, u.Query().Get("token")
+	}
+	follows := func(email, token string) bool {
+		t.Helper()
+		p := e.anon(t).post("/console/link", url.Values{"token": {token}, "invite": {"1"}, "password": {Password}})
+		_, err := e.members.SignInPassword(ctx, email, Password)
+		require.Equal(t, err == nil, p.Status == http.StatusSeeOther, "%d %s", p.Status, p.Body)
+		return err == nil
+	}
+	pending := func() string { return owner.get("/console/members").Text("[data-testid=invites]") }
+
+	// Withdrawn from the members page.
+	email, token := invite(owner, "admin")
+	p := owner.get("/console/members")
+	require.Equal(t, 1, p.Doc.Find("[data-testid=withdraw-form]").Length(), p.Body)
+	require.Equal(t, email, p.Doc.Find("[data-testid=withdraw-form] input[name=email]").AttrOr("value", ""))
+	admin := e.as(t, org.ID, member.Admin)
+	require.Zero(t, admin.get("/console/members").Doc.Find("[data-testid=withdraw-form]").Length(), "an admin is offered to withdraw")
+	require.Equal(t, http.StatusForbidden, admin.post("/console/members/invites/withdraw", url.Values{"email": {email}}).Status)
+	other := e.as(t, e.B.ID, member.Owner)
+	require.Equal(t, http.StatusNotFound, other.post("/console/members/invites/withdraw", url.Values{"email": {email}}).Status,
+		"another organization's owner withdrew it")
+	require.Contains(t, pending(), email)
+	p = owner.post("/console/members/invites/withdraw", url.Values{"email": {email}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.NotContains(t, pending(), email)
+	require.False(t, follows(email, token), "a withdrawn invitation was followed")
+	require.Equal(t, http.StatusNotFound, owner.post("/console/members/invites/withdraw", url.Values{"email": {email}}).Status)
+
+	// An owner about to be removed invites a second self as owner.
+	leaving := e.as(t, org.ID, member.Owner)
+	email, token = invite(leaving, "owner")
+	require.Contains(t, pending(), email)
+	require.Equal(t, http.StatusSeeOther, owner.post("/console/members/"+leaving.Member.ID.String()+"/remove", nil).Status)
+	require.NotContains(t, pending(), email)
+	require.False(t, follows(email, token), "the invitation of a removed owner was followed")
+
+	// Or is demoted.
+	demoted := e.as(t, org.ID, member.Owner)
+	email, token = invite(demoted, "owner")
+	require.Equal(t, http.StatusSeeOther, owner.post("/console/members/"+demoted.Member.ID.String()+"/role", url.Values{"role": {"admin"}}).Status)
+	require.NotContains(t, pending(), email)
+	require.False(t, follows(email, token), "the invitation of a demoted owner was followed")
+
+	// The link itself checks its owner: one left in place (here, by
+	// demoting its maker behind the service's back) still does not work.
+	maker := e.as(t, org.ID, member.Owner)
+	email, token = invite(maker, "owner")
+	require.NoError(t, e.App.Store.Tenant(ctx, org.ID, func(q *dbq.Queries) error {
+		n, err := q.SetMemberRole(ctx, dbq.SetMemberRoleParams{OrgID: org.ID, ID: maker.Member.ID, Role: string(member.Viewer)})
+		require.EqualValues(t, 1, n)
+		return err
+	}))
+	require.Contains(t, pending(), email)
+	require.False(t, follows(email, token), "the invitation of an owner no longer one was followed")
+
+	// An owner's invitation still works.
+	email, token = invite(owner, "viewer")
+	require.True(t, follows(email, token))
 }

@@ -81,6 +81,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/members/password", c.signedIn(member.Viewer, c.changePassword))
 	// SECURITY: only owners manage members (member.Service checks again).
 	m.HandleFunc("POST /console/members/invite", c.signedIn(member.Owner, c.inviteMember))
+	m.HandleFunc("POST /console/members/invites/withdraw", c.signedIn(member.Owner, c.withdrawInvite))
 	m.HandleFunc("POST /console/members/{id}/role", c.signedIn(member.Owner, c.setMemberRole))
 	m.HandleFunc("POST /console/members/{id}/remove", c.signedIn(member.Owner, c.removeMember))
 	m.HandleFunc("GET /console/admin", c.signedIn(member.Viewer, c.operatorOnly(c.admin)))

@@ -301,10 +301,37 @@ func (s *Service) InviteMember(ctx context.Context, by *Member, email string, ro
 				return apperr.New(apperr.Conflict, "%s is already a member of this organization", email)
 			}
 		}
-		token, err = s.link(ctx, q, by.OrgID, "invite", email, role, &by.ID, InviteTTL)
+		// The invitation names its maker, whose role FollowLink checks; one
+		// made for the organization itself (a Member with no id: tooling
+		// and tests acting as its owner) names none.
+		var maker *uuid.UUID
+		if by.ID != uuid.Nil {
+			maker = &by.ID
+		}
+		token, err = s.link(ctx, q, by.OrgID, "invite", email, role, maker, InviteTTL)
 		return err
 	})
 	return token, err
+}
+
+// WithdrawInvites withdraws the invitations of email that nobody followed
+// yet: their links stop working at once. Only owners may.
+func (s *Service) WithdrawInvites(ctx context.Context, by *Member, email string) error {
+	// SECURITY: only owners manage members.
+	if !by.Can(Owner) {
+		return apperr.New(apperr.Forbidden, "only owners withdraw invitations")
+	}
+	email, err := NormalizeEmail(email)
+	if err != nil {
+		return err
+	}
+	return s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
+		n, err := q.WithdrawInvites(ctx, dbq.WithdrawInvitesParams{OrgID: by.OrgID, Email: email})
+		if err == nil && n == 0 {
+			return apperr.New(apperr.NotFound, "no invitation of %s is waiting", email)
+		}
+		return err
+	})
 }
 
 func (s *Service) link(ctx context.Context, q *dbq.Queries, org uuid.UUID, purpose, email string, role Role, by *uuid.UUID, ttl time.Duration) (string, error) {
@@ -351,6 +378,20 @@ func (s *Service) FollowLink(ctx context.Context, token, password string) (*Memb
 			return err
 		}
 		if l.Purpose == "invite" {
+			// SECURITY: an invitation speaks for the owner who made it, so
+			// it stops working when they are no longer one (Remove and
+			// SetRole withdraw theirs; this holds even for one made while
+			// they were being removed): an owner about to be removed cannot
+			// leave themselves a way back in.
+			if l.CreatedBy != nil {
+				by, err := q.GetMember(ctx, dbq.GetMemberParams{OrgID: l.OrgID, ID: *l.CreatedBy})
+				if errors.Is(err, pgx.ErrNoRows) || err == nil && by.Role != string(Owner) {
+					return errBadLink
+				}
+				if err != nil {
+					return err
+				}
+			}
 			var hash *string
 			if password != "" {
 				if err := CheckNewPassword(password); err != nil {
@@ -426,6 +467,10 @@ func (s *Service) SetRole(ctx context.Context, by *Member, id uuid.UUID, role Ro
 			if err := lastOwner(ctx, q, by.OrgID); err != nil {
 				return err
 			}
+			// Their invitations spoke for an owner (FollowLink).
+			if err := q.WithdrawInvitesBy(ctx, dbq.WithdrawInvitesByParams{OrgID: by.OrgID, CreatedBy: id}); err != nil {
+				return err
+			}
 		}
 		_, err = q.SetMemberRole(ctx, dbq.SetMemberRoleParams{OrgID: by.OrgID, ID: id, Role: string(role)})
 		return err
@@ -450,6 +495,9 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) error {
 			if err := lastOwner(ctx, q, by.OrgID); err != nil {
 				return err
 			}
+		}
+		if err := q.WithdrawInvitesBy(ctx, dbq.WithdrawInvitesByParams{OrgID: by.OrgID, CreatedBy: id}); err != nil {
+			return err
 		}
 		_, err = q.DeleteMember(ctx, dbq.DeleteMemberParams{OrgID: by.OrgID, ID: id})
 		return err

@@ -354,3 +354,39 @@ func (q *Queries) UseMemberLink(ctx context.Context, arg UseMemberLinkParams) (i
 	}
 	return result.RowsAffected(), nil
 }
+
+const withdrawInvites = `-- name: WithdrawInvites :execrows
+DELETE FROM member_links
+WHERE org_id = $1 AND purpose = 'invite' AND used_at IS NULL AND email = $2
+`
+
+type WithdrawInvitesParams struct {
+	OrgID uuid.UUID
+	Email string
+}
+
+// An owner withdraws the invitations of an email not yet followed.
+func (q *Queries) WithdrawInvites(ctx context.Context, arg WithdrawInvitesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, withdrawInvites, arg.OrgID, arg.Email)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const withdrawInvitesBy = `-- name: WithdrawInvitesBy :exec
+DELETE FROM member_links
+WHERE org_id = $1 AND purpose = 'invite' AND used_at IS NULL AND created_by = $2::uuid
+`
+
+type WithdrawInvitesByParams struct {
+	OrgID     uuid.UUID
+	CreatedBy uuid.UUID
+}
+
+// The invitations a member made and nobody followed, withdrawn when the
+// member is removed or is no longer an owner.
+func (q *Queries) WithdrawInvitesBy(ctx context.Context, arg WithdrawInvitesByParams) error {
+	_, err := q.db.Exec(ctx, withdrawInvitesBy, arg.OrgID, arg.CreatedBy)
+	return err
+}

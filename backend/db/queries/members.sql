@@ -57,3 +57,14 @@ WHERE org_id = sqlc.arg(org_id) AND token_hash = sqlc.arg(token_hash) AND used_a
 SELECT email, role, created_at, expires_at FROM member_links
 WHERE org_id = sqlc.arg(org_id) AND purpose = 'invite' AND used_at IS NULL AND expires_at > now()
 ORDER BY created_at DESC;
+
+-- name: WithdrawInvites :execrows
+-- An owner withdraws the invitations of an email not yet followed.
+DELETE FROM member_links
+WHERE org_id = sqlc.arg(org_id) AND purpose = 'invite' AND used_at IS NULL AND email = sqlc.arg(email);
+
+-- name: WithdrawInvitesBy :exec
+-- The invitations a member made and nobody followed, withdrawn when the
+-- member is removed or is no longer an owner.
+DELETE FROM member_links
+WHERE org_id = sqlc.arg(org_id) AND purpose = 'invite' AND used_at IS NULL AND created_by = sqlc.arg(created_by)::uuid;
