@@ -77,8 +77,9 @@ func (errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) 
 	}
 }
 
-// nulInterceptor refuses requests carrying U+0000 in any string, as the
-// REST paths do (wire.NoNUL): InvalidArgument naming the field.
+// nulInterceptor refuses requests carrying U+0000 in any string, or nested
+// deeper than wire.MaxDepth, as the REST paths do (wire.NoNUL):
+// InvalidArgument naming the field.
 type nulInterceptor struct{}
 
 func (nulInterceptor) WrapUnary(next connect.UnaryFunc) connect.UnaryFunc {

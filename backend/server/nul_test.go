@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strings"
 	"testing"
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
@@ -16,7 +18,8 @@ import (
 
 // U+0000 anywhere a text enters is refused at the edge with the field named
 // (it used to be a 500 from Postgres, or minutes of failing retries for a
-// text datasource), over REST and Connect alike.
+// text datasource), over REST and Connect alike; so is a request nested
+// past wire.MaxDepth, before protovalidate walks it.
 func TestNULIsRefusedAtTheEdge(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t, testenv.WithWorkers)
@@ -37,6 +40,7 @@ func TestNULIsRefusedAtTheEdge(t *testing.T) {
 		{"/api/v2/agent/" + a.ID + "/chat", `{"query":"hi","conversationId":"n1","contact":{"firstName":"a\u0000b"}}`, "contact.firstName"},
 		{"/api/v2/agent/" + a.ID + "/chat", `{"query":"hi","conversationId":"n2","contact":{"customFields":{"plan":"x\u0000"}}}`, "contact.customFields"},
 		{"/api/v2/agent/" + a.ID + "/chat", `{"query":"hi","conversationId":"n3","attachments":[{"url":"https://example.com/a.png","name":"a\u0000.png"}]}`, "attachments[0].name"},
+		{"/api/v2/agent/" + a.ID + "/chat", `{"query":"hi","conversationId":"n4","contact":{"customFields":{"k":` + deep(40) + `}}}`, "contact.customFields.k[0][0]"},
 		{"/api/datastores", `{"name":"bad\u0000name"}`, "name"},
 		{"/api/datastores/" + s.ID + "/datasources", `{"type":"text","name":"t","text":"before\u0000after"}`, "text"},
 	} {
@@ -54,4 +58,20 @@ func TestNULIsRefusedAtTheEdge(t *testing.T) {
 	require.True(t, errors.As(err, &ce), "%v", err)
 	require.Equal(t, connect.CodeInvalidArgument, ce.Code())
 	require.Contains(t, ce.Message(), "instructions")
+
+	// 4,900 levels (9,800 messages: protobuf allows 10,000), and no query: the depth is
+	// what is refused, before the schema's rules walk the message.
+	v := structpb.NewStringValue("x")
+	for range 4900 {
+		v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+	}
+	chat := parleyv1connect.NewChatServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
+	_, err = chat.Chat(context.Background(), &parleyv1.ChatRequest{AgentId: a.ID, ConversationId: "n5",
+		Contact: &parleyv1.Contact{CustomFields: &structpb.Struct{Fields: map[string]*structpb.Value{"k": v}}}})
+	require.True(t, errors.As(err, &ce), "%v", err)
+	require.Equal(t, connect.CodeInvalidArgument, ce.Code())
+	require.Contains(t, ce.Message(), "nests too deeply")
 }
+
+// deep is a JSON array of n arrays, one in the other.
+func deep(n int) string { return strings.Repeat("[", n) + `"x"` + strings.Repeat("]", n) }

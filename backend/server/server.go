@@ -272,8 +272,10 @@ func (a *App) routes() (http.Handler, error) {
 		errorInterceptor{},
 		// Who gets in: each method's rule, declared in the schema.
 		access.Interceptor{Gate: gate},
-		validate.NewInterceptor(validate.WithValidator(validator)),
+		// Before the schema's rules: it refuses a message nested too
+		// deeply, which protovalidate's walk would read whole.
 		nulInterceptor{},
+		validate.NewInterceptor(validate.WithValidator(validator)),
 	)
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),

@@ -2,9 +2,12 @@ package wire
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"buf.build/go/protovalidate"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -48,5 +51,76 @@ func TestValidateRefusesInvalidUTF8(t *testing.T) {
 	}
 	if e := (*apperr.Error)(nil); errors.As(err, &e) && e.Field != "toolSettings.httpRequest.endpoints[0].headers.X-Key" {
 		t.Fatalf("nested: field %q", e.Field)
+	}
+}
+
+// nested returns a JSON value of n arrays, one in the other, around "x".
+func nested(n int) *structpb.Value {
+	v := structpb.NewStringValue("x")
+	for range n {
+		v = structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{v}})
+	}
+	return v
+}
+
+func chatWith(fields map[string]*structpb.Value) *parleyv1.ChatRequest {
+	return &parleyv1.ChatRequest{AgentId: "a", Query: "hi", ConversationId: "c",
+		Contact: &parleyv1.Contact{Email: "a@b.co", CustomFields: &structpb.Struct{Fields: fields}}}
+}
+
+// A request nested deeper than MaxDepth is refused by both walks, naming
+// where, however deep it goes (the decoders allow 10,000 levels; the walks
+// used to build each path as they went, quadratic in the depth). A path
+// through free-form JSON names its keys and indexes as the client sent
+// them.
+func TestNestingDepth(t *testing.T) {
+	t.Parallel()
+	// ChatRequest, Contact, Struct, then two messages a level: 30 arrays
+	// put the innermost Value at depth 63, 31 at 65.
+	ok := chatWith(map[string]*structpb.Value{"k": nested(30)})
+	for _, check := range []func(proto.Message) error{NoNUL, ValidUTF8} {
+		if err := check(ok); err != nil {
+			t.Fatalf("30 levels: %v", err)
+		}
+		for _, n := range []int{31, 9000} {
+			err := check(chatWith(map[string]*structpb.Value{"k": nested(n)}))
+			var e *apperr.Error
+			if !errors.As(err, &e) || e.Code != apperr.Invalid {
+				t.Fatalf("%d levels: got %v, want Invalid", n, err)
+			}
+			if want := "contact.customFields.k" + strings.Repeat("[0]", 31); e.Field != want {
+				t.Fatalf("%d levels: field %q, want %q", n, e.Field, want)
+			}
+			if !strings.Contains(e.Message, "nests too deeply") {
+				t.Fatalf("%d levels: message %q", n, e.Message)
+			}
+		}
+	}
+}
+
+// A NUL in free-form JSON is named by the client's keys and indexes, a NUL
+// in one of its keys by the field that holds them.
+func TestFreeFormPaths(t *testing.T) {
+	t.Parallel()
+	list := structpb.NewListValue(&structpb.ListValue{Values: []*structpb.Value{
+		structpb.NewStringValue("fine"),
+		structpb.NewStructValue(&structpb.Struct{Fields: map[string]*structpb.Value{"b": structpb.NewStringValue("bad\x00")}}),
+	}})
+	for _, tc := range []struct {
+		fields map[string]*structpb.Value
+		want   string
+	}{
+		{map[string]*structpb.Value{"k": structpb.NewStringValue("a\x00")}, "contact.customFields.k"},
+		{map[string]*structpb.Value{"a": list}, "contact.customFields.a[1].b"},
+		{map[string]*structpb.Value{"k\x00": structpb.NewStringValue("a")}, "contact.customFields"},
+	} {
+		err := NoNUL(chatWith(tc.fields))
+		var e *apperr.Error
+		if !errors.As(err, &e) || e.Code != apperr.Invalid {
+			t.Fatalf("%v: got %v, want Invalid", tc.fields, err)
+		}
+		if e.Field != tc.want {
+			t.Fatalf("field %q, want %q", e.Field, tc.want)
+		}
 	}
 }
