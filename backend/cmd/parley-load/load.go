@@ -165,6 +165,45 @@ func (r *runner) open(ctx context.Context, name string, rate int, fn call) *resu
 	return res
 }
 
+// primeTurns is how many turns prime prepares the database with.
+const primeTurns = 400
+
+// prime sends primeTurns JSON turns, then has Postgres ANALYZE the run's
+// database, so that the phases measure a database that has statistics, as
+// one that has been running does (autovacuum analyzes a table once 50 rows
+// and a tenth of it have changed, within a minute). A database made a
+// moment ago has none, and Postgres plans blind: it read a question's
+// conversation through an index of the agent's every conversation instead
+// of the primary key (issue 13; docs/benchmarks.md). It returns how long
+// priming took.
+func (r *runner) prime(ctx context.Context) (time.Duration, error) {
+	start := time.Now()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var first atomic.Value
+	next := atomic.Int64{}
+	for range min(r.cfg.clients, 16) {
+		wg.Go(func() {
+			for next.Add(1) <= primeTurns && ctx.Err() == nil {
+				rctx, cancel := context.WithTimeout(ctx, time.Minute)
+				_, err := r.parleyJSON(rctx, r.seq.Add(1))
+				cancel()
+				if err != nil && failed.Add(1) == 1 {
+					first.Store(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if err, _ := first.Load().(error); err != nil {
+		return 0, fmt.Errorf("priming: %d of %d turns failed, the first: %w", failed.Load(), primeTurns, err)
+	}
+	if _, err := r.env.floorPool.Exec(ctx, "ANALYZE"); err != nil {
+		return 0, fmt.Errorf("priming: ANALYZE: %w", err)
+	}
+	return time.Since(start), ctx.Err()
+}
+
 func (r *runner) conversation(n int64) string { return fmt.Sprintf("load-%d", n) }
 
 func (r *runner) post(ctx context.Context, url, body string, stream bool) (*http.Response, error) {

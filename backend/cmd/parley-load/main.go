@@ -97,6 +97,11 @@ func run(ctx context.Context, c config) error {
 	fast := env.fast
 	env.model.Store(fast)
 	r := &runner{env: env, cfg: c}
+	primed, err := r.prime(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("parley-load: primed with %d turns, then ANALYZE, in %s: the phases measure a database with statistics\n\n", primeTurns, primed.Round(100*time.Millisecond))
 	fmt.Printf("== JSON chat, closed loop, %d clients, %s each ==\n", c.clients, c.duration)
 	header()
 	direct := r.closed(ctx, "model direct", c.clients, r.modelJSON)
