@@ -29,6 +29,15 @@ import (
 // MaxNote bounds one note, in characters.
 const MaxNote = 1000
 
+// MaxCustomFields bounds a request's custom fields, and MaxStoredCustomFields
+// what a contact keeps of all of them, in bytes of JSON: new keys, request
+// after request, would otherwise grow one value without end (migration
+// 00021 holds the stored bound as a CHECK).
+const (
+	MaxCustomFields       = 16 << 10
+	MaxStoredCustomFields = 32 << 10
+)
+
 // Fields are what is known of a contact at one moment; empty fields are
 // unknown, and never erase what is stored.
 type Fields struct {
@@ -100,7 +109,10 @@ func FromRequest(c *parleyv1.Contact) (f Fields, ok bool, err error) {
 	f = Fields{Email: c.GetEmail(), PhoneNumber: c.GetPhoneNumber(), FirstName: c.GetFirstName(), LastName: c.GetLastName()}
 	if c.GetCustomFields() != nil {
 		if f.CustomFields, err = c.GetCustomFields().MarshalJSON(); err != nil {
-			return Fields{}, false, apperr.InvalidField("contact.custom_fields", "must be a JSON object")
+			return Fields{}, false, apperr.InvalidField("contact.customFields", "must be a JSON object")
+		}
+		if n := len(f.CustomFields); n > MaxCustomFields {
+			return Fields{}, false, apperr.InvalidField("contact.customFields", "at most %d bytes of JSON, not %d", MaxCustomFields, n)
 		}
 	}
 	if err := f.Normalize(); err != nil {
@@ -144,13 +156,13 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 			}
 			if target.Email != nil || email == nil {
 				id, err := q.MergeContact(ctx, merge)
-				return id, false, err
+				return id, false, tooMany(err)
 			}
 			id, err := mergeNewEmail(ctx, tx, merge)
 			if emailTaken(err) {
 				continue // given to another contact meanwhile: find it
 			}
-			return id, false, err
+			return id, false, tooMany(err)
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -188,6 +200,17 @@ func mergeNewEmail(ctx context.Context, tx pgx.Tx, merge dbq.MergeContactParams)
 		return uuid.Nil, err
 	}
 	return id, sp.Commit(ctx)
+}
+
+// tooMany is err, or Invalid naming contact.customFields when it is
+// contacts_custom_fields_size refusing what a merge would keep.
+func tooMany(err error) error {
+	var pe *pgconn.PgError
+	if errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "contacts_custom_fields_size" {
+		return apperr.InvalidField("contact.customFields",
+			"the contact's custom fields, with these, would pass %d bytes of JSON", MaxStoredCustomFields)
+	}
+	return err
 }
 
 // emailTaken reports whether err is contacts_org_email refusing an email

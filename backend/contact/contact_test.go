@@ -2,7 +2,10 @@ package contact_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -11,6 +14,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/apperr"
@@ -18,6 +22,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 )
 
 // Normalize tidies what people write and refuses what is not an email
@@ -271,3 +276,50 @@ func TestMergeEmailTakenMeanwhile(t *testing.T) {
 	require.Equal(t, "Hopper", c.LastName)
 	require.Nil(t, x.get(t, x.orgA, phoneOnly).Email)
 }
+
+// A request's custom fields are bounded (MaxCustomFields), and so is what
+// a contact keeps of them all (MaxStoredCustomFields): new keys request
+// after request used to grow one stored value without end, through a
+// public agent without a key. Past either bound the request is Invalid,
+// naming contact.customFields, and the contact keeps what it had.
+func TestCustomFieldsAreBounded(t *testing.T) {
+	t.Parallel()
+	fields := func(key string, size int) *structpb.Struct {
+		return &structpb.Struct{Fields: map[string]*structpb.Value{key: structpb.NewStringValue(strings.Repeat("x", size))}}
+	}
+	_, _, err := contact.FromRequest(&parleyv1.Contact{Email: "a@example.com", CustomFields: fields("k", contact.MaxCustomFields)})
+	var e *apperr.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, apperr.Invalid, e.Code)
+	require.Equal(t, "contact.customFields", e.Field)
+
+	x := setup(t)
+	merge := func(key string) error {
+		f, ok, err := contact.FromRequest(&parleyv1.Contact{Email: "a@example.com", CustomFields: fields(key, contact.MaxCustomFields-100)})
+		require.NoError(t, err)
+		require.True(t, ok)
+		return x.store.TenantTx(x.ctx, x.orgA, func(tx pgx.Tx, _ *dbq.Queries) error {
+			_, _, err := contact.Merge(x.ctx, tx, x.orgA, f, nil)
+			return err
+		})
+	}
+	require.NoError(t, merge("a"))
+	require.NoError(t, merge("b"))
+	require.NoError(t, merge("a")) // the same keys again: no growth
+	err = merge("c")
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, apperr.Invalid, e.Code, "%v", err)
+	require.Equal(t, "contact.customFields", e.Field)
+
+	var stored []byte
+	require.NoError(t, x.store.Tenant(x.ctx, x.orgA, func(q *dbq.Queries) error {
+		c, err := q.ContactByEmail(x.ctx, dbq.ContactByEmailParams{OrgID: x.orgA, Email: ptrTo("a@example.com")})
+		stored = c.CustomFields
+		return err
+	}))
+	var kept map[string]string
+	require.NoError(t, json.Unmarshal(stored, &kept))
+	require.ElementsMatch(t, []string{"a", "b"}, slices.Collect(maps.Keys(kept)))
+}
+
+func ptrTo(s string) *string { return &s }
