@@ -28,9 +28,14 @@ func (c *Console) signinSubmit(w http.ResponseWriter, r *http.Request) {
 	norm, _ := member.NormalizeEmail(email)
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
 	// SECURITY: brute force is limited per address and per email; the
-	// message says nothing of which.
-	for key, lim := range map[string]plan.Limits{"signin-ip:" + host: signinIPLimits, "signin-email:" + norm: signinLimits} {
-		res, err := c.Limits.Allow(ctx, key, lim)
+	// message says nothing of which. The address first, always (a map's
+	// order is random): an email is the caller's to choose, and one counted
+	// for an address past its limit would be a window kept for nothing.
+	for _, l := range [...]struct {
+		key string
+		lim plan.Limits
+	}{{"signin-ip:" + host, signinIPLimits}, {"signin-email:" + norm, signinLimits}} {
+		res, err := c.Limits.Allow(ctx, l.key, l.lim)
 		if err != nil {
 			c.errorPage(w, r, err)
 			return

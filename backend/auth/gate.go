@@ -57,16 +57,22 @@ func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope) (Ad
 // AdmitVisitor counts one request of a caller without a key to a public
 // resource (a public agent, a published form) against lim, the plan limits
 // of the resource's organization (planName, for metrics; empty when not at
-// hand): once for the visitor (unless visitorID is
-// empty) and once for the client IP, each per resource. It returns the
+// hand): once for the client IP, then, once the IP is admitted, for the
+// visitor (unless visitorID is empty), each per resource. It returns the
 // state of the last window counted, also with the refusal of an exhausted
 // one.
+//
+// SECURITY: the IP comes first. A visitor id is the caller's to choose, and
+// every one counted makes two windows that the limiter keeps (a day's for
+// a day): counted before the IP, a new id on every request, the IP's limit
+// long spent, grew the limiter's memory (or Redis) without bound. Counted
+// after, an address makes at most its own daily limit of them.
 func (g *Gate) AdmitVisitor(ctx context.Context, resource uuid.UUID, visitorID, clientIP, planName string, lim plan.Limits) (*ratelimit.Result, error) {
 	keys := make([]string, 0, 2)
+	keys = append(keys, "pub:"+resource.String()+":ip:"+AddressKey(clientIP))
 	if visitorID != "" {
 		keys = append(keys, "pub:"+resource.String()+":v:"+visitorID)
 	}
-	keys = append(keys, "pub:"+resource.String()+":ip:"+AddressKey(clientIP))
 	var rate *ratelimit.Result
 	for _, key := range keys {
 		res, err := g.Limits.Allow(ctx, key, lim)

@@ -1,11 +1,17 @@
 package auth_test
 
 import (
+	"context"
+	"fmt"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
+	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/ratelimit"
 )
 
 // Addresses are counted per IPv4 address and per IPv6 /64: the addresses
@@ -25,4 +31,32 @@ func TestAddressKey(t *testing.T) {
 		require.NotEqual(t, auth.AddressKey(tc.a), auth.AddressKey(tc.b), "%s and %s", tc.a, tc.b)
 	}
 	require.Equal(t, "not an address", auth.AddressKey("not an address"))
+}
+
+// A caller without a key is counted by its address first, and by the
+// visitor id it names only once the address is admitted: a new id on every
+// request from an address past its limit makes no window for the limiter
+// to keep (each id counted made two, a day's kept for a day).
+func TestAdmitVisitorCountsTheAddressFirst(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := &auth.Gate{Limits: ratelimit.NewMemory()}
+	res, lim := uuid.New(), plan.Limits{PerMinute: 2, PerDay: 100}
+	for _, v := range []string{"v1", "v2"} {
+		_, err := g.AdmitVisitor(ctx, res, v, "192.0.2.7", "free", lim)
+		require.NoError(t, err)
+	}
+	for i := range 5 {
+		v := fmt.Sprintf("new-%d", i)
+		_, err := g.AdmitVisitor(ctx, res, v, "192.0.2.7", "free", lim)
+		require.Equal(t, apperr.RateLimited, apperr.CodeOf(err), "%v", err)
+		u, err := g.Limits.Peek(ctx, "pub:"+res.String()+":v:"+v, lim)
+		require.NoError(t, err)
+		require.Zero(t, u.Day, "visitor %s was counted though its address was refused", v)
+	}
+	// A visitor past its own limit is refused at another address too.
+	_, err := g.AdmitVisitor(ctx, res, "v1", "192.0.2.8", "free", lim)
+	require.NoError(t, err)
+	_, err = g.AdmitVisitor(ctx, res, "v1", "192.0.2.9", "free", lim)
+	require.Equal(t, apperr.RateLimited, apperr.CodeOf(err), "%v", err)
 }
