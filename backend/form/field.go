@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"regexp/syntax"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
@@ -43,7 +44,9 @@ var maxLength = map[string]int{
 type field struct {
 	*parleyv1.FormField
 	pattern *regexp.Regexp
-	options map[string]bool
+	// patternSize is pattern's instructions (patternSize).
+	patternSize int
+	options     map[string]bool
 	// minLen and maxLen bound a string value's length (in characters) or
 	// a multiselect's number of choices; -1: no bound.
 	minLen, maxLen int
@@ -84,6 +87,7 @@ func Compile(fields []*parleyv1.FormField) (*Schema, error) {
 		return nil, apperr.InvalidField("fields", "at most %d fields, not %d", MaxFields, len(fields))
 	}
 	s := &Schema{byName: make(map[string]int, len(fields))}
+	work := 0 // the patterns' MaxPatternWork so far
 	for i, f := range fields {
 		at := fmt.Sprintf("fields[%d]", i)
 		if _, dup := s.byName[f.GetName()]; dup {
@@ -95,7 +99,7 @@ func Compile(fields []*parleyv1.FormField) (*Schema, error) {
 			if err != nil {
 				return nil, apperr.InvalidField(at+".pattern", "not a valid RE2 regular expression: %v", err)
 			}
-			cf.pattern = re
+			cf.pattern, cf.patternSize = re, patternSize(p)
 		}
 		switch t := f.GetType(); t {
 		case Text, Textarea, Email, Phone, URL:
@@ -134,6 +138,13 @@ func Compile(fields []*parleyv1.FormField) (*Schema, error) {
 		case Number:
 			if (f.Min != nil && !finite(f.GetMin())) || (f.Max != nil && !finite(f.GetMax())) {
 				return nil, apperr.InvalidField(at, "min and max must be finite numbers")
+			}
+		}
+		if cf.pattern != nil {
+			// SECURITY: anyone may submit a published form; what its
+			// patterns cost to match is bounded when it is made.
+			if work += cf.patternSize * cf.maxLen; work > MaxPatternWork {
+				return nil, apperr.InvalidField(at+".pattern", "too complex for the form: its patterns' sizes (%d here) times their fields' longest values come to more than %d; simplify the pattern or lower max (counted repetitions such as {500} multiply what they repeat)", cf.patternSize, MaxPatternWork)
 			}
 		}
 		s.byName[f.GetName()] = i
@@ -176,4 +187,33 @@ func UnmarshalFields(b []byte) ([]*parleyv1.FormField, error) {
 		out = append(out, f)
 	}
 	return out, nil
+}
+
+// MaxPatternWork bounds what matching a form's patterns may cost: the sum,
+// over its fields, of the pattern's size (instructions of its compiled
+// program) times the field's longest value (max, else its type's cap).
+// Matching costs up to the program's size for every character: anyone may
+// submit a published form, and (?:.*){999} forty times over, 440
+// characters that RE2 accepts, took 18 s of CPU to match a 10,000-character
+// textarea. Patterns of usual shape are far within it: an email's
+// ([a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\.[a-z]{2,24}, 688) on an email
+// field (254) is 175,000; .{0,1000} (2,004) on a text field (1,000),
+// 2,004,000, just past. At the bound, the costliest shape measured,
+// (?:.*){90} (184) on a 10,000-character value, takes 35 ms to match.
+// A form stored before the bound that passes it refuses submissions, naming
+// the pattern, until its owner simplifies it.
+const MaxPatternWork = 2_000_000
+
+// patternSize is the instructions of p's compiled program, as regexp
+// compiles it (p compiled already, so it parses).
+func patternSize(p string) int {
+	re, err := syntax.Parse(`^(?:`+p+`)$`, syntax.Perl)
+	if err != nil {
+		return 0
+	}
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return 0
+	}
+	return len(prog.Inst)
 }

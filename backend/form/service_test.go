@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"testing"
 
 	"buf.build/go/protovalidate"
@@ -199,6 +200,12 @@ func TestFormDefinitionsAreChecked(t *testing.T) {
 		{"negative length", []*parleyv1.FormField{{Name: "a", Type: form.Text, Min: f64(-1)}}, "fields[0]"},
 		{"pattern too long", []*parleyv1.FormField{{Name: "a", Type: form.Text, Pattern: string(make([]byte, 501))}}, "fields[0].pattern"},
 		{"pattern not RE2", []*parleyv1.FormField{{Name: "a", Type: form.Text, Pattern: `(?<=a)b`}}, "fields[0].pattern"},
+		{"pattern too complex", []*parleyv1.FormField{{Name: "a", Type: form.Textarea, Pattern: strings.Repeat(`(?:.*){999}`, 40)}}, "fields[0].pattern"},
+		{"pattern too complex, counted", []*parleyv1.FormField{{Name: "a", Type: form.Text, Pattern: `[a-z]{1,1000}[0-9]{1,1000}`}}, "fields[0].pattern"},
+		{"patterns too complex together", []*parleyv1.FormField{
+			{Name: "a", Type: form.Textarea, Pattern: `[A-Z]{2}[0-9]{1,64}`},
+			{Name: "b", Type: form.Textarea, Pattern: `[A-Z]{2}[0-9]{1,64}`},
+		}, "fields[1].pattern"},
 		{"length over the cap", []*parleyv1.FormField{{Name: "a", Type: form.Phone, Max: f64(17)}}, "fields[0].max"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -209,9 +216,18 @@ func TestFormDefinitionsAreChecked(t *testing.T) {
 			require.Equal(t, tc.wantField, badField(t, err))
 		})
 	}
+	// Patterns of usual shape are well within the bound.
 	req := contactForm()
-	req.Fields = many[:50]
+	req.Fields = []*parleyv1.FormField{
+		{Name: "email", Type: form.Email, Pattern: `[a-z0-9._%+-]{1,64}@[a-z0-9.-]{1,255}\.[a-z]{2,24}`},
+		{Name: "code", Type: form.Textarea, Pattern: `[A-Z]{2}[0-9]{1,64}`},
+		{Name: "postcode", Type: form.Text, Pattern: `[A-Z]{1,2}[0-9][A-Z0-9]? ?[0-9][A-Z]{2}`},
+	}
 	_, err := c.CreateForm(ctx, req)
+	require.NoError(t, err)
+	req = contactForm()
+	req.Fields = many[:50]
+	_, err = c.CreateForm(ctx, req)
 	require.NoError(t, err, "50 fields are allowed")
 }
 
