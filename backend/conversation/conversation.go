@@ -47,6 +47,10 @@ type Service struct {
 	// Heartbeat is how often a quiet stream says it is alive; 0 means
 	// HeartbeatEvery.
 	Heartbeat time.Duration
+	// StreamLife is how long a stream stays open; 0 means StreamLife.
+	StreamLife time.Duration
+
+	streams slots // visitors' open streams, by agent and address
 }
 
 var _ parleyv1connect.ConversationServiceHandler = (*Service)(nil)
@@ -127,8 +131,20 @@ func (s *Service) Watch(ctx context.Context, c chat.Caller, req *parleyv1.WatchC
 	if err != nil {
 		return nil, rateOf(p), err
 	}
+	release := func() {}
+	if p.IsVisitor() {
+		// SECURITY: a visitor's streams are bounded by address (streams.go).
+		if release, err = s.streams.take(visitorKey(p.Agent, c.ClientIP), MaxVisitorStreams); err != nil {
+			return nil, p.Rate, err
+		}
+	}
 	w, err := s.Follow(ctx, p, req.GetConversationId(), req.AfterEventId)
-	return w, p.Rate, err
+	if err != nil {
+		release()
+		return nil, p.Rate, err
+	}
+	w.release = release
+	return w, p.Rate, nil
 }
 
 func rateOf(p *Party) *ratelimit.Result {

@@ -15,6 +15,7 @@ import (
 	sse "github.com/tmaxmax/go-sse"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/parleyhq/parley/backend/conversation"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/testenv"
@@ -632,6 +633,26 @@ func TestHandoffAcrossInstances(t *testing.T) {
 		r := f.Do("GET", tc.path, tc.key, nil)
 		require.Equal(t, tc.status, r.Status, "%s: %s", tc.name, r.Body)
 	}
+
+	// A visitor's streams from one address are bounded (the key's stream
+	// does not count); one closed makes room for another.
+	open := []*events{visitor}
+	for len(open) < conversation.MaxVisitorStreams {
+		open = append(open, follow(t, other.URL, "/api/v2/conversations/help-1/events"+vq, nil))
+	}
+	opens := func() int {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, other.URL+"/api/v2/conversations/help-1/events"+vq, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		return resp.StatusCode
+	}
+	require.Equal(t, http.StatusTooManyRequests, opens())
+	open[1].resp.Body.Close()
+	require.Eventually(t, func() bool { return opens() == http.StatusOK }, 5*time.Second, 50*time.Millisecond)
 }
 
 // bearer sets a key on unary and streaming Connect calls.

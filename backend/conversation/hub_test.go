@@ -295,3 +295,25 @@ func TestWatchRunAndRequestHuman(t *testing.T) {
 	require.NoError(t, err)
 	w.Close()
 }
+
+// A stream ends by itself once it has lasted StreamLife, as at a drain: its
+// client reconnects where it left off.
+func TestStreamLife(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	svc := &conversation.Service{Store: s.db, Live: conversation.NewHub(s.db.Pool, s.db), Heartbeat: time.Hour, StreamLife: 200 * time.Millisecond}
+	s.say(t, "c1", "first")
+	p, err := conversation.MemberParty(s.member, "ada@example.com")
+	require.NoError(t, err)
+	w, err := svc.Follow(ctx, p, "c1", nil)
+	require.NoError(t, err)
+	ran := make(chan error, 1)
+	go func() { ran <- w.Run(ctx, func(*parleyv1.WatchConversationResponse) error { return nil }) }()
+	select {
+	case err := <-ran:
+		require.NoError(t, err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream outlived its life")
+	}
+}

@@ -27,6 +27,8 @@ type Watch struct {
 	conv  string
 	// after is the number of the last event sent (or the starting point).
 	after int64
+	// release gives back the stream's slot (Service.Watch); nil: none.
+	release func()
 }
 
 // Follow opens a stream of one of the party's conversations' events after
@@ -67,10 +69,16 @@ func (s *Service) Follow(ctx context.Context, p *Party, id string, after *int64)
 }
 
 // Close releases the stream.
-func (w *Watch) Close() { w.sub.Close() }
+func (w *Watch) Close() {
+	w.sub.Close()
+	if w.release != nil {
+		w.release()
+	}
+}
 
 // Run sends the stream's events until ctx ends, the server drains, the
-// conversation is deleted (NotFound) or send fails (its error). It starts
+// stream has lasted StreamLife, the conversation is deleted (NotFound) or
+// send fails (its error). It starts
 // with a heartbeat carrying the starting point, sends one every
 // HeartbeatEvery when nothing else went out, and closes the stream when it
 // returns.
@@ -87,6 +95,12 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 	defer tick.Stop()
 	grace := time.NewTimer(FollowGrace) // see Hub.Subscribe
 	defer grace.Stop()
+	life := w.s.StreamLife
+	if life <= 0 {
+		life = StreamLife
+	}
+	end := time.NewTimer(life)
+	defer end.Stop()
 	var drain <-chan struct{}
 	if w.s.Drain != nil {
 		drain = w.s.Drain.Done()
@@ -107,6 +121,8 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 			return nil
 		case <-drain:
 			return nil
+		case <-end.C:
+			return nil // the client reconnects where it left off
 		case <-w.sub.C:
 		case <-grace.C:
 		case <-tick.C:
