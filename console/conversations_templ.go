@@ -759,9 +759,9 @@ func convTranscriptPage(v *view, d convTranscriptView) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var41 string
-				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(dsCount(conversation.MaxTranscript))
+				templ_7745c5c3_Var41, templ_7745c5c3_Err = templ.JoinStringErrs(dsCount(int64(len(d.T.Messages))))
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `conversations.templ`, Line: 125, Col: 96}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `conversations.templ`, Line: 125, Col: 94}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var41))
 				if templ_7745c5c3_Err != nil {

@@ -28,8 +28,15 @@ import (
 // member) or a public agent's visitor. Every query is scoped to the party's
 // organization, and a visitor's to its agent and visitor id.
 
-// MaxTranscript bounds the messages a transcript shows.
-const MaxTranscript = 1000
+// MaxTranscript bounds the messages a transcript shows, and
+// MaxTranscriptBytes their text: the messages shown start within its
+// first MaxTranscriptBytes. A visitor's read needs no key, and a thousand
+// answers of 32 KB each made every read of the transcript 32 MB, held
+// several times over while it was encoded.
+const (
+	MaxTranscript      = 1000
+	MaxTranscriptBytes = 2 << 20
+)
 
 // Statuses a conversation can have.
 var Statuses = handoff.Statuses
@@ -168,8 +175,9 @@ type Transcript struct {
 	Conversation *parleyv1.ConversationSummary
 	AgentID      string
 	Messages     []Message
-	// Truncated is set when the conversation has more than MaxTranscript
-	// messages (the first ones are shown).
+	// Truncated is set when the conversation has more messages than
+	// MaxTranscript and MaxTranscriptBytes let show (the first ones are
+	// shown).
 	Truncated bool
 	// LastEventID is the number of the conversation's latest event.
 	LastEventID int64
@@ -202,14 +210,12 @@ func (s *Service) Transcript(ctx context.Context, p *Party, id string) (*Transcr
 		if err != nil {
 			return err
 		}
-		rows, err := q.ConsoleTranscript(ctx, dbq.ConsoleTranscriptParams{OrgID: p.Org, ConversationID: c.ID, MaxRows: MaxTranscript + 1})
+		rows, err := q.ConsoleTranscript(ctx, dbq.ConsoleTranscriptParams{OrgID: p.Org, ConversationID: c.ID, MaxRows: MaxTranscript, MaxBytes: MaxTranscriptBytes})
 		if err != nil {
 			return err
 		}
 		out = &Transcript{Conversation: sum, AgentID: c.AgentID.String(), LastEventID: seq}
-		if len(rows) > MaxTranscript {
-			rows, out.Truncated = rows[:MaxTranscript], true
-		}
+		out.Truncated = len(rows) > 0 && rows[0].Total > int64(len(rows))
 		for _, r := range rows {
 			m := Message{
 				ID: r.ID.String(), ConversationID: c.ID, Role: r.Role, Content: r.Content, CreateTime: r.CreatedAt, Author: p.shownAuthor(r.Author),

@@ -3,6 +3,7 @@ package conversation_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/google/uuid"
@@ -149,4 +150,25 @@ func TestReadsForAPrincipal(t *testing.T) {
 	require.Empty(t, tr.Messages)
 	_, err = s.TranscriptForPrincipal(asB, "c5")
 	require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
+
+	// A transcript shows the messages that start within its first
+	// MaxTranscriptBytes of text: 80 of 32,000 bytes, the first 66.
+	require.False(t, tr.Truncated)
+	require.NoError(t, store.Tenant(ctx, orgA, func(q *dbq.Queries) error {
+		if _, err := q.CreateConversation(ctx, dbq.CreateConversationParams{OrgID: orgA, ID: "big", AgentID: a, Channel: "api"}); err != nil {
+			return err
+		}
+		for i := range 80 {
+			if _, err := q.CreateMessage(ctx, dbq.CreateMessageParams{OrgID: orgA, ID: uuid.Must(uuid.NewV7()), ConversationID: "big", Role: "user",
+				Content: strings.Repeat(string(rune('a'+i%26)), 32000), Channel: "api", Attachments: []byte("[]"), Sources: []byte("[]")}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	tr, err = s.TranscriptForPrincipal(asA, "big")
+	require.NoError(t, err)
+	require.True(t, tr.Truncated)
+	require.Len(t, tr.Messages, (conversation.MaxTranscriptBytes+31999)/32000)
+	require.Equal(t, strings.Repeat("a", 32000), tr.Messages[0].Content)
 }

@@ -30,16 +30,22 @@ func (q *Queries) APIKeyName(ctx context.Context, arg APIKeyNameParams) (string,
 
 const consoleTranscript = `-- name: ConsoleTranscript :many
 SELECT id, role, content, created_at, sources, model, provider, latency_ms, prompt_tokens,
-       completion_tokens, incomplete, author, tool_calls
-FROM messages
-WHERE org_id = $1 AND conversation_id = $2
+       completion_tokens, incomplete, author, tool_calls, total
+FROM (
+  SELECT m.org_id, m.id, m.conversation_id, m.role, m.content, m.rating, m.created_at, m.channel, m.attachments, m.sources, m.model, m.provider, m.latency_ms, m.prompt_tokens, m.completion_tokens, m.cost, m.incomplete, m.author, m.tool_calls, sum(octet_length(m.content)) OVER (ORDER BY m.created_at, m.id) - octet_length(m.content) AS before,
+         count(*) OVER () AS total
+  FROM messages m
+  WHERE m.org_id = $1 AND m.conversation_id = $2
+) t
+WHERE before < $3::bigint
 ORDER BY created_at, id
-LIMIT $3
+LIMIT $4
 `
 
 type ConsoleTranscriptParams struct {
 	OrgID          uuid.UUID
 	ConversationID string
+	MaxBytes       int64
 	MaxRows        int32
 }
 
@@ -57,12 +63,21 @@ type ConsoleTranscriptRow struct {
 	Incomplete       bool
 	Author           string
 	ToolCalls        []byte
+	Total            int64
 }
 
 // A conversation's messages, oldest first, with what the answers were made
-// from and who wrote people's replies.
+// from and who wrote people's replies: at most max_rows, and those that
+// start within the first max_bytes of the messages' text (the size of a
+// text is read from its header, not the text); total is how many the
+// conversation has.
 func (q *Queries) ConsoleTranscript(ctx context.Context, arg ConsoleTranscriptParams) ([]ConsoleTranscriptRow, error) {
-	rows, err := q.db.Query(ctx, consoleTranscript, arg.OrgID, arg.ConversationID, arg.MaxRows)
+	rows, err := q.db.Query(ctx, consoleTranscript,
+		arg.OrgID,
+		arg.ConversationID,
+		arg.MaxBytes,
+		arg.MaxRows,
+	)
 	if err != nil {
 		return nil, err
 	}
@@ -84,6 +99,7 @@ func (q *Queries) ConsoleTranscript(ctx context.Context, arg ConsoleTranscriptPa
 			&i.Incomplete,
 			&i.Author,
 			&i.ToolCalls,
+			&i.Total,
 		); err != nil {
 			return nil, err
 		}

@@ -39,11 +39,19 @@ WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(id);
 
 -- name: ConsoleTranscript :many
 -- A conversation's messages, oldest first, with what the answers were made
--- from and who wrote people's replies.
+-- from and who wrote people's replies: at most max_rows, and those that
+-- start within the first max_bytes of the messages' text (the size of a
+-- text is read from its header, not the text); total is how many the
+-- conversation has.
 SELECT id, role, content, created_at, sources, model, provider, latency_ms, prompt_tokens,
-       completion_tokens, incomplete, author, tool_calls
-FROM messages
-WHERE org_id = sqlc.arg(org_id) AND conversation_id = sqlc.arg(conversation_id)
+       completion_tokens, incomplete, author, tool_calls, total
+FROM (
+  SELECT m.*, sum(octet_length(m.content)) OVER (ORDER BY m.created_at, m.id) - octet_length(m.content) AS before,
+         count(*) OVER () AS total
+  FROM messages m
+  WHERE m.org_id = sqlc.arg(org_id) AND m.conversation_id = sqlc.arg(conversation_id)
+) t
+WHERE before < sqlc.arg(max_bytes)::bigint
 ORDER BY created_at, id
 LIMIT sqlc.arg(max_rows);
 

@@ -526,7 +526,8 @@ func (x *GetConversationRequest) GetVisitorId() string {
 type GetConversationResponse struct {
 	state        protoimpl.MessageState `protogen:"open.v1"`
 	Conversation *ConversationSummary   `protobuf:"bytes,1,opt,name=conversation,proto3" json:"conversation,omitempty"`
-	// Oldest first (at most the first 1000).
+	// Oldest first: at most the first 1000, those that start within the
+	// first 2 MiB of the messages' text.
 	Messages []*ConversationMessage `protobuf:"bytes,2,rep,name=messages,proto3" json:"messages,omitempty"`
 	// More messages exist than were returned.
 	Truncated bool `protobuf:"varint,3,opt,name=truncated,proto3" json:"truncated,omitempty"`
