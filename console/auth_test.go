@@ -1,7 +1,10 @@
 package console_test
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"mime/multipart"
 	"net/http"
 	"net/url"
 	"strings"
@@ -91,6 +94,26 @@ func testPasswords(t *testing.T, e *env) {
 	b := e.anon(t)
 	p = b.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {Password}, "next": {"//evil.example/"}})
 	require.Equal(t, "/console/", p.Header.Get("Location"))
+
+	// A sign-in body past a form's 1 MiB is refused before it is read
+	// (Go's multipart parser would keep 32 MiB and write the rest to disk).
+	var big bytes.Buffer
+	mw := multipart.NewWriter(&big)
+	require.NoError(t, mw.WriteField("email", c.Member.Email))
+	fw, err := mw.CreateFormFile("file", "big.bin")
+	require.NoError(t, err)
+	_, err = fw.Write(bytes.Repeat([]byte("x"), 2<<20))
+	require.NoError(t, err)
+	require.NoError(t, mw.Close())
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/console/signin", &big)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", mw.FormDataContentType())
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusBadRequest, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "1 MiB")
 
 	// Wrong password and unknown email read the same.
 	wrong := b.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {"not the password at all"}})

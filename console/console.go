@@ -113,8 +113,17 @@ func (c *Console) Handler() http.Handler {
 	cop.SetDenyHandler(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		c.errorPage(w, r, apperr.New(apperr.Forbidden, "this request came from another site and was refused"))
 	}))
-	return securityHeaders(c.sessions.LoadAndSave(cop.Handler(c.mux)))
+	// SECURITY: no console request body is larger than a datasource's
+	// upload and its form; bounded here, before anything parses one (Go's
+	// multipart parser keeps up to 32 MiB in memory and writes the rest to
+	// temporary files, without end). Forms read with readForm, the sign-in
+	// forms too, are bounded at maxFormBytes.
+	return securityHeaders(http.MaxBytesHandler(c.sessions.LoadAndSave(cop.Handler(c.mux)), maxBodyBytes))
 }
+
+// maxBodyBytes bounds every console request's body: an upload of the
+// largest file a datasource takes, with its form.
+const maxBodyBytes = knowledge.MaxFileBytes + maxFormBytes
 
 // securityHeaders sets the headers of every console response, and a nonce
 // for the page's scripts.

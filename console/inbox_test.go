@@ -3,6 +3,7 @@ package console_test
 import (
 	"net/http"
 	"net/url"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -102,6 +103,12 @@ func testInbox(t *testing.T, e *env) {
 	require.Contains(t, p.Text("[data-testid=status-by]"), admin.Member.Email)
 	p = admin.post("/console/conversations/desk-2/status", url.Values{"status": {"open"}})
 	require.Equal(t, http.StatusBadRequest, p.Status)
+	// A reason past the schema's 500 characters is refused here too (the
+	// console's form does not pass through the schema), and nothing changes.
+	p = admin.post("/console/conversations/desk-2/status", url.Values{"status": {"unresolved"}, "reason": {strings.Repeat("x", 501)}})
+	require.Equal(t, http.StatusBadRequest, p.Status)
+	require.Contains(t, p.Body, "reason")
+	require.Equal(t, "resolved", admin.get("/console/conversations/desk-2").Text("[data-testid=status]"))
 
 	// Another organization's admin: the ids do not exist.
 	other := e.Bootstrap("Other Co", "pro")

@@ -24,6 +24,10 @@ func (c *Console) signinForm(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) signinSubmit(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if err := readForm(w, r); err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
 	email, password, next := r.PostFormValue("email"), r.PostFormValue("password"), safeNext(r.PostFormValue("next"))
 	norm, _ := member.NormalizeEmail(email)
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
@@ -67,6 +71,10 @@ func (c *Console) linkForm(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) linkSubmit(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
+	if err := readForm(w, r); err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
 	token, invite := r.PostFormValue("token"), r.PostFormValue("invite") == "1"
 	m, err := c.Members.FollowLink(ctx, token, r.PostFormValue("password"))
 	if err != nil {

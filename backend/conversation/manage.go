@@ -35,6 +35,11 @@ type Change struct {
 // MaxReply bounds a person's reply, as a chat message is bounded.
 const MaxReply = 32000
 
+// MaxReason bounds why a status changes, as the schema does
+// (UpdateConversationRequest.reason): checked here too, for the callers
+// that do not pass through it (the console's forms).
+const MaxReason = 500
+
 // Update changes one of the party's conversations and returns its summary.
 // A status needs a party that may manage conversations (Forbidden
 // otherwise); a rating, any party that may read it (its visitor too).
@@ -49,6 +54,9 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 		if err := p.mayManage(); err != nil {
 			return nil, err
 		}
+	}
+	if utf8.RuneCountInString(ch.Reason) > MaxReason || !utf8.ValidString(ch.Reason) || strings.ContainsRune(ch.Reason, 0) {
+		return nil, apperr.InvalidField("reason", "at most %d characters of UTF-8 text, without NUL", MaxReason)
 	}
 	if r := ch.Rating; r != nil && (*r < 1 || *r > 5) {
 		return nil, apperr.InvalidField("rating", "must be an integer from 1 to 5")
