@@ -7,6 +7,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -24,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 type hookJSON struct {
@@ -232,6 +234,19 @@ func TestWebhookValidation(t *testing.T) {
 	}
 	r = e.Do("GET", "/api/webhooks/"+h.ID, e.A.Key, nil)
 	require.Contains(t, string(r.Body), "203.0.113.7", "a refused update changed the endpoint")
+
+	// An organization has at most MaxWebhooks endpoints; deleting one makes
+	// room.
+	for i := 1; i < webhook.MaxWebhooks; i++ {
+		r = e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": fmt.Sprintf("https://203.0.113.7/hook/%d", i), "events": good})
+		require.Equal(t, http.StatusCreated, r.Status, "%d: %s", i, r.Body)
+	}
+	r = e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": "https://203.0.113.7/one-more", "events": good})
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), "at most")
+	require.Equal(t, http.StatusOK, e.Do("DELETE", "/api/webhooks/"+h.ID, e.A.Key, nil).Status)
+	r = e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": "https://203.0.113.7/one-more", "events": good})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 
 	// --fetch-allow opens a range.
 	open := testenv.New(t, testenv.WithWorkers, allowLoopback)

@@ -43,6 +43,12 @@ type Service struct {
 
 var _ parleyv1connect.WebhookServiceHandler = (*Service)(nil)
 
+// MaxWebhooks bounds an organization's endpoints: each event is delivered
+// to every one that takes it (up to MaxAttempts times), so without a bound
+// one chat turn of a public agent's visitor could fan out to any number of
+// requests, all to one host if the owner chose.
+const MaxWebhooks = 20
+
 // CreateWebhook registers an endpoint and returns its secret.
 func (s *Service) CreateWebhook(ctx context.Context, req *parleyv1.CreateWebhookRequest) (*parleyv1.CreateWebhookResponse, error) {
 	p, err := auth.FromContext(ctx)
@@ -70,6 +76,20 @@ func (s *Service) CreateWebhook(ctx context.Context, req *parleyv1.CreateWebhook
 	var out *parleyv1.Webhook
 	// SECURITY: written in the principal's organization only.
 	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		// SECURITY: an event is delivered to every endpoint that takes it,
+		// a public agent's visitors' turns included: the endpoints are
+		// bounded, counted under the organization's lock so that two
+		// creations take turns.
+		if _, err := q.LockOrganization(ctx, p.OrgID); err != nil {
+			return err
+		}
+		n, err := q.CountWebhooks(ctx, p.OrgID)
+		if err != nil {
+			return err
+		}
+		if n >= MaxWebhooks {
+			return apperr.New(apperr.FailedPrecondition, "an organization has at most %d webhook endpoints; delete one first", MaxWebhooks)
+		}
 		w, err := q.CreateWebhook(ctx, dbq.CreateWebhookParams{
 			OrgID: p.OrgID, ID: id, Url: req.GetUrl(), Description: req.GetDescription(), Events: req.GetEvents(), Secret: sealed,
 		})

@@ -27,6 +27,17 @@ func (q *Queries) ClearWebhookFailing(ctx context.Context, arg ClearWebhookFaili
 	return err
 }
 
+const countWebhooks = `-- name: CountWebhooks :one
+SELECT count(*) FROM webhooks WHERE org_id = $1
+`
+
+func (q *Queries) CountWebhooks(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countWebhooks, orgID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const createWebhook = `-- name: CreateWebhook :one
 
 INSERT INTO webhooks (org_id, id, url, description, events, secret)

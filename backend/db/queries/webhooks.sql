@@ -98,3 +98,6 @@ SET attempted_at = now(), status_code = EXCLUDED.status_code, duration_ms = EXCL
 SELECT * FROM webhook_attempts
 WHERE org_id = sqlc.arg(org_id) AND delivery_id = ANY (sqlc.arg(delivery_ids)::uuid[])
 ORDER BY delivery_id, attempt;
+
+-- name: CountWebhooks :one
+SELECT count(*) FROM webhooks WHERE org_id = sqlc.arg(org_id);
