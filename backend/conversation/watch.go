@@ -78,10 +78,9 @@ func (w *Watch) Close() {
 
 // Run sends the stream's events until ctx ends, the server drains, the
 // stream has lasted StreamLife, the conversation is deleted (NotFound) or
-// send fails (its error). It starts
-// with a heartbeat carrying the starting point, sends one every
-// HeartbeatEvery when nothing else went out, and closes the stream when it
-// returns.
+// send fails (its error). It starts with a heartbeat carrying the starting
+// point, sends one every HeartbeatEvery when nothing else went out, and
+// closes the stream when it returns.
 func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationResponse) error) error {
 	defer w.Close()
 	if err := send(w.heartbeat()); err != nil {
