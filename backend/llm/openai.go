@@ -11,7 +11,6 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
-	"github.com/openai/openai-go/v3/shared"
 )
 
 // OpenAI speaks the chat.completions API through the official SDK: OpenAI
@@ -56,65 +55,18 @@ func (o *OpenAI) Provider() string { return o.name }
 
 // Stream implements Model.
 func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) error) error {
-	params := openai.ChatCompletionNewParams{
-		Model:         req.Model,
-		Temperature:   openai.Float(req.Temperature),
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+	body, err := openAIBody(req)
+	if err != nil {
+		return err
 	}
-	if sys := systemWithKnowledge(req); sys != "" {
-		params.Messages = append(params.Messages, openai.SystemMessage(sys))
-	}
-	for _, m := range req.Messages {
-		switch m.Role {
-		case RoleAssistant:
-			if len(m.ToolCalls) == 0 {
-				params.Messages = append(params.Messages, openai.AssistantMessage(m.Content))
-				continue
-			}
-			// With tool calls the content may be absent; an empty string is
-			// left out rather than sent.
-			var msg openai.ChatCompletionAssistantMessageParam
-			if m.Content != "" {
-				msg.Content.OfString = openai.String(m.Content)
-			}
-			for _, c := range m.ToolCalls {
-				msg.ToolCalls = append(msg.ToolCalls, openai.ChatCompletionMessageToolCallUnionParam{
-					OfFunction: &openai.ChatCompletionMessageFunctionToolCallParam{
-						ID:       c.ID,
-						Function: openai.ChatCompletionMessageFunctionToolCallFunctionParam{Name: c.Name, Arguments: c.Arguments},
-					},
-				})
-			}
-			params.Messages = append(params.Messages, openai.ChatCompletionMessageParamUnion{OfAssistant: &msg})
-		case RoleTool:
-			for _, r := range m.ToolResults {
-				params.Messages = append(params.Messages, openai.ToolMessage(r.Content, r.CallID))
-			}
-		default:
-			if len(m.ImageURLs) == 0 {
-				params.Messages = append(params.Messages, openai.UserMessage(m.Content))
-				continue
-			}
-			parts := []openai.ChatCompletionContentPartUnionParam{openai.TextContentPart(m.Content)}
-			for _, u := range m.ImageURLs {
-				parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: u}))
-			}
-			params.Messages = append(params.Messages, openai.UserMessage(parts))
-		}
-	}
-	for _, t := range req.Tools {
-		params.Tools = append(params.Tools, openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
-			Name: t.Name, Description: openai.String(t.Description), Parameters: t.Parameters,
-		}))
-	}
-
 	// The request goes through the SDK as NewStreaming sends it (its
-	// options, auth, base URL, error type); the stream's chunks are read
-	// into streamChunk, which keeps only what a turn uses, instead of the
-	// SDK's ChatCompletionChunk, whose reflective decoder was a fifth of
-	// the CPU under thousands of streams (issue 13, docs/benchmarks.md).
+	// options, auth, base URL, error type), with the body openAIBody
+	// encoded; the stream's chunks are read into streamChunk, which keeps
+	// only what a turn uses, instead of the SDK's ChatCompletionChunk,
+	// whose reflective decoder was a fifth of the CPU under thousands of
+	// streams (issue 13, docs/benchmarks.md).
 	var raw *http.Response
-	err := o.client.Post(ctx, "chat/completions", params, &raw, option.WithJSONSet("stream", true))
+	err = o.client.Post(ctx, "chat/completions", body, &raw)
 	stream := ssestream.NewStream[streamChunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 	type partial struct{ id, name, args string }

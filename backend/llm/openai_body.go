@@ -1,0 +1,110 @@
+package llm
+
+import "encoding/json"
+
+// openAIBody encodes a streaming chat.completions request: the JSON the
+// SDK's ChatCompletionNewParams would send (TestOpenAIBodyIsTheSDKs holds
+// the two equal for every kind of message), written by encoding/json from
+// plain structs. The SDK's own encoder walks its param unions by
+// reflection and then rewrites the result to add "stream"; it was 8 to 9 %
+// of Parley's CPU a turn (issue 13, docs/benchmarks.md).
+func openAIBody(req Request) ([]byte, error) {
+	body := oaRequest{
+		Model:         req.Model,
+		Temperature:   req.Temperature,
+		Stream:        true,
+		StreamOptions: oaStreamOptions{IncludeUsage: true},
+		Messages:      make([]oaMessage, 0, len(req.Messages)+1),
+	}
+	if sys := systemWithKnowledge(req); sys != "" {
+		body.Messages = append(body.Messages, oaMessage{Role: "system", Content: sys})
+	}
+	for _, m := range req.Messages {
+		switch m.Role {
+		case RoleAssistant:
+			msg := oaMessage{Role: "assistant", Content: m.Content}
+			if len(m.ToolCalls) > 0 && m.Content == "" {
+				// With tool calls the content may be absent; an empty
+				// string is left out rather than sent.
+				msg.Content = nil
+			}
+			for _, c := range m.ToolCalls {
+				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.ID, Type: "function", Function: oaFunctionCall{Name: c.Name, Arguments: c.Arguments}})
+			}
+			body.Messages = append(body.Messages, msg)
+		case RoleTool:
+			for _, r := range m.ToolResults {
+				body.Messages = append(body.Messages, oaMessage{Role: "tool", Content: r.Content, ToolCallID: r.CallID})
+			}
+		default:
+			if len(m.ImageURLs) == 0 {
+				body.Messages = append(body.Messages, oaMessage{Role: "user", Content: m.Content})
+				continue
+			}
+			parts := make([]oaPart, 0, len(m.ImageURLs)+1)
+			parts = append(parts, oaPart{Type: "text", Text: m.Content})
+			for _, u := range m.ImageURLs {
+				parts = append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: u}})
+			}
+			body.Messages = append(body.Messages, oaMessage{Role: "user", Content: parts})
+		}
+	}
+	for _, t := range req.Tools {
+		body.Tools = append(body.Tools, oaTool{Type: "function", Function: oaFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+	}
+	return json.Marshal(body)
+}
+
+type oaRequest struct {
+	Messages      []oaMessage     `json:"messages"`
+	Model         string          `json:"model"`
+	StreamOptions oaStreamOptions `json:"stream_options"`
+	Temperature   float64         `json:"temperature"`
+	Tools         []oaTool        `json:"tools,omitempty"`
+	Stream        bool            `json:"stream"`
+}
+
+type oaStreamOptions struct {
+	IncludeUsage bool `json:"include_usage"`
+}
+
+// oaMessage is any role's message; Content is a string or []oaPart, nil
+// when absent.
+type oaMessage struct {
+	Content    any          `json:"content,omitempty"`
+	Role       string       `json:"role"`
+	ToolCalls  []oaToolCall `json:"tool_calls,omitempty"`
+	ToolCallID string       `json:"tool_call_id,omitempty"`
+}
+
+type oaPart struct {
+	Text     string      `json:"text,omitempty"`
+	Type     string      `json:"type"`
+	ImageURL *oaImageURL `json:"image_url,omitempty"`
+}
+
+type oaImageURL struct {
+	URL string `json:"url"`
+}
+
+type oaToolCall struct {
+	ID       string         `json:"id"`
+	Function oaFunctionCall `json:"function"`
+	Type     string         `json:"type"`
+}
+
+type oaFunctionCall struct {
+	Arguments string `json:"arguments"`
+	Name      string `json:"name"`
+}
+
+type oaTool struct {
+	Function oaFunction `json:"function"`
+	Type     string     `json:"type"`
+}
+
+type oaFunction struct {
+	Name        string         `json:"name"`
+	Description string         `json:"description"`
+	Parameters  map[string]any `json:"parameters,omitempty"`
+}
