@@ -122,15 +122,27 @@ func testPasswords(t *testing.T, e *env) {
 	require.Equal(t, http.StatusUnauthorized, unknown.Status)
 	require.Equal(t, wrong.Text("[data-testid=error]"), unknown.Text("[data-testid=error]"))
 
-	// Brute force: the email is locked out after ten attempts a minute.
+	// Brute force: an email is locked out after ten attempts a minute from
+	// one address (an IPv6 address's /64), the right password too; its
+	// owner elsewhere still signs in.
 	target := e.as(t, e.A.ID, member.Viewer)
-	var last page
-	for range 11 {
-		last = e.anon(t).post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {"guess guess guess"}})
+	for _, from := range [][]string{{"203.0.113.7"}, {"2001:db8:1:2::1", "2001:db8:1:2::2", "2001:db8:1:2:ffff::9"}} {
+		var last page
+		for i := range 11 {
+			guesser := e.anon(t)
+			guesser.from = from[i%len(from)]
+			last = guesser.post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {"guess guess guess"}})
+		}
+		require.Equal(t, http.StatusTooManyRequests, last.Status, from)
+		guesser := e.anon(t)
+		guesser.from = from[0]
+		p = guesser.post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {Password}})
+		require.Equal(t, http.StatusTooManyRequests, p.Status, "the right password got through a lock-out")
 	}
-	require.Equal(t, http.StatusTooManyRequests, last.Status)
-	p = e.anon(t).post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {Password}})
-	require.Equal(t, http.StatusTooManyRequests, p.Status, "the right password got through a lock-out")
+	elsewhere := e.anon(t)
+	elsewhere.from = "198.51.100.9"
+	p = elsewhere.post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {Password}})
+	require.Equal(t, http.StatusSeeOther, p.Status, "a stranger's guesses locked the owner out: %s", p.Text("[data-testid=error]"))
 
 	// Invitations refuse short and common passwords, and leave the link usable.
 	owner := &member.Member{OrgID: e.A.ID, Role: member.Owner}

@@ -9,6 +9,7 @@ import (
 	"mime/multipart"
 	"net/http"
 	"net/http/cookiejar"
+	"net/netip"
 	"net/url"
 	"strings"
 	"sync/atomic"
@@ -19,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -31,7 +33,11 @@ type env struct {
 // TestConsole runs every console test on one instance (one test server per
 // package). Each file adds its tests to this table.
 func TestConsole(t *testing.T) {
-	e := &env{Env: testenv.New(t, testenv.WithWorkers)}
+	// The tests' client stands for a trusted proxy, so that they can speak
+	// from other addresses (client.from).
+	e := &env{Env: testenv.New(t, testenv.WithWorkers, func(c *server.Config) {
+		c.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}
+	})}
 	e.members = &member.Service{Store: e.App.Store}
 	tests := map[string]func(*testing.T, *env){
 		"sign in and out":          testSignInAndOut,
@@ -80,6 +86,9 @@ type client struct {
 	e      *env
 	http   *http.Client
 	Member *member.Member
+	// from, when set, is the client's address as the trusted proxy in
+	// front of the server names it (X-Forwarded-For).
+	from string
 }
 
 // page is a response with its parsed HTML.
@@ -126,6 +135,9 @@ const Password = "correct horse battery staple"
 
 func (c *client) do(req *http.Request) page {
 	c.t.Helper()
+	if c.from != "" {
+		req.Header.Set("X-Forwarded-For", c.from)
+	}
 	resp, err := c.http.Do(req)
 	require.NoError(c.t, err)
 	defer resp.Body.Close()

@@ -5,17 +5,26 @@ import (
 	"net/http"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
 )
 
-// signinLimits bound password attempts per email (and per member changing
-// a password), with the limiter the API uses: enough for a person who
-// mistypes, far too few to guess. signinIPLimits bound them per client
-// address, looser since an office or a NAT shares one.
+// signinLimits bound password attempts per email from one address (and
+// per member changing a password), with the limiter the API uses: enough
+// for a person who mistypes, far too few to guess. signinEmailLimits bound
+// an email's attempts from everywhere: a guesser spread over many
+// addresses. signinIPLimits bound an address's attempts at any email,
+// looser since an office or a NAT shares one.
+//
+// SECURITY: an email's own window is kept per address so that a stranger
+// cannot lock its owner out: ten wrong passwords from elsewhere used to
+// refuse the owner's right one for a minute, and 200 for the day. Now
+// that takes the whole-email window, ten addresses' worth of attempts.
 var (
-	signinLimits   = plan.Limits{PerMinute: 10, PerDay: 200}
-	signinIPLimits = plan.Limits{PerMinute: 60, PerDay: 2000}
+	signinLimits      = plan.Limits{PerMinute: 10, PerDay: 200}
+	signinEmailLimits = plan.Limits{PerMinute: 100, PerDay: 2000}
+	signinIPLimits    = plan.Limits{PerMinute: 60, PerDay: 2000}
 )
 
 func (c *Console) signinForm(w http.ResponseWriter, r *http.Request) {
@@ -31,14 +40,20 @@ func (c *Console) signinSubmit(w http.ResponseWriter, r *http.Request) {
 	email, password, next := r.PostFormValue("email"), r.PostFormValue("password"), safeNext(r.PostFormValue("next"))
 	norm, _ := member.NormalizeEmail(email)
 	host, _, _ := net.SplitHostPort(r.RemoteAddr)
-	// SECURITY: brute force is limited per address and per email; the
-	// message says nothing of which. The address first, always (a map's
-	// order is random): an email is the caller's to choose, and one counted
-	// for an address past its limit would be a window kept for nothing.
+	addr := auth.AddressKey(host) // an IPv6 client's /64, as the API counts it
+	// SECURITY: brute force is limited per address, per email from that
+	// address and per email; the message says nothing of which. The
+	// address first, always: an email is the caller's to choose, and one
+	// counted for an address past its limit would be a window kept for
+	// nothing.
 	for _, l := range [...]struct {
 		key string
 		lim plan.Limits
-	}{{"signin-ip:" + host, signinIPLimits}, {"signin-email:" + norm, signinLimits}} {
+	}{
+		{"signin-ip:" + addr, signinIPLimits},
+		{"signin-email-from:" + addr + " " + norm, signinLimits},
+		{"signin-email:" + norm, signinEmailLimits},
+	} {
 		res, err := c.Limits.Allow(ctx, l.key, l.lim)
 		if err != nil {
 			c.errorPage(w, r, err)
