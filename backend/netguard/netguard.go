@@ -26,6 +26,10 @@ import (
 // ErrBlocked is returned for a destination the guard refuses.
 var ErrBlocked = errors.New("destination not allowed")
 
+// errDialBlocked refuses a dial: the address is not named, since the
+// caller may have named a host whose address is not theirs to learn.
+var errDialBlocked = fmt.Errorf("%w: not a public address", ErrBlocked)
+
 // Config bounds what the client may reach and read.
 type Config struct {
 	// Allow lists address ranges an operator opened despite being private
@@ -71,7 +75,7 @@ func New(cfg Config) *Client {
 				return fmt.Errorf("%w: %s", ErrBlocked, address)
 			}
 			if !c.Allowed(ap.Addr()) {
-				return fmt.Errorf("%w: %s is not a public address", ErrBlocked, ap.Addr())
+				return errDialBlocked
 			}
 			return nil
 		},
@@ -242,7 +246,7 @@ func (c *Client) Get(ctx context.Context, raw string) (*Page, error) {
 	req.Header.Set("User-Agent", "Parley/1.0 (+https://github.com/parleyhq/parley)")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, unreached(u, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
@@ -306,7 +310,7 @@ func (c *Client) Send(ctx context.Context, r Request) (*Response, error) {
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, unreached(u, err)
 	}
 	defer resp.Body.Close()
 	got, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBytes+1))
@@ -351,7 +355,7 @@ func (c *Client) CheckDestination(ctx context.Context, raw string) error {
 	}
 	for _, a := range addrs {
 		if !c.Allowed(a) {
-			return fmt.Errorf("%w: %s resolves to %s, which is not a public address", ErrBlocked, host, a)
+			return fmt.Errorf("%w: %s does not resolve to a public address", ErrBlocked, host)
 		}
 	}
 	return nil
@@ -360,4 +364,49 @@ func (c *Client) CheckDestination(ctx context.Context, raw string) error {
 // Blocked reports whether err is the guard's refusal.
 func Blocked(err error) bool {
 	return errors.Is(err, ErrBlocked) || strings.Contains(fmt.Sprint(err), ErrBlocked.Error())
+}
+
+// unreachedError is a request that got no response, as its caller may
+// read it: what went wrong, not where the connection went. The cause stays
+// wrapped for errors.Is and errors.As.
+type unreachedError struct {
+	msg string
+	err error
+}
+
+func (e *unreachedError) Error() string { return e.msg }
+func (e *unreachedError) Unwrap() error { return e.err }
+
+// unreached words the error of a request to u that got no response.
+// SECURITY: Go's error names the address a host name resolved to and the
+// port it tried ("dial tcp 10.0.3.7:8443: connect: connection refused"):
+// an intranet's names and its open ports, to a caller whose URL (a chat
+// attachment, on a public agent anyone's) should learn neither.
+func unreached(u *url.URL, err error) error {
+	host := u.Host
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		if v, perr := url.Parse(ue.URL); perr == nil && v.Host != "" {
+			host = v.Host // a redirect's target, where it failed
+		}
+	}
+	var dnsErr *net.DNSError
+	var msg string
+	switch {
+	case errors.Is(err, errDialBlocked):
+		msg = fmt.Sprintf("%v: %s is not a public address", ErrBlocked, host)
+	case ue != nil && Blocked(ue.Err), ue != nil && strings.HasPrefix(ue.Err.Error(), "more than "):
+		msg = ue.Err.Error() // a redirect CheckRedirect refused, in its own words
+	case errors.As(err, &dnsErr):
+		msg = host + " does not resolve"
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, context.DeadlineExceeded), ue != nil && ue.Timeout():
+		msg = host + " did not answer in time"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		msg = host + " refused the connection"
+	default:
+		msg = host + " could not be reached"
+	}
+	return &unreachedError{msg: msg, err: err}
 }

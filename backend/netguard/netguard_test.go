@@ -2,6 +2,7 @@ package netguard
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -9,6 +10,7 @@ import (
 	"net/netip"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 )
 
@@ -185,5 +187,50 @@ func TestCheckDestination(t *testing.T) {
 	open := New(Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
 	if err := open.CheckDestination(context.Background(), "http://localhost:9000/"); err != nil {
 		t.Errorf("an opened range: got %v", err)
+	}
+}
+
+// A request that got no response says what went wrong with the host the
+// caller named, never the address a name resolved to nor Go's dial error
+// (an intranet's addresses and open ports); the cause stays wrapped.
+func TestUnreachedNamesNoAddress(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {}))
+	defer srv.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, closedPort, _ := net.SplitHostPort(closed.Addr().String())
+	closed.Close()
+
+	guard := New(Config{})
+	open := New(Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	for _, c := range []struct {
+		client *Client
+		url    string
+		want   string
+		is     error
+	}{
+		{guard, "http://localhost:" + port + "/x", "destination not allowed: localhost:" + port + " is not a public address", ErrBlocked},
+		{open, "http://127.0.0.1:" + closedPort + "/x", "127.0.0.1:" + closedPort + " refused the connection", syscall.ECONNREFUSED},
+		{open, "http://no-such-host.invalid/x", "no-such-host.invalid does not resolve", nil},
+	} {
+		_, err := c.client.Get(context.Background(), c.url)
+		if err == nil || err.Error() != c.want {
+			t.Errorf("%s: got %v, want %q", c.url, err, c.want)
+		}
+		if c.is != nil && !errors.Is(err, c.is) {
+			t.Errorf("%s: %v does not wrap %v", c.url, err, c.is)
+		}
+		_, err = c.client.Send(context.Background(), Request{Method: http.MethodPost, URL: c.url})
+		if err == nil || err.Error() != c.want {
+			t.Errorf("Send %s: got %v, want %q", c.url, err, c.want)
+		}
+	}
+	err = guard.CheckDestination(context.Background(), "http://localhost:"+port+"/")
+	if err == nil || strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "::1") {
+		t.Errorf("CheckDestination: got %v, want a refusal that names no address", err)
 	}
 }
