@@ -3,6 +3,7 @@ package chat_test
 import (
 	"bytes"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -103,7 +104,7 @@ func TestDocumentAttachments(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
 	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
-		c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		c.AttachmentFetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
 	f := &fixture{Env: e, fake: fake}
 	f.private = f.agent(t, `{"name":"Private","instructions":"You are private."}`)
@@ -189,16 +190,35 @@ func TestDocumentAttachments(t *testing.T) {
 	require.Contains(t, all.String(), "attachments[0]")
 }
 
-// Loopback is refused unless the operator opened it (--fetch-allow).
+// Loopback is refused unless the operator opened it to attachments
+// (--attachment-fetch-allow): a range opened to the web fetcher and
+// webhooks (--fetch-allow, an organization's admins' URLs) is not opened
+// to any caller's attachments, a public agent's visitors' least of all.
+// The refusal names neither the address a name resolved to nor the port's
+// state (an intranet's map).
 func TestDocumentAttachmentOnLoopbackIsRefused(t *testing.T) {
 	t.Parallel()
-	f := setup(t)
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+		c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	f := &fixture{Env: e, fake: fake}
+	f.private = f.agent(t, `{"name":"Private","instructions":"You are private."}`)
+	f.public = f.agent(t, `{"name":"Public","instructions":"You are public.","visibility":"public"}`)
 	srv := newFiles(t, map[string][]byte{"/notes.txt": []byte("secret intranet notes")})
-	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"lo","attachments":[{"url":"`+srv.URL+`/notes.txt"}]}`)
-	require.Equal(t, http.StatusBadRequest, status, "%s", raw.Body)
-	b := raw.Err(t)
-	require.Equal(t, "attachments[0]", b.Error.Field)
-	require.Contains(t, b.Error.Message, "is not a public address")
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
+	for _, c := range []struct{ agent, key, url, message string }{
+		{f.private, f.A.Key, srv.URL + "/notes.txt", "127.0.0.1 is not a public address"},
+		{f.public, "", srv.URL + "/notes.txt", "127.0.0.1 is not a public address"},
+		{f.public, "", "http://localhost:" + port + "/notes.txt", "localhost:" + port + " is not a public address"},
+		{f.public, "", "http://localhost:1/notes.txt", "localhost:1 is not a public address"},
+	} {
+		status, _, raw := f.chat(t, c.agent, c.key, `{"query":"q","conversationId":"lo","visitorId":"v","attachments":[{"url":"`+c.url+`"}]}`)
+		require.Equal(t, http.StatusBadRequest, status, "%s", raw.Body)
+		b := raw.Err(t)
+		require.Equal(t, "attachments[0]", b.Error.Field)
+		require.Equal(t, "attachments[0]: the file could not be fetched: destination not allowed: "+c.message, b.Error.Message)
+	}
 	require.Empty(t, srv.got())
 	require.Empty(t, f.fake.Requests())
 }
@@ -260,7 +280,7 @@ func TestCraftedAttachmentsOnAPublicAgent(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
 	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
-		c.FetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+		c.AttachmentFetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
 	f := &fixture{Env: e, fake: fake}
 	f.public = f.agent(t, `{"name":"Public","instructions":"You are public.","visibility":"public"}`)

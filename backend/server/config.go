@@ -80,6 +80,10 @@ type Config struct {
 	// (intranet documents), to agents' http_request endpoints and to
 	// webhook endpoints; none by default.
 	FetchAllow []netip.Prefix
+	// AttachmentFetchAllow opens private address ranges to chat
+	// attachments, fetched from URLs any caller gives (a public agent's
+	// visitors need no key); none by default, whatever FetchAllow opens.
+	AttachmentFetchAllow []netip.Prefix
 	// SecretsKey is the base64 of 32 random bytes that seals stored secrets
 	// (webhooks' signing secrets, http_request's header values, see
 	// backend/seal); without it neither can be stored.
@@ -172,6 +176,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	c.Embeddings.GeminiKey, c.Embeddings.GeminiBaseURL = env("PARLEY_GEMINI_API_KEY", ""), env("PARLEY_GEMINI_BASE_URL", "")
 	c.prefixes(fs, &c.FetchAllow, "fetch-allow", "PARLEY_FETCH_ALLOW",
 		"a private address range (CIDR) the web fetcher, http_request endpoints and webhook endpoints may reach, repeatable; none by default")
+	c.prefixes(fs, &c.AttachmentFetchAllow, "attachment-fetch-allow", "PARLEY_ATTACHMENT_FETCH_ALLOW",
+		"a private address range (CIDR) chat attachments may be fetched from, repeatable; none by default, as any caller names them (a public agent's visitors too)")
 	fs.StringVar(&c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),
 		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets and http_request header values; neither can be stored without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",

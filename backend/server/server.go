@@ -299,7 +299,10 @@ func (a *App) routes() (http.Handler, error) {
 	turns := &chat.Service{
 		Store: a.Store, Catalog: a.catalog, Drain: a.drain, Knowledge: a.K, Tools: tools, TurnTimeout: a.cfg.TurnTimeout,
 		Queue: a.turnQueue,
-		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.FetchAllow}), Hooks: a.hooks,
+		// SECURITY: not FetchAllow: that opens ranges to what an
+		// organization's admins configure, and attachments are any
+		// caller's URLs, a public agent's keyless visitors' too.
+		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.AttachmentFetchAllow}), Hooks: a.hooks,
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
