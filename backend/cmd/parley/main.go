@@ -334,7 +334,9 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	if *email == "" {
-		*email = "owner-" + id.String()[:8] + "@parley.localhost"
+		// The whole id: its first digits are a time (UUIDv7) and repeat
+		// for a minute, and two organizations then shared one email.
+		*email = "owner-" + id.String() + "@parley.localhost"
 	}
 	if _, err := members.CreateOwner(ctx, id, *email); err != nil {
 		return fmt.Errorf("organization %s was created, but not its owner: %w", id, err)

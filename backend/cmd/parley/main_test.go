@@ -32,7 +32,17 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 	var out, errOut bytes.Buffer
 	err := run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme", "--plan", "starter", "--json"}, &out, &errOut)
 	require.NoError(t, err, errOut.String())
-	require.Regexp(t, regexp.MustCompile(`^\{"organizationId":"[0-9a-f-]{36}","apiKey":"prly_[a-z2-7]{39}","ownerEmail":"owner-[0-9a-f]{8}@parley.localhost","signInUrl":"http://localhost:8080/console/link\?token=[A-Za-z0-9_-]{43}"\}\n$`), out.String())
+	require.Regexp(t, regexp.MustCompile(`^\{"organizationId":"[0-9a-f-]{36}","apiKey":"prly_[a-z2-7]{39}","ownerEmail":"owner-[0-9a-f-]{36}@parley.localhost","signInUrl":"http://localhost:8080/console/link\?token=[A-Za-z0-9_-]{43}"\}\n$`), out.String())
+
+	// A second organization in the same minute has an owner of its own
+	// (the default email was the id's first 8 digits: a time).
+	var first, second struct{ OrganizationID, OwnerEmail string }
+	require.NoError(t, json.Unmarshal(out.Bytes(), &first))
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme 2", "--json"}, &out, &errOut), errOut.String())
+	require.NoError(t, json.Unmarshal(out.Bytes(), &second))
+	require.Equal(t, "owner-"+second.OrganizationID+"@parley.localhost", second.OwnerEmail)
+	require.NotEqual(t, first.OwnerEmail, second.OwnerEmail)
 
 	// With an email and a public URL; a second organization cannot reuse the email.
 	out.Reset()
