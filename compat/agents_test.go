@@ -303,6 +303,7 @@ func TestAgentDatastoreSpeltTwiceIsAttachedOnce(t *testing.T) {
 
 	a := create(t, e, e.A.Key, map[string]any{"name": "a", "instructions": "b", "datastores": same})
 	require.Equal(t, []string{ds.ID}, a.Datastores)
+	first := a
 
 	a = create(t, e, e.A.Key, map[string]any{"name": "c", "instructions": "d"})
 	r = e.Do("PUT", "/api/agents/"+a.ID, e.A.Key, map[string]any{"datastores": same[:2]})
@@ -310,4 +311,16 @@ func TestAgentDatastoreSpeltTwiceIsAttachedOnce(t *testing.T) {
 	var upd agent
 	r.JSON(t, &upd)
 	require.Equal(t, []string{ds.ID}, upd.Datastores)
+
+	// A list shows each agent's datastores too (it showed none).
+	none := create(t, e, e.A.Key, map[string]any{"name": "e", "instructions": "f"})
+	r = e.Do("GET", "/api/agents", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var list struct{ Agents []agent }
+	r.JSON(t, &list)
+	got := map[string][]string{}
+	for _, x := range list.Agents {
+		got[x.ID] = x.Datastores
+	}
+	require.Equal(t, map[string][]string{first.ID: {ds.ID}, upd.ID: {ds.ID}, none.ID: {}}, got)
 }

@@ -155,8 +155,23 @@ func (h *handler) ListAgents(ctx context.Context, req *parleyv1.ListAgentsReques
 		if err != nil {
 			return err
 		}
-		for _, a := range rows {
-			resp.Agents = append(resp.Agents, toProto(a, nil))
+		ids := make([]uuid.UUID, len(rows))
+		byID := make(map[uuid.UUID]*parleyv1.Agent, len(rows))
+		for i, a := range rows {
+			ids[i] = a.ID
+			out := toProto(a, nil)
+			byID[a.ID] = out
+			resp.Agents = append(resp.Agents, out)
+		}
+		if len(ids) == 0 {
+			return nil
+		}
+		ds, err := q.AgentsDatastores(ctx, dbq.AgentsDatastoresParams{OrgID: p.OrgID, AgentIds: ids})
+		if err != nil {
+			return err
+		}
+		for _, d := range ds {
+			byID[d.AgentID].Datastores = append(byID[d.AgentID].Datastores, d.DatastoreID.String())
 		}
 		return nil
 	})

@@ -57,6 +57,43 @@ func (q *Queries) AgentDatastores(ctx context.Context, arg AgentDatastoresParams
 	return items, nil
 }
 
+const agentsDatastores = `-- name: AgentsDatastores :many
+SELECT agent_id, datastore_id FROM agent_datastores
+WHERE org_id = $1 AND agent_id = ANY($2::uuid[])
+ORDER BY agent_id, datastore_id
+`
+
+type AgentsDatastoresParams struct {
+	OrgID    uuid.UUID
+	AgentIds []uuid.UUID
+}
+
+type AgentsDatastoresRow struct {
+	AgentID     uuid.UUID
+	DatastoreID uuid.UUID
+}
+
+// The datastores of a page of agents (ListAgents), in one query.
+func (q *Queries) AgentsDatastores(ctx context.Context, arg AgentsDatastoresParams) ([]AgentsDatastoresRow, error) {
+	rows, err := q.db.Query(ctx, agentsDatastores, arg.OrgID, arg.AgentIds)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentsDatastoresRow
+	for rows.Next() {
+		var i AgentsDatastoresRow
+		if err := rows.Scan(&i.AgentID, &i.DatastoreID); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const clearAgentDatastores = `-- name: ClearAgentDatastores :exec
 DELETE FROM agent_datastores WHERE org_id = $1 AND agent_id = $2
 `

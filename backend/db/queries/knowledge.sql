@@ -113,6 +113,12 @@ SELECT count(*) FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = 
 -- name: AgentDatastores :many
 SELECT datastore_id FROM agent_datastores WHERE org_id = sqlc.arg(org_id) AND agent_id = sqlc.arg(agent_id) ORDER BY datastore_id;
 
+-- name: AgentsDatastores :many
+-- The datastores of a page of agents (ListAgents), in one query.
+SELECT agent_id, datastore_id FROM agent_datastores
+WHERE org_id = sqlc.arg(org_id) AND agent_id = ANY(sqlc.arg(agent_ids)::uuid[])
+ORDER BY agent_id, datastore_id;
+
 -- name: ClearAgentDatastores :exec
 DELETE FROM agent_datastores WHERE org_id = sqlc.arg(org_id) AND agent_id = sqlc.arg(agent_id);
 
