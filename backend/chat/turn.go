@@ -754,15 +754,25 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	// message.created to write: the insert goes with BEGIN and COMMIT in
 	// one round trip. Otherwise the event is written after the insert, in
 	// its transaction: two round trips.
-	if s.Hooks.Silent(t.org) {
-		err = s.Store.TenantAsyncBatch(storeCtx, t.org, insert)
-	} else {
-		err = s.Store.TenantAsyncTxWith(storeCtx, t.org, insert, func(tx pgx.Tx, _ *dbq.Queries) error {
+	store := func() error {
+		if s.Hooks.Silent(t.org) {
+			return s.Store.TenantAsyncBatch(storeCtx, t.org, insert)
+		}
+		return s.Store.TenantAsyncTxWith(storeCtx, t.org, insert, func(tx pgx.Tx, _ *dbq.Queries) error {
 			return s.emitMessage(storeCtx, tx, t.org, view.Message{
 				ID: row.ID.String(), ConversationID: t.conv.ID, Role: "assistant", Content: g.text, CreateTime: row.CreatedAt,
 				Sources: t.sources, ToolCalls: t.calls, Model: t.modelName, Incomplete: g.err != nil,
 			})
 		})
+	}
+	// A lost connection is tried again within storeTimeout: the answer was
+	// generated (and paid for), and a client told to try again would ask
+	// the model again. The answer's id is fixed, so a try whose commit
+	// landed before its connection was lost leaves the next one its own
+	// row: stored.
+	err = db.Retry(storeCtx, store)
+	if db.Duplicate(err, "messages_pkey") {
+		err = nil
 	}
 	if err != nil {
 		return nil, err

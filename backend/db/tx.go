@@ -56,6 +56,40 @@ func connectionLost(err error) bool {
 		strings.Contains(err.Error(), "conn closed")
 }
 
+// Retry runs write until it is done, fails other than by a lost
+// connection (errUnavailable), or ctx ends, waiting 100 ms before the
+// second try and twice as long before each next, at most 2 s. It is for a
+// write worth waiting for (an answer the model was paid for): a short
+// outage or a failover then costs time, not the write. write must be
+// safe to send again: its rows' keys fixed before the first try, so that a
+// try whose commit landed though the connection was lost before its reply
+// makes the next fail on its own key, which the caller counts as done
+// (Duplicate).
+func Retry(ctx context.Context, write func() error) error {
+	wait := 100 * time.Millisecond
+	for {
+		err := write()
+		if !errors.Is(err, errUnavailable) {
+			return err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return err
+		case <-t.C:
+		}
+		wait = min(2*wait, 2*time.Second)
+	}
+}
+
+// Duplicate reports whether err is Postgres refusing a row whose key is
+// taken (SQLSTATE 23505) under constraint.
+func Duplicate(err error, constraint string) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "23505" && pgErr.ConstraintName == constraint
+}
+
 // Scope is a setting local to one transaction: the row-level security
 // policies read app.org_id and its kin to decide which rows it sees.
 type Scope struct{ Name, Value string }
