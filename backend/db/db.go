@@ -12,7 +12,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -35,6 +37,9 @@ var ErrNotFound = errors.New("not found")
 // Store runs transactions over a pgx pool.
 type Store struct {
 	Pool *pgxpool.Pool
+	// Timeout bounds a transaction begun with a context that has no
+	// deadline: 0 is DefaultTimeout, negative none.
+	Timeout time.Duration
 	// OrgGone, when set, hears of an organization found deleted by a
 	// tenant write (auth drops its cached keys, which may outlive it).
 	OrgGone func(org uuid.UUID)
@@ -73,6 +78,17 @@ func Open(ctx context.Context, url string, maxConns int, tracer pgx.QueryTracer)
 	}
 	cfg.MaxConns = int32(min(PoolSize(url, maxConns), math.MaxInt32))
 	cfg.ConnConfig.Tracer = tracer
+	// A connection is made within 10 s (unless the URL's connect_timeout
+	// says otherwise), its startup included: a database that accepts and
+	// never answers held `parley serve` at its first query for ever. A
+	// peer gone without closing (a network path lost) is found by TCP
+	// keepalives in about 30 s, where Linux's defaults take two hours.
+	if cfg.ConnConfig.ConnectTimeout == 0 {
+		cfg.ConnConfig.ConnectTimeout = 10 * time.Second
+	}
+	cfg.ConnConfig.DialFunc = (&net.Dialer{KeepAliveConfig: net.KeepAliveConfig{
+		Enable: true, Idle: 15 * time.Second, Interval: 5 * time.Second, Count: 3,
+	}}).DialContext
 	// The vector type, for embeddings (binary encoding, COPY); uuid.UUID
 	// in binary.
 	cfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {

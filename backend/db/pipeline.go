@@ -41,6 +41,8 @@ func (s *Store) TenantAsyncTxWith(ctx context.Context, org uuid.UUID, first func
 // was dead is sent again once: nothing commits before fn is done, so that
 // is always safe.
 func (s *Store) pipelined(ctx context.Context, scopes []Scope, first func(q *dbq.Queries) error, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	return s.recorded(ctx, scopes, first, func(sc *pgx.QueuedQuery, queued []*pgx.QueuedQuery) error {
 		return s.sendPipelined(ctx, sc, queued, first, fn)
 	})
@@ -110,7 +112,7 @@ func (s *Store) sendPipelined(ctx context.Context, scope *pgx.QueuedQuery, queue
 	if err != nil {
 		return err
 	}
-	if err := fn(tx, dbq.New(tx)); err != nil {
+	if err := fn(tx, dbq.New(bounded{tx, ctx})); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)
@@ -174,6 +176,8 @@ func (s *Store) TenantBatch(ctx context.Context, org uuid.UUID, first func(q *db
 }
 
 func (s *Store) oneTrip(ctx context.Context, org uuid.UUID, first func(q *dbq.Queries) error, more ...Scope) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
 	scopes := append([]Scope{{"app.org_id", org.String()}}, more...)
 	return s.orgGone(org, s.recorded(ctx, scopes, first, func(scope *pgx.QueuedQuery, queued []*pgx.QueuedQuery) error {
 		return s.sendOneTrip(ctx, scope, queued, first)

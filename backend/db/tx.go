@@ -1,6 +1,7 @@
 package db
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"io"
@@ -26,12 +27,63 @@ var errUnavailable = &apperr.Error{Code: apperr.Unavailable, Message: "the datab
 // named): 400, never a 500.
 var errNotText = apperr.New(apperr.Invalid, "a text holds a NUL character or bytes that are not UTF-8")
 
-// unavailable turns a lost connection into errUnavailable, a text Postgres
-// cannot store into errNotText, and leaves every other error as it is.
+// DefaultTimeout bounds a transaction whose context has no deadline of its
+// own (Store.Timeout): an API request's, which would otherwise wait as
+// long as its client on a database that stopped answering without closing
+// the connection (a stalled pooler or network path). Chat turns, jobs and
+// deliveries bring deadlines of their own.
+const DefaultTimeout = 30 * time.Second
+
+// errStalled ends a transaction's context at its bound.
+var errStalled = errors.New("db: the transaction ran past its bound")
+
+// bound gives ctx the Store's bound when it has no deadline.
+func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc) {
+	d := cmp.Or(s.Timeout, DefaultTimeout)
+	if _, ok := ctx.Deadline(); ok || d < 0 {
+		return ctx, func() {}
+	}
+	return context.WithTimeoutCause(ctx, d, errStalled)
+}
+
+// bounded is a transaction whose statements, when given a context without
+// a deadline (a handler's request context), run under the transaction's
+// own (bound), derived from the context the transaction was begun with.
+type bounded struct {
+	pgx.Tx
+	ctx context.Context
+}
+
+func (b bounded) pick(ctx context.Context) context.Context {
+	if _, ok := ctx.Deadline(); ok {
+		return ctx
+	}
+	return b.ctx
+}
+
+func (b bounded) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	return b.Tx.Exec(b.pick(ctx), sql, args...)
+}
+
+func (b bounded) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	return b.Tx.Query(b.pick(ctx), sql, args...)
+}
+
+func (b bounded) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
+	return b.Tx.QueryRow(b.pick(ctx), sql, args...)
+}
+
+// unavailable turns a lost connection, or a transaction past its bound,
+// into errUnavailable, a text Postgres cannot store into errNotText, and
+// leaves every other error as it is.
 func unavailable(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "22021" {
 		return errNotText
+	}
+	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
+		slog.WarnContext(ctx, "database did not answer in time", "err", err)
+		return errUnavailable
 	}
 	if err == nil || !connectionLost(err) || ctx.Err() != nil {
 		return err

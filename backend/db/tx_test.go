@@ -69,6 +69,49 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 	}
 }
 
+// A database that stops answering without closing the connection (a
+// stalled pooler or network path): a transaction begun without a deadline
+// ends at the Store's bound as 503 UNAVAILABLE, whether its statements were
+// pipelined with BEGIN or run by fn with the caller's context, and one
+// begun with a deadline ends at that; once the database answers again, so
+// does the Store.
+func TestStalledDatabaseIsUnavailableWithinTheBound(t *testing.T) {
+	t.Parallel()
+	px := dbtest.NewProxy(t, dbtest.New(t))
+	pool, err := db.Open(context.Background(), px.URL, 4, nil)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	store := &db.Store{Pool: pool, Timeout: 500 * time.Millisecond}
+	ctx := context.Background() // no deadline, as a request's
+	listPlans := func(q *dbq.Queries) error {
+		_, err := q.ListPlans(ctx)
+		return err
+	}
+	for name, read := range map[string]func(ctx context.Context) error{
+		"Tenant (fn with the caller's context)": func(ctx context.Context) error { return store.Tenant(ctx, uuid.New(), listPlans) },
+		"TenantTxWith (pipelined)": func(ctx context.Context) error {
+			return store.TenantTxWith(ctx, uuid.New(), listPlans, func(pgx.Tx, *dbq.Queries) error { return nil })
+		},
+		"TenantBatch (one round trip)": func(ctx context.Context) error { return store.TenantBatch(ctx, uuid.New(), listPlans) },
+	} {
+		require.NoError(t, read(ctx), name)
+		px.Stall()
+		start := time.Now()
+		err := read(ctx)
+		require.Equal(t, apperr.Unavailable, apperr.CodeOf(err), "%s: %v", name, err)
+		require.Less(t, time.Since(start), 3*time.Second, name)
+		// A deadline of the caller's own is the caller's to keep.
+		dctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		start = time.Now()
+		err = read(dctx)
+		cancel()
+		require.Error(t, err, name)
+		require.Less(t, time.Since(start), 2*time.Second, name)
+		px.Restore()
+		require.Eventually(t, func() bool { return read(ctx) == nil }, 5*time.Second, 50*time.Millisecond, name)
+	}
+}
+
 // A transaction's settings are query parameters: whatever a value holds
 // (quotes, backslashes, an injection attempt), Postgres reads it back
 // unchanged, and a NUL is refused before anything is sent.
