@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"fmt"
 	"log/slog"
 	"net/url"
 	"strings"
 
 	"golang.org/x/net/html"
+
+	"github.com/parleyhq/parley/backend/netguard"
 )
 
 // Crawl bounds.
@@ -44,9 +47,15 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	}
 	first, err := k.Guard.Get(ctx, start)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil, stopped(ctx, start) // cancelled or out of time: not a site that cannot be read
+		}
 		return nil, permanent("%s: %v", start, err)
 	}
 	var queue []string
+	// read is a page already read, the queue's first: the start page,
+	// which is not fetched a second time.
+	var read *netguard.Page
 	if urls, ok := sitemapURLs(first.Body); ok {
 		for _, u := range urls {
 			if pu, err := url.Parse(u); err == nil && pu.Host == root.Host {
@@ -58,14 +67,15 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		}
 	} else {
 		queue = []string{first.URL.String()}
+		read = first
 	}
 	seen := map[string]bool{}
 	var docs []Document
 	var lastErr error
 	kept := 0 // bytes of text in docs
 	for len(queue) > 0 && len(docs) < maxPages {
-		if err := ctx.Err(); err != nil {
-			return nil, err // an attempt that ran out of time, not a site that cannot be read
+		if ctx.Err() != nil {
+			return nil, stopped(ctx, start) // an attempt that ran out of time, not a site that cannot be read
 		}
 		u := queue[0]
 		queue = queue[1:]
@@ -73,13 +83,25 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			continue
 		}
 		seen[u] = true
-		p, err := k.Guard.Get(ctx, u)
-		if err != nil {
-			lastErr = err
-			slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", err)
-			continue
+		p := read
+		read = nil
+		if p == nil {
+			if p, err = k.Guard.Get(ctx, u); err != nil {
+				if ctx.Err() != nil {
+					// The fetch was cut by the job's end (a shutdown,
+					// the attempt's timeout): the page is not at fault.
+					return nil, stopped(ctx, start)
+				}
+				lastErr = err
+				slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", err)
+				continue
+			}
 		}
-		if d, _, err := Extract(ctx, pageName(p.URL), p.Body, p.URL.String()); err == nil {
+		d, _, err := Extract(ctx, pageName(p.URL), p.Body, p.URL.String())
+		if ctx.Err() != nil {
+			return nil, stopped(ctx, start)
+		}
+		if err == nil {
 			if kept += d.size(); kept > k.SiteBytes && len(docs) > 0 {
 				slog.WarnContext(ctx, "crawl: the site's text reached its bound; the pages left are not read",
 					"site", start, "pages", len(docs), "bytes", kept-d.size(), "bound", k.SiteBytes)
@@ -100,6 +122,17 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		return nil, permanent("no page of %s could be read: %v", start, lastErr)
 	}
 	return docs, nil
+}
+
+// stopped is the error of a crawl whose context ended (a graceful
+// shutdown, the attempt's timeout): the context's, which the ingest worker
+// retries, never a permanent one, which would fail the datasource for good.
+func stopped(ctx context.Context, start string) error {
+	err := ctx.Err()
+	if cause := context.Cause(ctx); cause != nil && cause != err {
+		return fmt.Errorf("crawling %s: %w (%v)", start, err, cause)
+	}
+	return fmt.Errorf("crawling %s: %w", start, err)
 }
 
 // size is the bytes of a document's text, its title and headings included.
