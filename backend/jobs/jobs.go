@@ -3,6 +3,7 @@ package jobs
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"time"
 
@@ -79,10 +80,12 @@ func (c *Client) EnqueueDelivery(ctx context.Context, tx pgx.Tx, org, delivery u
 	return err
 }
 
-// Run runs jobs until ctx ends, then stops: jobs in flight get drain to
-// finish, and are cancelled after it (an ingestion resumes where it stopped
-// when River retries it). Without workers it only waits for ctx.
-func (c *Client) Run(ctx context.Context, drain time.Duration) error {
+// Run runs jobs until ctx ends, then stops within grace: it takes no new job
+// at once, lets those in flight finish until drain (at most grace), then
+// cancels them and waits for them until grace ends. River makes a job
+// cancelled this way available again without counting the attempt (an
+// ingestion resumes where it stopped). Without workers it only waits for ctx.
+func (c *Client) Run(ctx context.Context, drain, grace time.Duration) error {
 	if !c.workers {
 		<-ctx.Done()
 		return nil
@@ -91,13 +94,17 @@ func (c *Client) Run(ctx context.Context, drain time.Duration) error {
 		return err
 	}
 	<-ctx.Done()
-	sctx, cancel := context.WithTimeout(context.Background(), drain)
+	// One deadline for the whole stop, so that a process exits within its
+	// grace (and its orchestrator's) rather than after the two of them.
+	sctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	err := c.river.Stop(sctx)
+	dctx, cancelDrain := context.WithTimeout(sctx, min(drain, grace))
+	defer cancelDrain()
+	err := c.river.Stop(dctx)
 	if errors.Is(err, context.DeadlineExceeded) {
-		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		return c.river.StopAndCancel(cctx)
+		if err = c.river.StopAndCancel(sctx); err != nil {
+			return fmt.Errorf("jobs still running after %s: %w", grace, err)
+		}
 	}
 	return err
 }

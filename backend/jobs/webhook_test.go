@@ -121,7 +121,7 @@ func (f hookFixture) run(t *testing.T) (stop func()) {
 	c := f.newJobs()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.Run(ctx, 200*time.Millisecond) }()
+	go func() { done <- c.Run(ctx, 200*time.Millisecond, 10*time.Second) }()
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

@@ -245,9 +245,18 @@ func (a *App) knowledge() error {
 }
 
 // RunWorkers runs jobs (ingestion, webhook deliveries) until ctx ends (parley worker, and within
-// Serve when cfg.Workers > 0); with no workers it only waits for ctx.
+// Serve when cfg.Workers > 0), then stops within the shutdown timeout: no
+// new job is taken, and those still running at drainAt are cancelled for
+// River to retry. With no workers it only waits for ctx.
 func (a *App) RunWorkers(ctx context.Context) error {
-	return a.jobs.Run(ctx, a.cfg.ShutdownTimeout)
+	return a.jobs.Run(ctx, drainAt(a.cfg.ShutdownTimeout), a.cfg.ShutdownTimeout)
+}
+
+// drainAt is when, within a shutdown of grace, chat turns still running are
+// ended and jobs still running are cancelled: 2 s before its end (half of it
+// under 4 s), for them to store what they did and return.
+func drainAt(grace time.Duration) time.Duration {
+	return max(grace-2*time.Second, grace/2)
 }
 
 func (a *App) routes() (http.Handler, error) {
@@ -454,8 +463,9 @@ func (a *App) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	return err
 }
 
-// Serve serves on ln until ctx ends, then stops taking requests and waits up
-// to the shutdown timeout for those in flight.
+// Serve serves on ln until ctx ends, then stops taking requests and jobs and
+// waits up to the shutdown timeout for those in flight, requests and jobs
+// alike (see RunWorkers).
 func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	srv := NewHTTPServer(a.handler)
 	workCtx, stopWork := context.WithCancel(context.WithoutCancel(ctx))
@@ -475,11 +485,13 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		slog.Info("shutting down", "grace", a.cfg.ShutdownTimeout)
+		// Jobs drain beside the requests, within the same grace: the
+		// workers take no new job from now on.
+		stopWork()
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), a.cfg.ShutdownTimeout)
 		// Streams still open near the deadline are ended with a final event
 		// (their partial answers stored) so that they close before it.
-		drainAt := max(a.cfg.ShutdownTimeout-2*time.Second, a.cfg.ShutdownTimeout/2)
-		drainTimer := time.AfterFunc(drainAt, a.startDrain)
+		drainTimer := time.AfterFunc(drainAt(a.cfg.ShutdownTimeout), a.startDrain)
 		err = srv.Shutdown(sctx)
 		drainTimer.Stop()
 		cancel()
@@ -490,7 +502,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	stopFlush()
 	<-flushed
 	stopWork()
-	if werr := <-worked; werr != nil && err == nil {
+	if werr := <-worked; werr != nil {
 		slog.Error("stopping workers", "err", werr)
 	}
 	if errors.Is(err, http.ErrServerClosed) {
