@@ -5,6 +5,8 @@ package ratelimit
 
 import (
 	"context"
+	"crypto/sha1"
+	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -47,11 +49,29 @@ func NewMemory() *Limiter {
 // NewRedis counts in Redis under prefix, shared by every instance that uses
 // the same Redis and prefix.
 func NewRedis(client redis.UniversalClient, prefix string) (*Limiter, error) {
-	store, err := redisstore.NewStoreWithOptions(client, limiter.StoreOptions{Prefix: prefix})
+	store, err := redisstore.NewStoreWithOptions(scriptsLoadedLater{client}, limiter.StoreOptions{Prefix: prefix})
 	if err != nil {
 		return nil, fmt.Errorf("rate limit store: %w", err)
 	}
 	return &Limiter{store: store, byRate: map[limiter.Rate]*limiter.Limiter{}, fallback: NewMemory()}, nil
+}
+
+// scriptsLoadedLater lets the rate-limit store be made while Redis is down.
+// The store loads its Lua scripts when made and runs them by SHA1 after; a
+// script Redis lacks (NOSCRIPT: never loaded, or Redis restarted) is loaded
+// again on first use. So when Redis cannot load them now, their SHA1s (what
+// SCRIPT LOAD answers) stand in, and the first call after Redis is back
+// loads them.
+type scriptsLoadedLater struct{ redis.UniversalClient }
+
+// ScriptLoad implements redis.Scripter.
+func (c scriptsLoadedLater) ScriptLoad(ctx context.Context, script string) *redis.StringCmd {
+	cmd := c.UniversalClient.ScriptLoad(ctx, script)
+	if cmd.Err() != nil {
+		sum := sha1.Sum([]byte(script))
+		cmd = redis.NewStringResult(hex.EncodeToString(sum[:]), nil)
+	}
+	return cmd
 }
 
 // Degraded is how many requests were counted in this process because the

@@ -174,9 +174,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 			opts.MaxRetries = 1
 		}
 		a.redis = redis.NewClient(opts)
+		// A Redis that does not answer is an outage, not a configuration
+		// error: this instance starts and counts on its own until Redis is
+		// back, as a running one does, rather than leaving a restart or a
+		// scale-up during the outage without an API.
 		if err := a.redis.Ping(ctx).Err(); err != nil {
-			a.Close()
-			return nil, fmt.Errorf("redis: %w", err)
+			slog.Warn("redis does not answer; rate limits count per instance until it does", "addr", opts.Addr, "err", err)
 		}
 		if a.Limits, err = ratelimit.NewRedis(a.redis, cfg.RedisPrefix); err != nil {
 			a.Close()
