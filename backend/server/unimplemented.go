@@ -89,7 +89,9 @@ func rpcKind(r *http.Request) rpcRequestKind {
 // the method is one of it.
 func served(mux *http.ServeMux, r *http.Request) bool {
 	svc, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
-	if _, pattern := mux.Handler(r); pattern != "/"+svc+"/" {
+	// Mounted for its service, or the method on its own (a stream's
+	// writeDeadlines).
+	if _, pattern := mux.Handler(r); pattern != "/"+svc+"/" && pattern != r.URL.Path {
 		return false
 	}
 	if methods, ok := unregistered[svc]; ok {
