@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"runtime/debug"
@@ -74,7 +75,11 @@ func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (er
 		w.K.Fail(ctx, org, id, msg)
 		return river.JobCancel(err)
 	}
-	if job.Attempt >= job.MaxAttempts {
+	// A job stopped by its client (a graceful shutdown) is not failed: River
+	// makes it available again without counting the attempt, its last
+	// included. Only its own timeout (a deadline) counts against it.
+	stopped := errors.Is(ctx.Err(), context.Canceled)
+	if job.Attempt >= job.MaxAttempts && !stopped {
 		slog.ErrorContext(ctx, "ingestion failed", "datasource", id, "attempt", job.Attempt, "err", err)
 		reason := "; it will not be retried"
 		if ctx.Err() != nil {

@@ -185,6 +185,24 @@ func TestLastAttemptRecordsTheFailure(t *testing.T) {
 		"the error's own text (a provider's, a database's) is for the log")
 }
 
+// A last attempt stopped by a graceful shutdown (its context cancelled, not
+// past its deadline) leaves the datasource as it was, for the attempt River
+// runs again, rather than failing it for good.
+func TestLastAttemptStoppedByAShutdownIsNotAFailure(t *testing.T) {
+	t.Parallel()
+	w := &IngestWorker{}
+	f := setup(t, longText(10), w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errors.New("stop initiated"))
+	job := &river.Job[IngestArgs]{JobRow: &rivertype.JobRow{Attempt: 5, MaxAttempts: 5}, Args: IngestArgs{OrgID: f.org, DatasourceID: f.ds}}
+	err := w.Work(ctx, job)
+	require.ErrorIs(t, err, context.Canceled)
+	d := f.datasource(t)
+	require.NotEqual(t, "error", d.Status, d.Error)
+	require.Empty(t, d.Error)
+}
+
 // A panic while ingesting records the datasource as failed and cancels the
 // job, rather than leaving it running for good.
 func TestPanicRecordsTheFailure(t *testing.T) {
