@@ -1,13 +1,19 @@
 package chat_test
 
 import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -45,4 +51,38 @@ func TestAnswerStoredAfterAShortOutage(t *testing.T) {
 	content, incomplete := lastAnswer(t, f, "outage")
 	require.Equal(t, "Stored after all.", content)
 	require.False(t, incomplete)
+}
+
+// A Connect stream whose client stops reading: its writes fail at their
+// deadline, the turn ends and what was generated is stored as incomplete,
+// rather than the turn holding its slot for as long as the client stays
+// connected (connect's Send heeds no context).
+func TestConnectStreamNobodyReadsEnds(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{strings.Repeat("many words ", 400)}, Forever: true}
+	}
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) { c.StreamWriteTimeout = 300 * time.Millisecond })
+	f := &fixture{Env: e, fake: fake}
+	f.private = f.agent(t, `{"name":"Private","instructions":"You are private."}`)
+
+	msg, err := json.Marshal(map[string]string{"agentId": f.private, "query": "talk", "conversationId": "unread"})
+	require.NoError(t, err)
+	body := make([]byte, 5, 5+len(msg))
+	binary.BigEndian.PutUint32(body[1:], uint32(len(msg)))
+	body = append(body, msg...)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(e.URL, "http://"))
+	require.NoError(t, err)
+	defer conn.Close()
+	require.NoError(t, conn.(*net.TCPConn).SetReadBuffer(4096))
+	_, err = fmt.Fprintf(conn, "POST /parley.v1.ChatService/ChatStream HTTP/1.1\r\nHost: x\r\nContent-Type: application/connect+json\r\n"+
+		"Connect-Protocol-Version: 1\r\nAuthorization: Bearer %s\r\nContent-Length: %d\r\n\r\n%s", f.A.Key, len(body), body)
+	require.NoError(t, err)
+	// Never read: the turn must end on its own.
+	require.Eventually(t, func() bool { return fake.Canceled() > 0 }, 10*time.Second, 50*time.Millisecond,
+		"the model was still called for a client that reads nothing")
+	content, incomplete := lastAnswer(t, f, "unread")
+	require.True(t, incomplete)
+	require.NotEmpty(t, content)
 }

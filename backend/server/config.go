@@ -104,6 +104,9 @@ type Config struct {
 	// Embedder, when set, is the default embedder of new datastores in
 	// place of the one Embeddings names (tests use cheap ones with it).
 	Embedder embed.Embedder
+	// StreamWriteTimeout, when set, replaces the 10 s a streaming RPC's
+	// write may wait for its client (tests shorten it).
+	StreamWriteTimeout time.Duration
 
 	envErrs []error
 }

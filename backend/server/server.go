@@ -6,6 +6,7 @@
 package server
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -335,8 +336,9 @@ func (a *App) routes() (http.Handler, error) {
 	convPath, convHandler := parleyv1connect.NewConversationServiceHandler(conversations, opts...)
 	mux.Handle(convPath, convHandler)
 	// The streaming RPCs' writes have deadlines (writeDeadlines).
-	mux.Handle(parleyv1connect.ChatServiceChatStreamProcedure, writeDeadlines(chatHandler, streamWriteTimeout))
-	mux.Handle(parleyv1connect.ConversationServiceWatchConversationProcedure, writeDeadlines(convHandler, streamWriteTimeout))
+	writeTimeout := cmp.Or(a.cfg.StreamWriteTimeout, streamWriteTimeout)
+	mux.Handle(parleyv1connect.ChatServiceChatStreamProcedure, writeDeadlines(chatHandler, writeTimeout))
+	mux.Handle(parleyv1connect.ConversationServiceWatchConversationProcedure, writeDeadlines(convHandler, writeTimeout))
 	mux.Handle(parleyv1connect.NewContactServiceHandler(contacts, opts...))
 	mux.Handle(parleyv1connect.NewFormServiceHandler(form.NewHandler(forms), opts...))
 	mux.Handle(parleyv1connect.NewWebhookServiceHandler(webhooks, opts...))
