@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -60,6 +61,11 @@ func parseID(raw, label string) (uuid.UUID, error) {
 	}
 	return id, nil
 }
+
+// deleteTimeout bounds deleting a datastore or a datasource, beyond a
+// request's 30 s (db.DefaultTimeout): its chunks and their postings go with
+// it, which at a million chunks takes longer.
+const deleteTimeout = 10 * time.Minute
 
 func (s *Service) tenant(ctx context.Context, fn func(p *auth.Principal, q *dbq.Queries) error) error {
 	p, err := auth.FromContext(ctx)
@@ -201,6 +207,8 @@ func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatas
 
 // DeleteDatastore implements DatastoreService.
 func (s *Service) DeleteDatastore(ctx context.Context, req *parleyv1.DeleteDatastoreRequest) (*parleyv1.DeleteDatastoreResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	defer cancel()
 	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
 		d, err := datastore(ctx, q, p.OrgID, req.GetId())
 		if err != nil {
@@ -350,6 +358,8 @@ func (s *Service) ListDatasources(ctx context.Context, req *parleyv1.ListDatasou
 
 // DeleteDatasource implements DatastoreService.
 func (s *Service) DeleteDatasource(ctx context.Context, req *parleyv1.DeleteDatasourceRequest) (*parleyv1.DeleteDatasourceResponse, error) {
+	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	defer cancel()
 	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
 		r, err := datasource(ctx, q, p.OrgID, req.GetId())
 		if err != nil {
