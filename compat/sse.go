@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/parleyhq/parley/backend/writeguard"
 	"github.com/parleyhq/parley/compat/wire"
 )
 
@@ -31,12 +32,6 @@ const (
 // once: time to first token does not wait for it.
 const tokenFlushEvery = 5 * time.Millisecond
 
-// deadlineRenewEvery is how often the connection's write deadline is moved
-// at most: each move is a runtime timer update, and did it once per token
-// of thousands of streams (issue 13); a write so gets between
-// eventWriteTimeout less this and eventWriteTimeout.
-const deadlineRenewEvery = time.Second
-
 var (
 	noLineEnds     = strings.NewReplacer("\r", "", "\n", "")
 	lineEndsSpaced = strings.NewReplacer("\r", " ", "\n", " ")
@@ -49,7 +44,6 @@ var (
 // before can still get an ordinary error status.
 type sseStream struct {
 	w       http.ResponseWriter
-	rc      *http.ResponseController
 	mu      sync.Mutex
 	started bool
 	// evented: an event (not a comment) went out.
@@ -69,12 +63,15 @@ type sseStream struct {
 	flushTimer *time.Timer
 	tokened    bool
 	flushErr   error
-	// deadlineSet is when the write deadline was last moved.
-	deadlineSet time.Time
+	// guard bounds each write and flush at eventWriteTimeout, and nothing
+	// between them (a deadline moved at each write reset an HTTP/2 stream
+	// quiet for longer, between heartbeats).
+	guard *writeguard.Guard
 }
 
 func newSSE(w http.ResponseWriter) *sseStream {
-	return &sseStream{w: w, rc: http.NewResponseController(w), stop: make(chan struct{}), flushEvery: tokenFlushEvery}
+	return &sseStream{w: w, stop: make(chan struct{}), flushEvery: tokenFlushEvery,
+		guard: writeguard.New(w, eventWriteTimeout)}
 }
 
 func (s *sseStream) startLocked() {
@@ -218,22 +215,10 @@ func (s *sseStream) writeLocked(b []byte) error {
 	if s.flushErr != nil {
 		return s.flushErr
 	}
-	s.renewDeadlineLocked()
-	if _, err := s.w.Write(b); err != nil {
+	if _, err := s.guard.Write(s.w, b); err != nil {
 		return err
 	}
 	return s.flushLocked()
-}
-
-// renewDeadlineLocked gives the next write eventWriteTimeout (less up to
-// deadlineRenewEvery); writers without deadlines (tests' recorders) get none.
-func (s *sseStream) renewDeadlineLocked() {
-	now := time.Now()
-	if now.Sub(s.deadlineSet) < deadlineRenewEvery {
-		return
-	}
-	s.deadlineSet = now
-	_ = s.rc.SetWriteDeadline(now.Add(eventWriteTimeout))
 }
 
 // writeCoalescedLocked writes b, and flushes it at once if the last flush
@@ -246,8 +231,7 @@ func (s *sseStream) writeCoalescedLocked(b []byte) error {
 	if wait <= 0 {
 		return s.writeLocked(b)
 	}
-	s.renewDeadlineLocked()
-	if _, err := s.w.Write(b); err != nil {
+	if _, err := s.guard.Write(s.w, b); err != nil {
 		return err
 	}
 	s.pending = true
@@ -265,7 +249,6 @@ func (s *sseStream) flushPending() {
 	if s.closed || !s.pending {
 		return
 	}
-	s.renewDeadlineLocked()
 	s.flushErr = s.flushLocked()
 }
 
@@ -276,7 +259,7 @@ func (s *sseStream) flushLocked() error {
 		s.flushTimer.Stop()
 		s.flushTimer = nil
 	}
-	return s.rc.Flush()
+	return s.guard.Flush()
 }
 
 // Close flushes what waits, stops the heartbeat and the timers; nothing is
@@ -294,6 +277,7 @@ func (s *sseStream) Close() {
 	if s.timer != nil {
 		s.timer.Stop()
 	}
+	s.guard.Stop()
 	s.mu.Unlock()
 	s.stopped.Do(func() { close(s.stop) })
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/parleyhq/parley/backend/auth"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/usage"
+	"github.com/parleyhq/parley/backend/writeguard"
 	"github.com/parleyhq/parley/compat/wire"
 )
 
@@ -378,7 +379,8 @@ func (c *Console) deleteAgent(w http.ResponseWriter, r *http.Request) {
 func (c *Console) chatAgent(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	streaming := strings.Contains(r.Header.Get("Accept"), "text/event-stream")
-	sse := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	sse := &sseWriter{w: w, guard: writeguard.New(w, 10*time.Second)}
+	defer sse.guard.Stop()
 	fail := func(err error, turn *playgroundTurn) {
 		if streaming {
 			sse.fail(ctx, err)
@@ -447,8 +449,9 @@ func (c *Console) chatAgent(w http.ResponseWriter, r *http.Request) {
 
 // sseWriter writes the playground's events, flushing each one.
 type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
+	w http.ResponseWriter
+	// guard bounds each write at 10 s, and nothing between them.
+	guard   *writeguard.Guard
 	started bool
 	// ended: a done or error event went out.
 	ended bool
@@ -468,11 +471,10 @@ func (s *sseWriter) send(status int, ev map[string]any) error {
 		h.Set("X-Accel-Buffering", "no")
 		s.w.WriteHeader(status)
 	}
-	_ = s.rc.SetWriteDeadline(time.Now().Add(10 * time.Second)) // unsupported writers: no deadline
-	if _, err := s.w.Write(wire.Frame("", data)); err != nil {
+	if _, err := s.guard.Write(s.w, wire.Frame("", data)); err != nil {
 		return err
 	}
-	return s.rc.Flush()
+	return s.guard.Flush()
 }
 
 // fail reports err as an error event (with the error's status when it is
