@@ -41,16 +41,16 @@ func openAIBody(req Request) ([]byte, error) {
 				body.Messages = append(body.Messages, oaMessage{Role: "user", Content: m.Content})
 				continue
 			}
-			parts := make([]oaPart, 0, len(m.ImageURLs)+1)
-			parts = append(parts, oaPart{Type: "text", Text: m.Content})
+			parts := make([]any, 0, len(m.ImageURLs)+1)
+			parts = append(parts, oaTextPart{Type: "text", Text: m.Content})
 			for _, u := range m.ImageURLs {
-				parts = append(parts, oaPart{Type: "image_url", ImageURL: &oaImageURL{URL: u}})
+				parts = append(parts, oaImagePart{Type: "image_url", ImageURL: oaImageURL{URL: u}})
 			}
 			body.Messages = append(body.Messages, oaMessage{Role: "user", Content: parts})
 		}
 	}
 	for _, t := range req.Tools {
-		body.Tools = append(body.Tools, oaTool{Type: "function", Function: oaFunction{Name: t.Name, Description: t.Description, Parameters: t.Parameters}})
+		body.Tools = append(body.Tools, oaTool{Type: "function", Function: oaFunction(t)})
 	}
 	return json.Marshal(body)
 }
@@ -68,8 +68,8 @@ type oaStreamOptions struct {
 	IncludeUsage bool `json:"include_usage"`
 }
 
-// oaMessage is any role's message; Content is a string or []oaPart, nil
-// when absent.
+// oaMessage is any role's message; Content is a string or a list of
+// parts (oaTextPart, oaImagePart), nil when absent.
 type oaMessage struct {
 	Content    any          `json:"content,omitempty"`
 	Role       string       `json:"role"`
@@ -77,10 +77,14 @@ type oaMessage struct {
 	ToolCallID string       `json:"tool_call_id,omitempty"`
 }
 
-type oaPart struct {
-	Text     string      `json:"text,omitempty"`
-	Type     string      `json:"type"`
-	ImageURL *oaImageURL `json:"image_url,omitempty"`
+type oaTextPart struct {
+	Text string `json:"text"`
+	Type string `json:"type"`
+}
+
+type oaImagePart struct {
+	ImageURL oaImageURL `json:"image_url"`
+	Type     string     `json:"type"`
 }
 
 type oaImageURL struct {
@@ -106,5 +110,5 @@ type oaTool struct {
 type oaFunction struct {
 	Name        string         `json:"name"`
 	Description string         `json:"description"`
-	Parameters  map[string]any `json:"parameters,omitempty"`
+	Parameters  map[string]any `json:"parameters,omitzero"` // {} is sent, nil is not
 }

@@ -105,6 +105,8 @@ func TestOpenAIBodyIsTheSDKs(t *testing.T) {
 		"every kind": fullRequest,
 		"plain":      {Model: "gpt-4o", System: "s", Temperature: 0.7, Messages: []Message{{Role: RoleUser, Content: "hi"}}},
 		"no system":  {Model: "m", Temperature: 1.25, Messages: []Message{{Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: ""}}},
+		"images only, a tool without parameters": {Model: "m", Messages: []Message{{Role: RoleUser, ImageURLs: []string{"https://example.com/a.png"}}},
+			Tools: []Tool{{Name: "now", Parameters: map[string]any{}}}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			b, err := openAIBody(req)
