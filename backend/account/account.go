@@ -326,6 +326,10 @@ type Plan struct {
 // (an enterprise organization's own limits are its Organization's).
 func (s *Service) Plans(ctx context.Context) ([]Plan, error) {
 	var rows []dbq.Plan
+	// Read outside the Store (the catalog is no tenant's), bounded as a
+	// Store transaction is.
+	ctx, cancel := context.WithTimeout(ctx, db.DefaultTimeout)
+	defer cancel()
 	err := pgx.BeginFunc(ctx, s.store.Pool, func(tx pgx.Tx) (err error) {
 		rows, err = dbq.New(tx).ListPlans(ctx)
 		return err

@@ -296,6 +296,9 @@ func requireMasked(req *parleyv1.UpdateAgentRequest) error {
 }
 
 func (h *handler) DeleteAgent(ctx context.Context, req *parleyv1.DeleteAgentRequest) (*parleyv1.DeleteAgentResponse, error) {
+	// Its conversations, messages and events go with it.
+	ctx, cancel := context.WithTimeout(ctx, db.DeleteTimeout)
+	defer cancel()
 	p, err := auth.FromContext(ctx)
 	if err != nil {
 		return nil, err

@@ -112,7 +112,8 @@ func (s *Store) sendPipelined(ctx context.Context, scope *pgx.QueuedQuery, queue
 	if err != nil {
 		return err
 	}
-	if err := fn(tx, dbq.New(bounded{tx, ctx})); err != nil {
+	btx := bounded{tx, ctx}
+	if err := fn(btx, dbq.New(btx)); err != nil {
 		return err
 	}
 	return tx.Commit(ctx)

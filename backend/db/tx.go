@@ -34,6 +34,11 @@ var errNotText = apperr.New(apperr.Invalid, "a text holds a NUL character or byt
 // deliveries bring deadlines of their own.
 const DefaultTimeout = 30 * time.Second
 
+// DeleteTimeout bounds a delete that takes a tenant's bulk with it (a
+// datastore's chunks and their postings, an agent's conversations and
+// messages), which at a million rows takes longer than DefaultTimeout.
+const DeleteTimeout = 10 * time.Minute
+
 // errStalled ends a transaction's context at its bound.
 var errStalled = errors.New("db: the transaction ran past its bound")
 
@@ -48,7 +53,9 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 
 // bounded is a transaction whose statements, when given a context without
 // a deadline (a handler's request context), run under the transaction's
-// own (bound), derived from the context the transaction was begun with.
+// own (bound), derived from the context the transaction was begun with:
+// fn gets it as its pgx.Tx and under its queries, so that what it sends
+// itself (a webhook's event, a River job's insert, a batch) is bounded too.
 type bounded struct {
 	pgx.Tx
 	ctx context.Context
@@ -71,6 +78,26 @@ func (b bounded) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, 
 
 func (b bounded) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
 	return b.Tx.QueryRow(b.pick(ctx), sql, args...)
+}
+
+func (b bounded) SendBatch(ctx context.Context, batch *pgx.Batch) pgx.BatchResults {
+	return b.Tx.SendBatch(b.pick(ctx), batch)
+}
+
+func (b bounded) CopyFrom(ctx context.Context, table pgx.Identifier, columns []string, rows pgx.CopyFromSource) (int64, error) {
+	return b.Tx.CopyFrom(b.pick(ctx), table, columns, rows)
+}
+
+func (b bounded) Prepare(ctx context.Context, name, sql string) (*pgconn.StatementDescription, error) {
+	return b.Tx.Prepare(b.pick(ctx), name, sql)
+}
+
+func (b bounded) Begin(ctx context.Context) (pgx.Tx, error) {
+	tx, err := b.Tx.Begin(b.pick(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return bounded{tx, b.ctx}, nil
 }
 
 // unavailable turns a lost connection, or a transaction past its bound,

@@ -110,6 +110,25 @@ func TestStalledDatabaseIsUnavailableWithinTheBound(t *testing.T) {
 		px.Restore()
 		require.Eventually(t, func() bool { return read(ctx) == nil }, 5*time.Second, 50*time.Millisecond, name)
 	}
+	// fn's own statements, sent after the transaction began, with the
+	// caller's context: through its queries, on the transaction, in a batch.
+	for name, send := range map[string]func(tx pgx.Tx, q *dbq.Queries) error{
+		"queries": func(_ pgx.Tx, q *dbq.Queries) error { _, err := q.ListPlans(ctx); return err },
+		"tx.Exec": func(tx pgx.Tx, _ *dbq.Queries) error { _, err := tx.Exec(ctx, "SELECT 1"); return err },
+		"tx.SendBatch": func(tx pgx.Tx, _ *dbq.Queries) error {
+			return tx.SendBatch(ctx, &pgx.Batch{QueuedQueries: []*pgx.QueuedQuery{{SQL: "SELECT 2"}}}).Close()
+		},
+	} {
+		start := time.Now()
+		err := store.TenantTx(ctx, uuid.New(), func(tx pgx.Tx, q *dbq.Queries) error {
+			px.Stall()
+			return send(tx, q)
+		})
+		require.Equal(t, apperr.Unavailable, apperr.CodeOf(err), "%s: %v", name, err)
+		require.Less(t, time.Since(start), 3*time.Second, name)
+		px.Restore()
+		require.Eventually(t, func() bool { return store.Tenant(ctx, uuid.New(), listPlans) == nil }, 5*time.Second, 50*time.Millisecond, name)
+	}
 }
 
 // A transaction's settings are query parameters: whatever a value holds

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/url"
 	"path"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -61,11 +60,6 @@ func parseID(raw, label string) (uuid.UUID, error) {
 	}
 	return id, nil
 }
-
-// deleteTimeout bounds deleting a datastore or a datasource, beyond a
-// request's 30 s (db.DefaultTimeout): its chunks and their postings go with
-// it, which at a million chunks takes longer.
-const deleteTimeout = 10 * time.Minute
 
 func (s *Service) tenant(ctx context.Context, fn func(p *auth.Principal, q *dbq.Queries) error) error {
 	p, err := auth.FromContext(ctx)
@@ -207,7 +201,7 @@ func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatas
 
 // DeleteDatastore implements DatastoreService.
 func (s *Service) DeleteDatastore(ctx context.Context, req *parleyv1.DeleteDatastoreRequest) (*parleyv1.DeleteDatastoreResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, db.DeleteTimeout)
 	defer cancel()
 	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
 		d, err := datastore(ctx, q, p.OrgID, req.GetId())
@@ -358,7 +352,7 @@ func (s *Service) ListDatasources(ctx context.Context, req *parleyv1.ListDatasou
 
 // DeleteDatasource implements DatastoreService.
 func (s *Service) DeleteDatasource(ctx context.Context, req *parleyv1.DeleteDatasourceRequest) (*parleyv1.DeleteDatasourceResponse, error) {
-	ctx, cancel := context.WithTimeout(ctx, deleteTimeout)
+	ctx, cancel := context.WithTimeout(ctx, db.DeleteTimeout)
 	defer cancel()
 	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
 		r, err := datasource(ctx, q, p.OrgID, req.GetId())
