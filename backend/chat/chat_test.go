@@ -366,6 +366,8 @@ func TestChatRules(t *testing.T) {
 		{"channel", f.private, f.A.Key, `{"query":"q","conversationId":"c","channel":"fax"}`, 400, "BAD_REQUEST", "channel"},
 		{"email", f.private, f.A.Key, `{"query":"q","conversationId":"c","contact":{"email":"not-an-email"}}`, 400, "BAD_REQUEST", "contact.email"},
 		{"phone", f.private, f.A.Key, `{"query":"q","conversationId":"c","contact":{"phoneNumber":"0612345678"}}`, 400, "BAD_REQUEST", "contact.phoneNumber"},
+		{"phone with letters", f.private, f.A.Key, `{"query":"q","conversationId":"c","contact":{"phoneNumber":"+33 6 CALL ME"}}`, 400, "BAD_REQUEST", "contact.phoneNumber"},
+		{"phone of 16 digits", f.private, f.A.Key, `{"query":"q","conversationId":"c","contact":{"phoneNumber":"+33 6 12 34 56 78 90 12 3"}}`, 400, "BAD_REQUEST", "contact.phoneNumber"},
 		{"attachment url", f.private, f.A.Key, `{"query":"q","conversationId":"c","attachments":[{"url":"file:///etc/passwd"}]}`, 400, "BAD_REQUEST", "attachments[0].url"},
 		{"attachment without url", f.private, f.A.Key, `{"query":"q","conversationId":"c","attachments":[{"name":"x"}]}`, 400, "BAD_REQUEST", "attachments[0].url"},
 		{"selectedModel", f.private, f.A.Key, `{"query":"q","conversationId":"c","selectedModel":"gpt-5"}`, 400, "BAD_REQUEST", "selectedModel"},

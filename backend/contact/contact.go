@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 	"unicode/utf8"
 
@@ -37,6 +38,11 @@ const (
 	MaxCustomFields       = 16 << 10
 	MaxStoredCustomFields = 32 << 10
 )
+
+// e164 is a phone number as contacts keep it: a plus, then 7 to 15 digits,
+// the first not 0 (the schema's request pattern also lets through the
+// separators Normalize drops).
+var e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 
 // Fields are what is known of a contact at one moment; empty fields are
 // unknown, and never erase what is stored.
@@ -78,6 +84,9 @@ func (f *Fields) Normalize() error {
 	}
 	if n := utf8.RuneCountInString(f.Note); n > MaxNote {
 		return apperr.InvalidField("note", "at most %d characters, not %d", MaxNote, n)
+	}
+	if f.PhoneNumber != "" && !e164.MatchString(f.PhoneNumber) {
+		return apperr.InvalidField("phoneNumber", "must be in international (E.164) format: a plus, the country code and the number, e.g. +33612345678")
 	}
 	err := protovalidate.Validate(&parleyv1.Contact{Email: f.Email, PhoneNumber: f.PhoneNumber, FirstName: f.FirstName, LastName: f.LastName})
 	var verr *protovalidate.ValidationError

@@ -54,7 +54,8 @@ func TestContactsAPI(t *testing.T) {
 	agentA, agentB := newAgent(t, e, e.A.Key), newAgent(t, e, e.B.Key)
 	chatAs(t, e, e.A.Key, agentA, "c1", map[string]any{"email": "Ada@Example.com", "firstName": "Ada", "lastName": "Lovelace",
 		"phoneNumber": "+33612345678", "customFields": map[string]any{"plan": "pro"}})
-	chatAs(t, e, e.A.Key, agentA, "c2", map[string]any{"phoneNumber": "+4915112345678", "firstName": "Bob"})
+	// Written as people write it, kept in E.164.
+	chatAs(t, e, e.A.Key, agentA, "c2", map[string]any{"phoneNumber": "+49 (151) 1234-5678", "firstName": "Bob"})
 	chatAs(t, e, e.A.Key, agentA, "c3", map[string]any{"email": "carol_1@example.org"})
 	chatAs(t, e, e.A.Key, agentA, "c4", map[string]any{"email": "ada@example.com"})
 	chatAs(t, e, e.B.Key, agentB, "c1", map[string]any{"email": "ada@example.com", "firstName": "Other Ada"})

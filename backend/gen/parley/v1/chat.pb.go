@@ -144,7 +144,10 @@ type Contact struct {
 	Email     string                 `protobuf:"bytes,1,opt,name=email,proto3" json:"email,omitempty"`
 	FirstName string                 `protobuf:"bytes,2,opt,name=first_name,json=firstName,proto3" json:"first_name,omitempty"`
 	LastName  string                 `protobuf:"bytes,3,opt,name=last_name,json=lastName,proto3" json:"last_name,omitempty"`
-	// International format with a leading plus, e.g. +33612345678.
+	// International format with a leading plus, e.g. +33612345678 or
+	// +33 6 12 34 56 78: the spaces, dots, dashes, brackets and slashes people
+	// write are dropped, and the rest must be E.164 (a plus, then 7 to 15
+	// digits).
 	PhoneNumber   string           `protobuf:"bytes,4,opt,name=phone_number,json=phoneNumber,proto3" json:"phone_number,omitempty"`
 	CustomFields  *structpb.Struct `protobuf:"bytes,5,opt,name=custom_fields,json=customFields,proto3" json:"custom_fields,omitempty"`
 	unknownFields protoimpl.UnknownFields
@@ -983,14 +986,14 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\afilters\x18\a \x01(\v2\x16.parley.v1.ChatFiltersR\afilters\x12A\n" +
 	"\vattachments\x18\b \x03(\v2\x15.parley.v1.AttachmentB\b\xbaH\x05\x92\x01\x02\x10\n" +
 	"R\vattachments\x12g\n" +
-	"\x0eselected_model\x18\t \x01(\tB@\xbaH=\xd8\x01\x01r8R\x06gpt-4oR\vgpt-4o-miniR\x11claude-3-5-sonnetR\x0egemini-1-5-proR\rselectedModel\"\xff\x01\n" +
+	"\x0eselected_model\x18\t \x01(\tB@\xbaH=\xd8\x01\x01r8R\x06gpt-4oR\vgpt-4o-miniR\x11claude-3-5-sonnetR\x0egemini-1-5-proR\rselectedModel\"\x85\x02\n" +
 	"\aContact\x12#\n" +
 	"\x05email\x18\x01 \x01(\tB\r\xbaH\n" +
 	"\xd8\x01\x01r\x05\x18\xc0\x02`\x01R\x05email\x12'\n" +
 	"\n" +
 	"first_name\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\tfirstName\x12%\n" +
-	"\tlast_name\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\blastName\x12A\n" +
-	"\fphone_number\x18\x04 \x01(\tB\x1e\xbaH\x1b\xd8\x01\x01r\x162\x14^\\+[1-9][0-9]{6,14}$R\vphoneNumber\x12<\n" +
+	"\tlast_name\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\blastName\x12G\n" +
+	"\fphone_number\x18\x04 \x01(\tB$\xbaH!\xd8\x01\x01r\x1c2\x1a^\\+[1-9][0-9 .()/-]{6,30}$R\vphoneNumber\x12<\n" +
 	"\rcustom_fields\x18\x05 \x01(\v2\x17.google.protobuf.StructR\fcustomFields\"F\n" +
 	"\vChatFilters\x127\n" +
 	"\x0edatasource_ids\x18\x01 \x03(\tB\x10\xbaH\r\x92\x01\n" +
