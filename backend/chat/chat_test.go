@@ -531,8 +531,15 @@ func TestProviderFailures(t *testing.T) {
 	require.Equal(t, []string{"error INTERNAL_ERROR", "[DONE]"}, last[len(last)-2:], "%v", last)
 }
 
-// lastAnswer reads the stored assistant message of a conversation of A.
+// lastAnswer reads the stored assistant message of a conversation of A,
+// waiting up to 5 s for it.
 func lastAnswer(t *testing.T, f *fixture, conv string) (string, bool) {
+	t.Helper()
+	return lastAnswerWithin(t, f, conv, 5*time.Second)
+}
+
+// lastAnswerWithin is lastAnswer waiting up to wait.
+func lastAnswerWithin(t *testing.T, f *fixture, conv string, wait time.Duration) (string, bool) {
 	t.Helper()
 	ctx := context.Background()
 	var content string
@@ -546,7 +553,7 @@ func lastAnswer(t *testing.T, f *fixture, conv string) (string, bool) {
 		err = tx.QueryRow(ctx, `SELECT content, incomplete FROM messages WHERE conversation_id = $1 AND role = 'assistant'
 			ORDER BY created_at DESC, id DESC LIMIT 1`, conv).Scan(&content, &incomplete)
 		return err == nil
-	}, 5*time.Second, 50*time.Millisecond, "no assistant message stored for %s", conv)
+	}, wait, 50*time.Millisecond, "no assistant message stored for %s", conv)
 	return content, incomplete
 }
 
