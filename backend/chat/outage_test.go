@@ -41,9 +41,10 @@ func TestAnswerStoredAfterAShortOutage(t *testing.T) {
 		status, rep, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"outage"}`)
 		done <- result{status, rep, string(raw.Body)}
 	}()
-	time.Sleep(400 * time.Millisecond) // the question is stored, the model answering
+	// The question is stored before the model is called: cut once it is.
+	require.Eventually(t, func() bool { return len(fake.Requests()) > 0 }, 10*time.Second, 10*time.Millisecond)
 	px.Cut()
-	time.Sleep(1500 * time.Millisecond) // the answer is complete at about 0.9 s
+	time.Sleep(1500 * time.Millisecond) // the answer is complete 0.9 s after the call
 	px.Restore()
 	r := <-done
 	require.Equal(t, http.StatusOK, r.status, r.body)
