@@ -26,6 +26,9 @@ import (
 // ErrBlocked is returned for a destination the guard refuses.
 var ErrBlocked = errors.New("destination not allowed")
 
+// errRedirects ends a request redirected too many times.
+var errRedirects = errors.New("redirects")
+
 // errDialBlocked refuses a dial: the address is not named, since the
 // caller may have named a host whose address is not theirs to learn.
 var errDialBlocked = fmt.Errorf("%w: not a public address", ErrBlocked)
@@ -96,7 +99,7 @@ func New(cfg Config) *Client {
 				return http.ErrUseLastResponse
 			}
 			if len(via) >= cfg.MaxRedirects {
-				return fmt.Errorf("more than %d redirects", cfg.MaxRedirects)
+				return fmt.Errorf("more than %d %w", cfg.MaxRedirects, errRedirects)
 			}
 			return CheckURL(req.URL)
 		},
@@ -395,7 +398,7 @@ func unreached(u *url.URL, err error) error {
 	switch {
 	case errors.Is(err, errDialBlocked):
 		msg = fmt.Sprintf("%v: %s is not a public address", ErrBlocked, host)
-	case ue != nil && Blocked(ue.Err), ue != nil && strings.HasPrefix(ue.Err.Error(), "more than "):
+	case ue != nil && (Blocked(ue.Err) || errors.Is(ue.Err, errRedirects)):
 		msg = ue.Err.Error() // a redirect CheckRedirect refused, in its own words
 	case errors.As(err, &dnsErr):
 		msg = host + " does not resolve"
