@@ -132,6 +132,44 @@ func TestContactsAreUpsertedAndStatsCount(t *testing.T) {
 	require.Equal(t, 6, a.Stats.TotalMessages)
 }
 
+// SECURITY: a public agent's visitor who gives a known email joins that
+// contact but renames and renumbers nobody (what differs goes into the
+// notes); the organization's key updates the contact.
+func TestVisitorChangesNoStoredContact(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	contactOf := func() (first, phone, notes string) {
+		t.Helper()
+		ctx := context.Background()
+		tx, err := f.App.Pool.Begin(ctx)
+		require.NoError(t, err)
+		defer tx.Rollback(ctx) //nolint:errcheck
+		_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
+		require.NoError(t, err)
+		require.NoError(t, tx.QueryRow(ctx, `SELECT first_name, coalesce(phone_number, ''), notes FROM contacts
+			WHERE email = 'grace@example.com'`).Scan(&first, &phone, &notes))
+		return first, phone, notes
+	}
+	status, _, raw := f.chat(t, f.private, f.A.Key,
+		`{"query":"q","conversationId":"g1","contact":{"email":"grace@example.com","firstName":"Grace","phoneNumber":"+442079460958"}}`)
+	require.Equal(t, 200, status, raw.Body)
+
+	status, _, raw = f.chat(t, f.public, "",
+		`{"query":"q","conversationId":"g2","visitorId":"mallory","contact":{"email":"grace@example.com","firstName":"Mallory","phoneNumber":"+15005550006"}}`)
+	require.Equal(t, 200, status, raw.Body)
+	first, phone, notes := contactOf()
+	require.Equal(t, "Grace", first)
+	require.Equal(t, "+442079460958", phone)
+	require.Contains(t, notes, "phone number +15005550006, first name Mallory")
+
+	status, _, raw = f.chat(t, f.private, f.A.Key,
+		`{"query":"q","conversationId":"g3","contact":{"email":"grace@example.com","firstName":"Grace B.","phoneNumber":"+15005550006"}}`)
+	require.Equal(t, 200, status, raw.Body)
+	first, phone, _ = contactOf()
+	require.Equal(t, "Grace B.", first)
+	require.Equal(t, "+15005550006", phone)
+}
+
 func TestClientDisconnectMidStream(t *testing.T) {
 	f := setup(t) // not parallel: it counts goroutines
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {

@@ -328,7 +328,7 @@ func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts 
 	return s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
 		t.conv, t.history = o.conv, o.history
 		created, existsErr := o.created, o.existsErr
-		contactID, err := s.mergeContact(ctx, tx, org, req.GetContact())
+		contactID, err := s.mergeContact(ctx, tx, org, req.GetContact(), t.a.Principal == nil)
 		if err != nil {
 			return err
 		}
@@ -995,12 +995,16 @@ func hasAnySuffix(s string, suffixes ...string) bool {
 
 // mergeContact records the request's contact in the organization's
 // contacts and returns its id; nil when the request names nobody. A new
-// contact is a lead: lead.created, as when lead_capture records one.
-func (s *Service) mergeContact(ctx context.Context, tx pgx.Tx, org uuid.UUID, c *parleyv1.Contact) (*uuid.UUID, error) {
+// contact is a lead: lead.created, as when lead_capture records one. A
+// public agent's visitor (unverified: no key) fills what a contact lacks
+// and changes nothing it holds (contact.Fields); the organization's key
+// updates it.
+func (s *Service) mergeContact(ctx context.Context, tx pgx.Tx, org uuid.UUID, c *parleyv1.Contact, unverified bool) (*uuid.UUID, error) {
 	f, ok, err := contact.FromRequest(c)
 	if !ok || err != nil {
 		return nil, err
 	}
+	f.Unverified = unverified
 	id, created, err := contact.Merge(ctx, tx, org, f, nil)
 	if err != nil {
 		return nil, err

@@ -9,9 +9,14 @@ package contact
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"reflect"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -52,6 +57,14 @@ type Fields struct {
 	Note string
 	// CustomFields is a JSON object laid over the stored one; nil: none.
 	CustomFields []byte
+	// Unverified marks fields said by someone the organization has not
+	// authenticated: a public agent's visitor, or a conversation's words
+	// the model passed to lead_capture. They fill what a contact lacks and
+	// change nothing it has (anyone can type another person's email): a
+	// phone number, name or custom field that differs from the stored one
+	// is written in the contact's notes instead, and a note that would push
+	// older notes out is not added.
+	Unverified bool
 }
 
 // Normalize trims f, lowercases its email and drops the spaces, dots,
@@ -162,6 +175,10 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 			merge := dbq.MergeContactParams{
 				OrgID: org, ID: target.ID, Email: email, PhoneNumber: phone,
 				FirstName: f.FirstName, LastName: f.LastName, CustomFields: custom, Note: f.Note,
+				FillOnly: f.Unverified,
+			}
+			if f.Unverified {
+				merge.Note = withUnapplied(f.Note, unapplied(*target, f))
 			}
 			if target.Email != nil || email == nil {
 				id, err := q.MergeContact(ctx, merge)
@@ -271,6 +288,54 @@ func find(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *
 		return nil, nil
 	}
 	return ptr(c, err)
+}
+
+// unapplied lists what f says of c that differs from what c holds, which
+// an unverified merge does not change: "" when nothing.
+func unapplied(c dbq.Contact, f Fields) string {
+	var said []string
+	differs := func(stored, given string) bool { return stored != "" && given != "" && stored != given }
+	if differs(deref(c.PhoneNumber), f.PhoneNumber) {
+		said = append(said, "phone number "+f.PhoneNumber)
+	}
+	if differs(c.FirstName, f.FirstName) {
+		said = append(said, "first name "+f.FirstName)
+	}
+	if differs(c.LastName, f.LastName) {
+		said = append(said, "last name "+f.LastName)
+	}
+	var stored, given map[string]json.RawMessage
+	if json.Unmarshal(c.CustomFields, &stored) == nil && json.Unmarshal(f.CustomFields, &given) == nil {
+		for _, k := range slices.Sorted(maps.Keys(given)) {
+			if old, ok := stored[k]; ok && !jsonEqual(old, given[k]) {
+				said = append(said, "custom field "+strconv.Quote(k))
+			}
+		}
+	}
+	if len(said) == 0 {
+		return ""
+	}
+	return "Also said, not applied (the contact holds its own): " + strings.Join(said, ", ") + "."
+}
+
+// withUnapplied is note followed by the line unapplied wrote, if any.
+func withUnapplied(note, line string) string {
+	switch {
+	case line == "":
+		return note
+	case note == "":
+		return line
+	}
+	return note + "\n" + line
+}
+
+// jsonEqual reports whether two JSON values are the same value.
+func jsonEqual(a, b json.RawMessage) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return false
+	}
+	return reflect.DeepEqual(x, y)
 }
 
 // keeps reports whether merging f into c leaves what c is kept by as it is.

@@ -177,6 +177,58 @@ func TestMerge(t *testing.T) {
 	require.Equal(t, "+442079460958", deref(x.get(t, x.orgA, ada).PhoneNumber))
 }
 
+// SECURITY: what an unverified caller says (a public agent's visitor, the
+// model's lead_capture) fills what a contact lacks and changes nothing it
+// holds: typing someone's email renames, renumbers or re-fields nobody, by
+// that email or as the conversation's contact; what differs goes into the
+// notes, and no note pushes older notes out.
+func TestUnverifiedChangesNothingStored(t *testing.T) {
+	t.Parallel()
+	x := setup(t)
+	ada := x.merge(t, x.orgA, contact.Fields{Email: "ada@example.com", FirstName: "Ada", PhoneNumber: "+442079460958",
+		CustomFields: []byte(`{"plan":"pro"}`), Note: "customer since 2020"}, nil)
+
+	claim := contact.Fields{Email: "ada@example.com", FirstName: "Mallory", LastName: "Lovelace", PhoneNumber: "+15005550006",
+		CustomFields: []byte(`{"plan":"free","seats":3}`), Note: "call me", Unverified: true}
+	require.Equal(t, ada, x.merge(t, x.orgA, claim, nil), "the same email is the same contact")
+	c := x.get(t, x.orgA, ada)
+	require.Equal(t, "Ada", c.FirstName, "a stored name is kept")
+	require.Equal(t, "Lovelace", c.LastName, "a missing name is filled")
+	require.Equal(t, "+442079460958", deref(c.PhoneNumber), "a stored number is kept")
+	require.JSONEq(t, `{"plan":"pro","seats":3}`, string(c.CustomFields), "stored fields kept, new ones added")
+	require.Equal(t, "customer since 2020\ncall me\nAlso said, not applied (the contact holds its own): "+
+		`phone number +15005550006, first name Mallory, custom field "plan".`, c.Notes)
+
+	// As the conversation's own contact, the same.
+	require.Equal(t, ada, x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+15005550006", FirstName: "Eve", Unverified: true}, &ada))
+	c = x.get(t, x.orgA, ada)
+	require.Equal(t, "+442079460958", deref(c.PhoneNumber))
+	require.Equal(t, "Ada", c.FirstName)
+
+	// A verified caller (the organization's key) updates what it says.
+	x.merge(t, x.orgA, contact.Fields{Email: "ada@example.com", FirstName: "Augusta", PhoneNumber: "+15005550006"}, nil)
+	c = x.get(t, x.orgA, ada)
+	require.Equal(t, "Augusta", c.FirstName)
+	require.Equal(t, "+15005550006", deref(c.PhoneNumber))
+
+	// Notes near their bound: an unverified note is not added, a verified
+	// one pushes the oldest out.
+	long := strings.Repeat("n", 990)
+	bea := x.merge(t, x.orgA, contact.Fields{Email: "bea@example.com", Note: "first"}, nil)
+	for range 10 {
+		x.merge(t, x.orgA, contact.Fields{Email: "bea@example.com", Note: long}, nil)
+	}
+	before := x.get(t, x.orgA, bea).Notes
+	require.True(t, strings.HasPrefix(before, "first\n"), "the setup's notes fit")
+	x.merge(t, x.orgA, contact.Fields{Email: "bea@example.com", Note: strings.Repeat("x", 200), Unverified: true}, nil)
+	require.Equal(t, before, x.get(t, x.orgA, bea).Notes)
+	verified := strings.Repeat("v", 200)
+	x.merge(t, x.orgA, contact.Fields{Email: "bea@example.com", Note: verified}, nil)
+	after := x.get(t, x.orgA, bea).Notes
+	require.True(t, strings.HasSuffix(after, "\n"+verified))
+	require.False(t, strings.HasPrefix(after, "first"))
+}
+
 // Requests creating one new contact at once all end with the same one, and
 // exactly one of them reports creating it (lead.created is sent once).
 func TestMergeConcurrent(t *testing.T) {

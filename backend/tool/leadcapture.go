@@ -85,7 +85,10 @@ func (l *Lead) Run(ctx context.Context, call Call) (Result, error) {
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
 		return Errorf("the arguments must be a JSON object of strings: email, phoneNumber, firstName, lastName, note"), nil
 	}
-	f := contact.Fields{Email: args.Email, PhoneNumber: args.PhoneNumber, FirstName: args.FirstName, LastName: args.LastName, Note: args.Note}
+	// Unverified: the model took these from the conversation, where anyone
+	// can type another person's email; they must not rewrite that
+	// person's contact.
+	f := contact.Fields{Email: args.Email, PhoneNumber: args.PhoneNumber, FirstName: args.FirstName, LastName: args.LastName, Note: args.Note, Unverified: true}
 	if err := f.Normalize(); err != nil {
 		var e *apperr.Error
 		if errors.As(err, &e) && e.Code == apperr.Invalid {

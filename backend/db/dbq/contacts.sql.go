@@ -254,20 +254,26 @@ func (q *Queries) ListContacts(ctx context.Context, arg ListContactsParams) ([]C
 const mergeContact = `-- name: MergeContact :one
 UPDATE contacts SET
   email = coalesce($1, email),
-  phone_number = coalesce($2, phone_number),
-  first_name = CASE WHEN $3::text <> '' THEN $3::text ELSE first_name END,
-  last_name = CASE WHEN $4::text <> '' THEN $4::text ELSE last_name END,
-  custom_fields = custom_fields || $5::jsonb,
-  notes = CASE WHEN $6::text = '' THEN notes
-               WHEN notes = '' THEN $6::text
-               ELSE right(notes || E'\n' || $6::text, 10000) END,
+  phone_number = CASE WHEN $2::boolean THEN coalesce(phone_number, $3)
+                      ELSE coalesce($3, phone_number) END,
+  first_name = CASE WHEN $4::text <> '' AND (NOT $2 OR first_name = '')
+                    THEN $4::text ELSE first_name END,
+  last_name = CASE WHEN $5::text <> '' AND (NOT $2 OR last_name = '')
+                   THEN $5::text ELSE last_name END,
+  custom_fields = CASE WHEN $2 THEN $6::jsonb || custom_fields
+                       ELSE custom_fields || $6::jsonb END,
+  notes = CASE WHEN $7::text = '' THEN notes
+               WHEN notes = '' THEN $7::text
+               WHEN $2 AND length(notes) + 1 + length($7::text) > 10000 THEN notes
+               ELSE right(notes || E'\n' || $7::text, 10000) END,
   updated_at = now()
-WHERE org_id = $7 AND id = $8
+WHERE org_id = $8 AND id = $9
 RETURNING id
 `
 
 type MergeContactParams struct {
 	Email        *string
+	FillOnly     bool
 	PhoneNumber  *string
 	FirstName    string
 	LastName     string
@@ -280,9 +286,14 @@ type MergeContactParams struct {
 // Adds what is new to a contact: an email or phone number it lacks (or a
 // new phone number), names that are not empty, custom fields over the old
 // ones, and a note after the others (the last 10,000 characters are kept).
+// With fill_only (what f brings is unverified, contact.Fields) it changes
+// nothing stored: a phone number, names and custom fields only where the
+// contact has none, and a note only while the notes stay within 10,000
+// characters.
 func (q *Queries) MergeContact(ctx context.Context, arg MergeContactParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, mergeContact,
 		arg.Email,
+		arg.FillOnly,
 		arg.PhoneNumber,
 		arg.FirstName,
 		arg.LastName,

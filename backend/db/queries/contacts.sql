@@ -28,14 +28,23 @@ RETURNING id;
 -- Adds what is new to a contact: an email or phone number it lacks (or a
 -- new phone number), names that are not empty, custom fields over the old
 -- ones, and a note after the others (the last 10,000 characters are kept).
+-- With fill_only (what f brings is unverified, contact.Fields) it changes
+-- nothing stored: a phone number, names and custom fields only where the
+-- contact has none, and a note only while the notes stay within 10,000
+-- characters.
 UPDATE contacts SET
   email = coalesce(sqlc.narg(email), email),
-  phone_number = coalesce(sqlc.narg(phone_number), phone_number),
-  first_name = CASE WHEN sqlc.arg(first_name)::text <> '' THEN sqlc.arg(first_name)::text ELSE first_name END,
-  last_name = CASE WHEN sqlc.arg(last_name)::text <> '' THEN sqlc.arg(last_name)::text ELSE last_name END,
-  custom_fields = custom_fields || sqlc.arg(custom_fields)::jsonb,
+  phone_number = CASE WHEN sqlc.arg(fill_only)::boolean THEN coalesce(phone_number, sqlc.narg(phone_number))
+                      ELSE coalesce(sqlc.narg(phone_number), phone_number) END,
+  first_name = CASE WHEN sqlc.arg(first_name)::text <> '' AND (NOT sqlc.arg(fill_only) OR first_name = '')
+                    THEN sqlc.arg(first_name)::text ELSE first_name END,
+  last_name = CASE WHEN sqlc.arg(last_name)::text <> '' AND (NOT sqlc.arg(fill_only) OR last_name = '')
+                   THEN sqlc.arg(last_name)::text ELSE last_name END,
+  custom_fields = CASE WHEN sqlc.arg(fill_only) THEN sqlc.arg(custom_fields)::jsonb || custom_fields
+                       ELSE custom_fields || sqlc.arg(custom_fields)::jsonb END,
   notes = CASE WHEN sqlc.arg(note)::text = '' THEN notes
                WHEN notes = '' THEN sqlc.arg(note)::text
+               WHEN sqlc.arg(fill_only) AND length(notes) + 1 + length(sqlc.arg(note)::text) > 10000 THEN notes
                ELSE right(notes || E'\n' || sqlc.arg(note)::text, 10000) END,
   updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
