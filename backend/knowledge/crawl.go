@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/xml"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 
 	"golang.org/x/net/html"
 
@@ -35,7 +40,12 @@ const (
 // else the pages reachable by links from the URL within its host,
 // breadth first, up to maxPages and k.SiteBytes of text (the crawl stops,
 // logged, before the page that would pass it). Pages that fail are skipped
-// (and logged); the site fails only if no page could be read.
+// (and logged, whatever the reason); the site fails only if no page could
+// be read. It fails with a plain error, which the ingest worker retries,
+// when the start page, or a page of a site none of whose pages could be
+// read, failed for a reason that may pass (temporary: a 5xx, a 429, a
+// timeout); else for good (a permanent error: a 404, a refused destination,
+// content that cannot be read).
 func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Document, error) {
 	if maxPages <= 0 {
 		maxPages = DefaultMaxPages
@@ -49,6 +59,9 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, stopped(ctx, start) // cancelled or out of time: not a site that cannot be read
+		}
+		if temporary(err) {
+			return nil, fmt.Errorf("crawling %s: %w", start, err)
 		}
 		return nil, permanent("%s: %v", start, err)
 	}
@@ -72,7 +85,8 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	seen := map[string]bool{}
 	var docs []Document
 	var lastErr error
-	kept := 0 // bytes of text in docs
+	var tempErr error // the last fetch that failed for a reason that may pass
+	kept := 0         // bytes of text in docs
 	for len(queue) > 0 && len(docs) < maxPages {
 		if ctx.Err() != nil {
 			return nil, stopped(ctx, start) // an attempt that ran out of time, not a site that cannot be read
@@ -93,6 +107,9 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 					return nil, stopped(ctx, start)
 				}
 				lastErr = err
+				if temporary(err) {
+					tempErr = err
+				}
 				slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", err)
 				continue
 			}
@@ -119,6 +136,10 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		}
 	}
 	if len(docs) == 0 {
+		if tempErr != nil {
+			// A retry may read the page that failed for now.
+			return nil, fmt.Errorf("no page of %s could be read: %w", start, tempErr)
+		}
 		return nil, permanent("no page of %s could be read: %v", start, lastErr)
 	}
 	return docs, nil
@@ -133,6 +154,32 @@ func stopped(ctx context.Context, start string) error {
 		return fmt.Errorf("crawling %s: %w (%v)", start, err, cause)
 	}
 	return fmt.Errorf("crawling %s: %w", start, err)
+}
+
+// temporary reports whether err, a page's fetch failing while the crawl's
+// context has not ended, may pass on its own: the site answered 408, 429 or
+// a 5xx, or the fetch timed out, or its connection was reset or cut, or the
+// DNS lookup timed out. Anything else is taken as the site's answer: a
+// 404 or 410, a destination the guard refuses, a refused connection or a
+// host that does not resolve (as fetch decides for a web_page), a page too
+// large.
+func temporary(err error) bool {
+	if netguard.Blocked(err) {
+		return false
+	}
+	var status *netguard.StatusError
+	if errors.As(err, &status) {
+		return status.Code == http.StatusRequestTimeout || status.Code == http.StatusTooManyRequests || status.Code >= 500
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		return dnsErr.IsTimeout || dnsErr.IsTemporary
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout() ||
+		errors.Is(err, context.DeadlineExceeded) || // the guard's own timeout
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) // closed before or while answering
 }
 
 // size is the bytes of a document's text, its title and headings included.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -57,4 +58,83 @@ func TestCrawlKeepsAtMostSiteBytes(t *testing.T) {
 	docs, err = k.crawl(context.Background(), srv.URL+"/sitemap.xml", 50)
 	require.NoError(t, err)
 	require.Equal(t, 50, len(docs))
+}
+
+// A start page that fails for a reason that may pass (a 5xx, a 429, the
+// guard's timeout, a connection cut) fails the crawl with an error the
+// ingest worker retries; one the site means (a 404, a 410) fails it for
+// good, as does a refused destination.
+func TestCrawlStartPageTemporaryFailureIsRetried(t *testing.T) {
+	t.Parallel()
+	status := func(code int) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, http.StatusText(code), code)
+		}
+	}
+	for _, c := range []struct {
+		name      string
+		handler   http.HandlerFunc
+		permanent bool
+	}{
+		{"503", status(http.StatusServiceUnavailable), false},
+		{"500", status(http.StatusInternalServerError), false},
+		{"429", status(http.StatusTooManyRequests), false},
+		{"guard timeout", func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-time.After(5 * time.Second):
+			}
+		}, false},
+		{"connection cut", func(w http.ResponseWriter, r *http.Request) {
+			conn, _, err := http.NewResponseController(w).Hijack()
+			if err == nil {
+				conn.Close()
+			}
+		}, false},
+		{"404", http.NotFound, true},
+		{"410", status(http.StatusGone), true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(c.handler)
+			defer srv.Close()
+			k := New(nil, embed.Lexical{}, netguard.New(netguard.Config{
+				Allow:   []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")},
+				Timeout: 300 * time.Millisecond,
+			}))
+			docs, err := k.crawl(context.Background(), srv.URL+"/", 10)
+			require.Error(t, err)
+			require.Nil(t, docs)
+			msg, perm := Permanent(err)
+			if got, want := perm, c.permanent; got != want {
+				t.Fatalf("permanent = %v, want %v: %v (%s)", got, want, err, msg)
+			}
+		})
+	}
+
+	// A destination the guard refuses stays permanent.
+	_, err := New(nil, embed.Lexical{}, netguard.New(netguard.Config{})).crawl(context.Background(), "http://127.0.0.1:1/", 10)
+	_, perm := Permanent(err)
+	require.True(t, perm, "%v", err)
+}
+
+// A site whose start page (a sitemap) is read but none of whose pages can
+// be read, for now, is retried too; pages that are gone stay permanent
+// (TestCrawlUnreadableSiteIsPermanent).
+func TestCrawlSiteUnreadableForNowIsRetried(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/sitemap.xml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://%s/busy/1</loc></url><url><loc>http://%s/busy/2</loc></url></urlset>`, r.Host, r.Host)
+	})
+	mux.HandleFunc("/busy/", func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	docs, err := loopbackKnowledge().crawl(context.Background(), srv.URL+"/sitemap.xml", 10)
+	require.Error(t, err)
+	require.Nil(t, docs)
+	msg, perm := Permanent(err)
+	require.False(t, perm, "a site unreadable for now failed for good: %s", msg)
 }

@@ -253,7 +253,7 @@ func (c *Client) Get(ctx context.Context, raw string) (*Page, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode >= 400 {
-		return nil, fmt.Errorf("%s answered %s", u.Host, resp.Status)
+		return nil, &StatusError{Host: u.Host, Code: resp.StatusCode, Status: resp.Status}
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBytes+1))
 	if err != nil {
@@ -368,6 +368,16 @@ func (c *Client) CheckDestination(ctx context.Context, raw string) error {
 func Blocked(err error) bool {
 	return errors.Is(err, ErrBlocked) || strings.Contains(fmt.Sprint(err), ErrBlocked.Error())
 }
+
+// StatusError is a response of status 400 or more, which Get returns
+// instead of its body.
+type StatusError struct {
+	Host   string
+	Code   int    // 503
+	Status string // "503 Service Unavailable"
+}
+
+func (e *StatusError) Error() string { return e.Host + " answered " + e.Status }
 
 // unreachedError is a request that got no response, as its caller may
 // read it: what went wrong, not where the connection went. The cause stays
