@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -14,9 +15,9 @@ import (
 
 	"buf.build/go/protovalidate"
 	"github.com/a-h/templ"
-	"github.com/alexedwards/scs/pgxstore"
 	"github.com/alexedwards/scs/v2"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
@@ -25,6 +26,7 @@ import (
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/knowledge"
@@ -37,6 +39,7 @@ import (
 // Deps are the services the console drives: the same ones the Connect and
 // REST handlers serve.
 type Deps struct {
+	// Store's Timeout bounds the console's session reads and writes too.
 	Store      *db.Store
 	Pool       *pgxpool.Pool
 	Members    *member.Service
@@ -73,7 +76,7 @@ const (
 // New returns the console.
 func New(d Deps) *Console {
 	sm := scs.New()
-	sm.Store = hashedStore{pgxstore.NewWithCleanupInterval(d.Pool, 30*time.Minute)}
+	sm.Store = newSessionStore(d.Store, d.Pool)
 	sm.IdleTimeout = IdleTimeout
 	sm.Lifetime = Lifetime
 	sm.Cookie.Name = "parley_session"
@@ -81,29 +84,95 @@ func New(d Deps) *Console {
 	sm.Cookie.SameSite = http.SameSiteLaxMode
 	sm.Cookie.Secure = d.Secure
 	sm.Cookie.Path = "/"
-	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
-		slog.ErrorContext(r.Context(), "console session", "err", err)
-		http.Error(w, "The console could not read your session; try again.", http.StatusInternalServerError)
-	}
 	c := &Console{Deps: d, sessions: sm, mux: http.NewServeMux()}
+	// A session the database could not read or write in time is a 503
+	// page (errorPage logs internal errors itself).
+	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
+		if apperr.CodeOf(err) != apperr.Internal {
+			slog.WarnContext(r.Context(), "console session", "err", err)
+		}
+		c.errorPage(w, r, err)
+	}
 	c.routes()
 	return c
 }
 
-// hashedStore keeps sessions under the SHA-256 of their token: a leaked
-// sessions table signs nobody in.
-type hashedStore struct{ scs.Store }
+// sessionStore keeps the console's sessions in the sessions table, with
+// the statements of scs's pgxstore, under the SHA-256 of their token: a
+// leaked sessions table signs nobody in. pgxstore runs them without a
+// deadline (context.Background), so a database that stopped answering held
+// every console request for good; here each runs under the request's
+// context within the Store's bound (db.Store.Bounded: 503 past it). scs
+// calls the Ctx methods when a store has them.
+type sessionStore struct {
+	store *db.Store
+	pool  *pgxpool.Pool
+}
+
+var _ scs.CtxStore = sessionStore{}
+
+// sessionCleanupInterval is how often expired sessions are deleted.
+const sessionCleanupInterval = 30 * time.Minute
+
+// newSessionStore returns the store and starts deleting expired sessions
+// every sessionCleanupInterval, for the life of the process (as pgxstore
+// did).
+func newSessionStore(store *db.Store, pool *pgxpool.Pool) sessionStore {
+	s := sessionStore{store: store, pool: pool}
+	go func() {
+		for range time.Tick(sessionCleanupInterval) {
+			err := s.store.Bounded(context.Background(), func(ctx context.Context) error {
+				return dbq.New(s.pool).DeleteExpiredSessions(ctx)
+			})
+			if err != nil {
+				slog.Warn("console session cleanup", "err", err)
+			}
+		}
+	}()
+	return s
+}
 
 func hashToken(t string) string {
 	h := sha256.Sum256([]byte(t))
 	return hex.EncodeToString(h[:])
 }
 
-func (s hashedStore) Find(token string) ([]byte, bool, error) { return s.Store.Find(hashToken(token)) }
-func (s hashedStore) Commit(token string, b []byte, expiry time.Time) error {
-	return s.Store.Commit(hashToken(token), b, expiry)
+// FindCtx returns the data of an unexpired session.
+func (s sessionStore) FindCtx(ctx context.Context, token string) (b []byte, found bool, err error) {
+	err = s.store.Bounded(ctx, func(ctx context.Context) error {
+		b, err = dbq.New(s.pool).FindSession(ctx, hashToken(token))
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return nil, false, nil
+	}
+	return b, err == nil, err
 }
-func (s hashedStore) Delete(token string) error { return s.Store.Delete(hashToken(token)) }
+
+// CommitCtx stores a session's data until expiry.
+func (s sessionStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
+	return s.store.Bounded(ctx, func(ctx context.Context) error {
+		return dbq.New(s.pool).CommitSession(ctx, dbq.CommitSessionParams{Token: hashToken(token), Data: b, Expiry: expiry})
+	})
+}
+
+// DeleteCtx deletes a session.
+func (s sessionStore) DeleteCtx(ctx context.Context, token string) error {
+	return s.store.Bounded(ctx, func(ctx context.Context) error {
+		return dbq.New(s.pool).DeleteSession(ctx, hashToken(token))
+	})
+}
+
+// Find, Commit and Delete complete scs.Store; scs calls the Ctx methods.
+func (s sessionStore) Find(token string) ([]byte, bool, error) {
+	return s.FindCtx(context.Background(), token)
+}
+
+func (s sessionStore) Commit(token string, b []byte, expiry time.Time) error {
+	return s.CommitCtx(context.Background(), token, b, expiry)
+}
+
+func (s sessionStore) Delete(token string) error { return s.DeleteCtx(context.Background(), token) }
 
 // Handler serves the console: / and everything under /console/.
 func (c *Console) Handler() http.Handler {

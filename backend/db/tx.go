@@ -51,6 +51,16 @@ func (s *Store) bound(ctx context.Context) (context.Context, context.CancelFunc)
 	return context.WithTimeoutCause(ctx, d, errStalled)
 }
 
+// Bounded runs fn, which works on the pool outside a transaction of the
+// Store's (the console's session statements), under the Store's bound,
+// and tells its errors as a transaction's: past the bound or a lost
+// connection is Unavailable (503).
+func (s *Store) Bounded(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := s.bound(ctx)
+	defer cancel()
+	return unavailable(ctx, fn(ctx))
+}
+
 // bounded is a transaction whose statements, when given a context without
 // a deadline (a handler's request context), run under the transaction's
 // own (bound), derived from the context the transaction was begun with:
