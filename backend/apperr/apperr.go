@@ -85,9 +85,21 @@ type Error struct {
 	// and for Unavailable when it is known. The transports send it as
 	// retryAfter (whole seconds, at least 1) and Retry-After.
 	RetryAfter time.Duration
+	// cause is what the error stands for, if anything (Wrap): logs and
+	// errors.As see it; the client never does.
+	cause error
 }
 
 func (e *Error) Error() string { return e.Message }
+
+// Unwrap is the cause Wrap was given (nil for New's errors).
+func (e *Error) Unwrap() error { return e.cause }
+
+// Wrap returns an error with a client-safe message that stands for cause:
+// errors.Is and errors.As still find cause through it.
+func Wrap(cause error, code Code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...), cause: cause}
+}
 
 // New returns an error with a client-safe message.
 func New(code Code, format string, args ...any) *Error {

@@ -491,8 +491,9 @@ func TestProviderFailures(t *testing.T) {
 	require.True(t, incomplete)
 
 	// The answer cannot be stored after tokens went out (its conversation
-	// was deleted meanwhile): the stream still ends, with an error event and
-	// [DONE], not cut short.
+	// was deleted meanwhile): the stream still ends, with an error event
+	// that says so (NOT_FOUND, not a server error) and [DONE], not cut
+	// short.
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
 		return testenv.FakeReply{Tokens: []string{"Soon", " gone", " for", " good"}, Delay: 150 * time.Millisecond}
 	}
@@ -528,7 +529,7 @@ func TestProviderFailures(t *testing.T) {
 		}
 	}
 	require.GreaterOrEqual(t, len(last), 2, "%v", last)
-	require.Equal(t, []string{"error INTERNAL_ERROR", "[DONE]"}, last[len(last)-2:], "%v", last)
+	require.Equal(t, []string{"error NOT_FOUND", "[DONE]"}, last[len(last)-2:], "%v", last)
 }
 
 // lastAnswer reads the stored assistant message of a conversation of A,

@@ -118,6 +118,9 @@ func unavailable(ctx context.Context, err error) error {
 	if errors.As(err, &pgErr) && pgErr.Code == "22021" {
 		return errNotText
 	}
+	if e := raced(pgErr); e != nil {
+		return e
+	}
 	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
 		slog.WarnContext(ctx, "database did not answer in time", "err", err)
 		return errUnavailable
@@ -127,6 +130,49 @@ func unavailable(ctx context.Context, err error) error {
 	}
 	slog.WarnContext(ctx, "database connection lost", "err", err)
 	return errUnavailable
+}
+
+// raced is what a client hears of a statement Postgres refused because
+// another request changed the same rows meanwhile, nil for any other
+// error (or none):
+//   - a row whose parent was deleted since it was read (23503: a reply to a
+//     conversation whose agent is being deleted, a datasource added to a
+//     datastore being deleted) is NotFound naming the parent, as the
+//     request would have found it a moment later. Its organization's own
+//     reference (<table>_org_id_fkey) is left to Store.orgGone.
+//   - a deadlock or a serialization failure (40P01, 40001; a delete
+//     cascading through rows a turn updates in the other order) is
+//     Conflict: nothing was done, and the request may be sent again.
+//
+// The PgError stays inside (apperr.Wrap) for callers that decide on it
+// (ForeignKeyViolation, orgGone) and for the log.
+func raced(pgErr *pgconn.PgError) error {
+	if pgErr == nil {
+		return nil
+	}
+	switch pgErr.Code {
+	case "23503":
+		if strings.HasSuffix(pgErr.ConstraintName, "_org_id_fkey") {
+			return nil
+		}
+		return apperr.Wrap(pgErr, apperr.NotFound, "the %s this request refers to no longer exists (deleted meanwhile)", parentOf(pgErr))
+	case "40P01", "40001":
+		return apperr.Wrap(pgErr, apperr.Conflict, "another request was changing the same data at the same time; nothing was done, try again")
+	}
+	return nil
+}
+
+// parentOf names the row a foreign key refers to, from the constraint's
+// name as Postgres makes it (<table>_<columns>_fkey): the last column,
+// without its _id ("messages_org_id_conversation_id_fkey": conversation).
+func parentOf(pgErr *pgconn.PgError) string {
+	cols := strings.TrimSuffix(strings.TrimPrefix(pgErr.ConstraintName, pgErr.TableName+"_"), "_fkey")
+	parts := strings.Split(cols, "_id_")
+	last := parts[len(parts)-1]
+	if name := strings.ReplaceAll(strings.TrimSuffix(last, "_id"), "_", " "); name != "" {
+		return name
+	}
+	return "resource"
 }
 
 // connectionLost reports whether err means the connection to Postgres

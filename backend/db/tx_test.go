@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -263,4 +264,66 @@ func TestTextPostgresRefusesIsInvalid(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
+}
+
+// A write Postgres refuses because another request changed the same rows
+// meanwhile is a client error, never a 500: a row whose parent was deleted
+// since it was read is NotFound naming the parent, a deadlock is Conflict
+// (nothing done, send it again). The PgError stays inside for callers that
+// decide on it.
+func TestRacedWritesAreClientErrors(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	org, _, err := account.Bootstrap(ctx, store, "Races", "free")
+	require.NoError(t, err)
+
+	err = store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: org, ID: uuid.New(), DatastoreID: uuid.New(),
+			Type: "text", Name: "orphan", Config: []byte("{}"), ContentType: "text/plain"})
+		return err
+	})
+	require.Equal(t, apperr.NotFound, apperr.CodeOf(err), "%v", err)
+	require.Equal(t, "the datastore this request refers to no longer exists (deleted meanwhile)", err.Error())
+	require.True(t, db.ForeignKeyViolation(err), "the cause is still there")
+
+	// Two transactions updating two rows in opposite orders: Postgres ends
+	// one of them (after deadlock_timeout, 1 s by default).
+	ids := [2]uuid.UUID{uuid.New(), uuid.New()}
+	for i, id := range ids {
+		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			_, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: org, ID: id, Name: fmt.Sprint("d", i), EmbeddingModel: "m", EmbeddingDim: 512})
+			return err
+		}))
+	}
+	var locked sync.WaitGroup
+	locked.Add(2)
+	errs := make(chan error, 2)
+	for i := range 2 {
+		go func() {
+			errs <- store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+				touch := func(id uuid.UUID) error {
+					_, err := tx.Exec(ctx, "UPDATE datastores SET name = name WHERE org_id = $1 AND id = $2", org, id)
+					return err
+				}
+				if err := touch(ids[i]); err != nil {
+					locked.Done()
+					return err
+				}
+				locked.Done()
+				locked.Wait()
+				return touch(ids[1-i])
+			})
+		}()
+	}
+	first, second := <-errs, <-errs
+	if first == nil {
+		first, second = second, first
+	}
+	require.NoError(t, second, "one of the two commits")
+	require.Equal(t, apperr.Conflict, apperr.CodeOf(first), "%v", first)
+	var pgErr *pgconn.PgError
+	require.ErrorAs(t, first, &pgErr)
+	require.Equal(t, "40P01", pgErr.Code)
 }

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/conversation/view"
+	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/webhook"
 )
@@ -70,8 +71,9 @@ func Silenced(status string) bool { return status == HumanRequested }
 // request_human tool).
 const ByAgent = "agent"
 
-// ErrNotFound: the organization has no conversation with that id.
-var ErrNotFound = errors.New("handoff: no such conversation")
+// ErrNotFound: the organization has no conversation with that id (it may
+// have been deleted, with its agent, since the caller read it): 404.
+var ErrNotFound = apperr.New(apperr.NotFound, "the conversation no longer exists")
 
 // SetStatus gives a conversation of org a new status, recording why and who
 // (a key's name, a member's email, ByAgent); changed is false when it
