@@ -19,11 +19,15 @@ type Code string
 
 // The codes, each mapped once in the table below.
 const (
-	Invalid            Code = "invalid"
-	Unauthenticated    Code = "unauthenticated"
-	Forbidden          Code = "forbidden"
-	NotFound           Code = "not_found"
-	Conflict           Code = "conflict"
+	Invalid         Code = "invalid"
+	Unauthenticated Code = "unauthenticated"
+	Forbidden       Code = "forbidden"
+	NotFound        Code = "not_found"
+	Conflict        Code = "conflict"
+	// Aborted: the request collided with another changing the same rows
+	// (a deadlock Postgres broke); nothing was done, and it may be sent
+	// again as it is.
+	Aborted            Code = "aborted"
 	FailedPrecondition Code = "failed_precondition"
 	RateLimited        Code = "rate_limited"
 	Unavailable        Code = "unavailable"
@@ -57,6 +61,7 @@ var table = map[Code]Mapping{
 	Forbidden:          {connect.CodePermissionDenied, http.StatusForbidden, "FORBIDDEN"},
 	NotFound:           {connect.CodeNotFound, http.StatusNotFound, "NOT_FOUND"},
 	Conflict:           {connect.CodeAlreadyExists, http.StatusConflict, "CONFLICT"},
+	Aborted:            {connect.CodeAborted, http.StatusConflict, "CONFLICT"},
 	FailedPrecondition: {connect.CodeFailedPrecondition, http.StatusUnprocessableEntity, "FAILED_PRECONDITION"},
 	RateLimited:        {connect.CodeResourceExhausted, http.StatusTooManyRequests, "RATE_LIMIT_EXCEEDED"},
 	Unavailable:        {connect.CodeUnavailable, http.StatusServiceUnavailable, "UPSTREAM_UNAVAILABLE"},

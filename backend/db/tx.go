@@ -142,7 +142,7 @@ func unavailable(ctx context.Context, err error) error {
 //     reference (<table>_org_id_fkey) is left to Store.orgGone.
 //   - a deadlock or a serialization failure (40P01, 40001; a delete
 //     cascading through rows a turn updates in the other order) is
-//     Conflict: nothing was done, and the request may be sent again.
+//     Aborted: nothing was done, and the request may be sent again.
 //
 // The PgError stays inside (apperr.Wrap) for callers that decide on it
 // (ForeignKeyViolation, orgGone) and for the log.
@@ -157,7 +157,7 @@ func raced(pgErr *pgconn.PgError) error {
 		}
 		return apperr.Wrap(pgErr, apperr.NotFound, "the %s this request refers to no longer exists (deleted meanwhile)", parentOf(pgErr))
 	case "40P01", "40001":
-		return apperr.Wrap(pgErr, apperr.Conflict, "another request was changing the same data at the same time; nothing was done, try again")
+		return apperr.Wrap(pgErr, apperr.Aborted, "another request was changing the same data at the same time; nothing was done, try again")
 	}
 	return nil
 }

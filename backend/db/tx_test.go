@@ -268,7 +268,7 @@ func TestTextPostgresRefusesIsInvalid(t *testing.T) {
 
 // A write Postgres refuses because another request changed the same rows
 // meanwhile is a client error, never a 500: a row whose parent was deleted
-// since it was read is NotFound naming the parent, a deadlock is Conflict
+// since it was read is NotFound naming the parent, a deadlock is Aborted
 // (nothing done, send it again). The PgError stays inside for callers that
 // decide on it.
 func TestRacedWritesAreClientErrors(t *testing.T) {
@@ -322,7 +322,7 @@ func TestRacedWritesAreClientErrors(t *testing.T) {
 		first, second = second, first
 	}
 	require.NoError(t, second, "one of the two commits")
-	require.Equal(t, apperr.Conflict, apperr.CodeOf(first), "%v", first)
+	require.Equal(t, apperr.Aborted, apperr.CodeOf(first), "%v", first)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, first, &pgErr)
 	require.Equal(t, "40P01", pgErr.Code)
