@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -24,15 +25,24 @@ type storedMessage struct {
 	Incomplete    bool
 }
 
-// messagesOf reads what a conversation of A holds, oldest first.
-func messagesOf(t *testing.T, f *fixture, conv string) []storedMessage {
+// asA is a transaction that reads organization A's rows as its tenant
+// transaction would, rolled back when it is done or the test ends.
+func asA(t *testing.T, f *fixture) pgx.Tx {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := f.App.Pool.Begin(ctx)
 	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
 	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
 	require.NoError(t, err)
+	return tx
+}
+
+// messagesOf reads what a conversation of A holds, oldest first.
+func messagesOf(t *testing.T, f *fixture, conv string) []storedMessage {
+	t.Helper()
+	ctx := context.Background()
+	tx := asA(t, f)
 	rows, err := tx.Query(ctx, `SELECT role, content, incomplete FROM messages WHERE conversation_id = $1 ORDER BY created_at, id`, conv)
 	require.NoError(t, err)
 	defer rows.Close()

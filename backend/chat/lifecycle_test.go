@@ -103,11 +103,7 @@ func TestContactsAreUpsertedAndStatsCount(t *testing.T) {
 		require.Equal(t, 200, status, "%d: %s", i, raw.Body)
 	}
 	ctx := context.Background()
-	tx, err := f.App.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck
-	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
-	require.NoError(t, err)
+	tx := asA(t, f)
 	var n int
 	var first, last, custom string
 	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM contacts").Scan(&n))
@@ -141,11 +137,8 @@ func TestVisitorChangesNoStoredContact(t *testing.T) {
 	contactOf := func() (first, phone, notes string) {
 		t.Helper()
 		ctx := context.Background()
-		tx, err := f.App.Pool.Begin(ctx)
-		require.NoError(t, err)
+		tx := asA(t, f)
 		defer tx.Rollback(ctx) //nolint:errcheck
-		_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
-		require.NoError(t, err)
 		require.NoError(t, tx.QueryRow(ctx, `SELECT first_name, coalesce(phone_number, ''), notes FROM contacts
 			WHERE email = 'grace@example.com'`).Scan(&first, &phone, &notes))
 		return first, phone, notes
