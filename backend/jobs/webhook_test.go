@@ -25,6 +25,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -439,6 +440,66 @@ func TestDeliverWorkerNextRetry(t *testing.T) {
 		require.Less(t, wait, webhook.Schedule[attempt-1]+time.Second)
 	}
 	require.Equal(t, webhook.MaxAttempts, DeliverArgs{}.InsertOpts().MaxAttempts)
+}
+
+// An endpoint deleted while its deliveries record their last attempts
+// (each marks the endpoint failing) is deleted, and the deliveries simply
+// end: the delete and the workers take the endpoint's row before its
+// deliveries', so neither can wait for the other in a cycle (40P01, which
+// answered the delete 500). Each round lets n deliveries reach the
+// endpoint together, which answers them all 500 at once as the delete
+// starts, so that their records and the delete overlap.
+func TestDeleteRacingDeliveriesNeverDeadlocks(t *testing.T) {
+	t.Parallel()
+	const rounds, n = 10, 8
+	f := setupHooks(t, false)
+	ctx := context.Background()
+	for round := range rounds {
+		answer := make(chan struct{})
+		var once sync.Once
+		rc := newReceiver(t, func(k int, w http.ResponseWriter, _ *http.Request) {
+			if k == n {
+				once.Do(func() { close(answer) })
+			}
+			select {
+			case <-answer:
+			case <-time.After(5 * time.Second):
+			}
+			http.Error(w, "down", http.StatusInternalServerError)
+		})
+		hook, _ := f.create(t, rc.URL, webhook.FormSubmitted)
+		for range n {
+			require.NoError(t, f.emit(t, false))
+		}
+		ds := f.deliveries(t, hook.GetId())
+		require.Len(t, ds, n)
+
+		var wg sync.WaitGroup
+		errs := make([]error, n)
+		var delErr error
+		wg.Add(n + 1)
+		for i, d := range ds {
+			go func() {
+				defer wg.Done()
+				errs[i] = f.d.Deliver(ctx, f.org, uuid.MustParse(d.GetId()), webhook.MaxAttempts, true)
+			}()
+		}
+		go func() {
+			defer wg.Done()
+			<-answer
+			_, delErr = f.svc.DeleteWebhook(f.ctx, &parleyv1.DeleteWebhookRequest{Id: hook.GetId()})
+		}()
+		wg.Wait()
+		require.NoError(t, delErr, "round %d: the delete failed", round)
+		for i, err := range errs {
+			if err != nil {
+				require.ErrorIs(t, err, webhook.ErrAttempt, "round %d, delivery %d", round, i)
+			}
+		}
+		require.Len(t, rc.requests(), n)
+		_, err := f.svc.GetWebhook(f.ctx, &parleyv1.GetWebhookRequest{Id: hook.GetId()})
+		require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
+	}
 }
 
 func ptr[T any](v T) *T { return &v }

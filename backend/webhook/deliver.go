@@ -74,7 +74,8 @@ var ErrAttempt = errors.New("webhook delivery attempt failed")
 // endpoint did not answer 2xx in time (River then retries); last says no
 // retry follows, and the delivery is then failed and its endpoint marked
 // failing. A delivery that is gone (its endpoint deleted) or already
-// settled is not sent again.
+// settled is not sent again, and one whose endpoint is deleted while it
+// is sent ends there, unrecorded, without an error.
 func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int, last bool) error {
 	var t dbq.GetDeliveryTargetRow
 	// SECURITY: the delivery and its endpoint are read in their
@@ -94,7 +95,7 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 		return nil
 	}
 	if !t.Enabled {
-		return d.record(ctx, org, t, attempt, 0, 0, "the endpoint is disabled", "failed")
+		return ended(d.record(ctx, org, t, attempt, 0, 0, "the endpoint is disabled", "failed"))
 	}
 	key, err := openSecret(d.Sealer, org, t.WebhookID, t.Secret)
 	if err != nil {
@@ -141,7 +142,7 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 		}
 	}
 	if err := d.record(ctx, org, t, attempt, status, took, problem, outcome); err != nil {
-		return err
+		return ended(err)
 	}
 	if problem != "" {
 		return fmt.Errorf("%w: %s", ErrAttempt, problem)
@@ -149,14 +150,41 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 	return nil
 }
 
+// errGone is record's answer when the delivery's endpoint was deleted
+// meanwhile (and the delivery with it): nothing is left to record or retry.
+var errGone = errors.New("webhook endpoint deleted")
+
+// ended is Deliver's answer after record: a delivery whose endpoint is
+// gone ends without an error (River then neither retries nor logs it).
+func ended(err error) error {
+	if errors.Is(err, errGone) {
+		return nil
+	}
+	return err
+}
+
 // record stores an attempt and what it made of the delivery and its
-// endpoint. It runs even when the job's context ended (a worker stopping):
-// the attempt happened.
+// endpoint, or returns errGone when the endpoint no longer exists. It runs
+// even when the job's context ended (a worker stopping): the attempt
+// happened.
 func (d *Deliverer) record(ctx context.Context, org uuid.UUID, t dbq.GetDeliveryTargetRow, attempt, status int, took time.Duration, problem, outcome string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	gone := false
 	// SECURITY: written in the delivery's organization.
-	return d.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+	err := d.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		// The endpoint's row first, as DeleteWebhook takes it before its
+		// cascade reaches the delivery and its attempts: taken in the
+		// other order, the two deadlocked. A delete in progress is waited
+		// for, and its endpoint found gone.
+		_, err := q.LockDeliveryWebhook(ctx, dbq.LockDeliveryWebhookParams{OrgID: org, ID: t.WebhookID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			gone = true
+			return nil
+		}
+		if err != nil {
+			return err
+		}
 		if err := q.RecordWebhookAttempt(ctx, dbq.RecordWebhookAttemptParams{
 			OrgID: org, DeliveryID: t.ID, Attempt: int32(attempt), StatusCode: int32(status),
 			DurationMs: took.Milliseconds(), Error: problem,
@@ -174,6 +202,10 @@ func (d *Deliverer) record(ctx context.Context, org uuid.UUID, t dbq.GetDelivery
 		}
 		return q.SetWebhookFailing(ctx, dbq.SetWebhookFailingParams{OrgID: org, ID: t.WebhookID, LastError: problem})
 	})
+	if err == nil && gone {
+		return errGone
+	}
+	return err
 }
 
 // short cuts an error to errorChars characters on one line of text

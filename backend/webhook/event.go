@@ -3,6 +3,7 @@ package webhook
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"sync"
 	"time"
 
@@ -53,7 +54,10 @@ type Enqueuer interface {
 // through another instance may miss the events of its first CacheTTL
 // (as a key revoked elsewhere is trusted for auth.CacheTTL). Only the
 // answer "none" can be stale in a way that loses events: with endpoints,
-// each event still asks which of them subscribe.
+// each event still asks which of them subscribe. Neither a stale "some"
+// nor an endpoint deleted after that question can fail the event's
+// transaction: a delivery is written only to an endpoint that still
+// exists, locked until the transaction ends (deliver).
 type Emitter struct {
 	Jobs Enqueuer
 	// Now is the clock of payload timestamps; time.Now when nil.
@@ -138,7 +142,10 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, org uuid.UUID, event stri
 		return err
 	}
 	for _, hook := range hooks {
-		if _, err := e.deliver(ctx, tx, q, org, hook, eventID, event, body); err != nil {
+		// An endpoint deleted since it was read gets nothing: the event's
+		// transaction (a chat turn, a form's submission) goes on.
+		_, err := e.deliver(ctx, tx, q, org, hook, eventID, event, body)
+		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
 	}
@@ -146,6 +153,11 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, org uuid.UUID, event stri
 }
 
 // deliver writes one delivery of an event to one endpoint and enqueues it.
+// It returns pgx.ErrNoRows, and writes nothing, when the endpoint no longer
+// exists: whatever read it earlier (an Emit's SubscribedWebhooks, a
+// GetWebhook) took no lock, and a delete may have committed since.
+// CreateWebhookDelivery locks the endpoint, so that one deleted later
+// waits for tx and takes the delivery with it.
 func (e *Emitter) deliver(ctx context.Context, tx pgx.Tx, q *dbq.Queries, org, hook uuid.UUID, eventID, event string, body []byte) (dbq.WebhookDelivery, error) {
 	id, err := uuid.NewV7()
 	if err != nil {

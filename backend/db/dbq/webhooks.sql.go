@@ -84,27 +84,38 @@ func (q *Queries) CreateWebhook(ctx context.Context, arg CreateWebhookParams) (W
 
 const createWebhookDelivery = `-- name: CreateWebhookDelivery :one
 INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, body)
-VALUES ($1, $2, $3, $4, $5, $6)
+SELECT w.org_id, $1::uuid, w.id, $2::text, $3::text, $4::bytea
+FROM webhooks w
+WHERE w.org_id = $5 AND w.id = $6
+FOR KEY SHARE
 RETURNING org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at
 `
 
 type CreateWebhookDeliveryParams struct {
-	OrgID     uuid.UUID
 	ID        uuid.UUID
-	WebhookID uuid.UUID
 	EventID   string
 	EventType string
 	Body      []byte
+	OrgID     uuid.UUID
+	WebhookID uuid.UUID
 }
 
+// A delivery to an endpoint that still exists, no row when it does not:
+// the endpoint, read earlier in the transaction (SubscribedWebhooks,
+// GetWebhook) without a lock, may have been deleted since, and a plain
+// insert would then break the foreign key and fail the transaction that
+// emitted the event. Locking the endpoint FOR KEY SHARE here (the lock the
+// foreign key's check takes anyway) waits for a delete in progress and
+// then skips the row if it committed (READ COMMITTED); a delete that
+// starts later waits for this transaction and cascades to the delivery.
 func (q *Queries) CreateWebhookDelivery(ctx context.Context, arg CreateWebhookDeliveryParams) (WebhookDelivery, error) {
 	row := q.db.QueryRow(ctx, createWebhookDelivery,
-		arg.OrgID,
 		arg.ID,
-		arg.WebhookID,
 		arg.EventID,
 		arg.EventType,
 		arg.Body,
+		arg.OrgID,
+		arg.WebhookID,
 	)
 	var i WebhookDelivery
 	err := row.Scan(
@@ -378,6 +389,31 @@ func (q *Queries) ListWebhooks(ctx context.Context, arg ListWebhooksParams) ([]W
 		return nil, err
 	}
 	return items, nil
+}
+
+const lockDeliveryWebhook = `-- name: LockDeliveryWebhook :one
+SELECT id FROM webhooks
+WHERE org_id = $1 AND id = $2
+FOR NO KEY UPDATE
+`
+
+type LockDeliveryWebhookParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// Locks a delivery's endpoint before anything of the delivery is written,
+// no row when the endpoint is gone: DeleteWebhook locks the endpoint and
+// then, by its cascade, its deliveries and their attempts; a worker that
+// wrote a delivery's rows first and updated its endpoint after (failing,
+// cleared) took them in the other order, and the two deadlocked. FOR NO
+// KEY UPDATE is what the worker's own update of the endpoint takes; an
+// event's deliveries (FOR KEY SHARE) are not held up by it.
+func (q *Queries) LockDeliveryWebhook(ctx context.Context, arg LockDeliveryWebhookParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, lockDeliveryWebhook, arg.OrgID, arg.ID)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const orgHasWebhooks = `-- name: OrgHasWebhooks :one

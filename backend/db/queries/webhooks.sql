@@ -47,6 +47,18 @@ WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 -- name: DeleteWebhook :execrows
 DELETE FROM webhooks WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
+-- name: LockDeliveryWebhook :one
+-- Locks a delivery's endpoint before anything of the delivery is written,
+-- no row when the endpoint is gone: DeleteWebhook locks the endpoint and
+-- then, by its cascade, its deliveries and their attempts; a worker that
+-- wrote a delivery's rows first and updated its endpoint after (failing,
+-- cleared) took them in the other order, and the two deadlocked. FOR NO
+-- KEY UPDATE is what the worker's own update of the endpoint takes; an
+-- event's deliveries (FOR KEY SHARE) are not held up by it.
+SELECT id FROM webhooks
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+FOR NO KEY UPDATE;
+
 -- name: SetWebhookFailing :exec
 -- A delivery used up its retries: the endpoint is failing from now (or
 -- since it started).
@@ -58,8 +70,19 @@ UPDATE webhooks SET failing_since = NULL
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id) AND failing_since IS NOT NULL;
 
 -- name: CreateWebhookDelivery :one
+-- A delivery to an endpoint that still exists, no row when it does not:
+-- the endpoint, read earlier in the transaction (SubscribedWebhooks,
+-- GetWebhook) without a lock, may have been deleted since, and a plain
+-- insert would then break the foreign key and fail the transaction that
+-- emitted the event. Locking the endpoint FOR KEY SHARE here (the lock the
+-- foreign key's check takes anyway) waits for a delete in progress and
+-- then skips the row if it committed (READ COMMITTED); a delete that
+-- starts later waits for this transaction and cascades to the delivery.
 INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, body)
-VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(webhook_id), sqlc.arg(event_id), sqlc.arg(event_type), sqlc.arg(body))
+SELECT w.org_id, sqlc.arg(id)::uuid, w.id, sqlc.arg(event_id)::text, sqlc.arg(event_type)::text, sqlc.arg(body)::bytea
+FROM webhooks w
+WHERE w.org_id = sqlc.arg(org_id) AND w.id = sqlc.arg(webhook_id)
+FOR KEY SHARE
 RETURNING *;
 
 -- name: GetWebhookDelivery :one
