@@ -18,6 +18,7 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -108,7 +109,8 @@ func New(cfg Config) *Client {
 }
 
 // CheckURL refuses what the guard never fetches, before any lookup: schemes
-// other than http and https, and URLs with credentials.
+// other than http and https, URLs with credentials, and ports outside 1 to
+// 65535 (url.Parse checks only that a port is digits).
 func CheckURL(u *url.URL) error {
 	if u.Scheme != "http" && u.Scheme != "https" {
 		return fmt.Errorf("%w: only http and https URLs are fetched, not %q", ErrBlocked, u.Scheme)
@@ -119,6 +121,12 @@ func CheckURL(u *url.URL) error {
 	host := u.Hostname()
 	if host == "" {
 		return fmt.Errorf("%w: the URL has no host", ErrBlocked)
+	}
+	// An empty port ("https://example.com:/") is the scheme's default.
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%w: port %s is not a port from 1 to 65535", ErrBlocked, p)
+		}
 	}
 	// Numeric hosts in the old inet_aton notations (127.1, 2130706433,
 	// 0x7f000001, 0177.0.0.1) name addresses without DNS in some resolvers:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -187,6 +188,50 @@ func TestCheckDestination(t *testing.T) {
 	open := New(Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("::1/128")}})
 	if err := open.CheckDestination(context.Background(), "http://localhost:9000/"); err != nil {
 		t.Errorf("an opened range: got %v", err)
+	}
+}
+
+// A port outside 1 to 65535 is refused and named (url.Parse takes any
+// digits); an empty port is the scheme's default, and the bounds pass.
+func TestCheckURLPorts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		raw      string
+		wantPort string // "": allowed
+	}{
+		{"https://example.com:99999/h", "99999"},
+		{"https://example.com:0/h", "0"},
+		{"https://example.com:65536/", "65536"},
+		{"http://93.184.215.14:99999999999999999999/", "99999999999999999999"},
+		{"https://[2606:2800:21f:cb07:6820:80da:af6b:8b2c]:70000/", "70000"},
+		{"https://example.com:1/", ""},
+		{"https://example.com:65535/", ""},
+		{"https://example.com:/", ""},
+		{"https://example.com/", ""},
+	} {
+		u, err := url.Parse(tc.raw)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.raw, err)
+		}
+		err = CheckURL(u)
+		if tc.wantPort == "" {
+			if err != nil {
+				t.Errorf("%s: got %v, want it allowed", tc.raw, err)
+			}
+			continue
+		}
+		if !Blocked(err) || !strings.Contains(err.Error(), "port "+tc.wantPort+" ") {
+			t.Errorf("%s: got %v, want a refusal naming port %s", tc.raw, err, tc.wantPort)
+		}
+	}
+	// A redirect to such a port is refused as well.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://93.184.215.14:99999/", http.StatusFound)
+	}))
+	defer srv.Close()
+	c := New(Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	if _, err := c.Get(context.Background(), srv.URL); !Blocked(err) || !strings.Contains(err.Error(), "port 99999") {
+		t.Fatalf("redirect: got %v, want a refusal naming port 99999", err)
 	}
 }
 
