@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"syscall"
 	"time"
 
 	"buf.build/go/protovalidate"
@@ -318,8 +319,22 @@ func render(w http.ResponseWriter, r *http.Request, status int, c templ.Componen
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
 	if err := c.Render(r.Context(), w); err != nil {
+		if clientGone(r, err) {
+			// Not the server's fault, and nothing to fix: a reader that
+			// closed the tab or navigated away mid-page.
+			slog.DebugContext(r.Context(), "console render: the client went away", "err", err)
+			return
+		}
 		slog.ErrorContext(r.Context(), "console render", "err", err)
 	}
+}
+
+// clientGone says whether a write failed because the client went away: the
+// connection was closed or reset under it, or the request's context ended
+// (the server cancels it when the connection goes).
+func clientGone(r *http.Request, err error) bool {
+	return errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNRESET) ||
+		errors.Is(err, context.Canceled) || r.Context().Err() != nil
 }
 
 // errorPage shows err as a page (or, for htmx, a fragment), with the status
