@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/conversation"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -74,6 +75,18 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
+	// The stream's dialect (openapi.json): spec, the default, or text. Any
+	// other value is refused, not read as the default, even for a reply
+	// that does not stream: the client asked for something this server
+	// does not speak.
+	var textDialect bool
+	switch f := r.URL.Query().Get("streamFormat"); f {
+	case "", "spec":
+	case "text":
+		textDialect = true
+	default:
+		return apperr.InvalidField("streamFormat", "must be spec or text, not %q", f)
+	}
 	if err := h.validate(req); err != nil {
 		return err
 	}
@@ -89,7 +102,6 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 		writeJSON(w, http.StatusOK, replyJSON(resp))
 		return nil
 	}
-	textDialect := r.URL.Query().Get("streamFormat") == "text"
 	sse := newSSE(w)
 	defer sse.Close()
 	sse.StartAfter(chatStreamStart, "waiting for the model")

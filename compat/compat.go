@@ -103,7 +103,7 @@ func (h *Handler) Routes() []Route {
 		Route{http.MethodGet, "/v2/conversations/{id}", handle(h.getConversation)},
 		Route{http.MethodPut, "/v2/conversations/{id}", handle(h.updateConversation)},
 		Route{http.MethodPost, "/v2/conversations/{id}/messages", h.rpc(parleyv1connect.ConversationServicePostMessageProcedure, h.postMessage)},
-		Route{http.MethodGet, "/v2/conversations/{id}/events", handle(h.watchConversation)},
+		Route{http.MethodGet, "/v2/conversations/{id}/events", noHead(handle(h.watchConversation))},
 		Route{http.MethodPost, "/agents/{agentId}/query", h.chatV1},
 	)
 	routes := []Route{{http.MethodGet, "/api/openapi.json", serveOpenAPI}}
@@ -125,6 +125,26 @@ func (h *Handler) Register(mux *http.ServeMux) {
 func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	_, _ = w.Write(openAPI)
+}
+
+// noHead guards a GET route whose reply is a stream that does not end
+// (Server-Sent Events) from HEAD, which Go's mux routes to GET: run, the
+// handler would hold the connection for the stream's life (an hour), its
+// body discarded, and a keep-alive client's next request would wait as
+// long. HEAD is answered 405 with Allow: GET, not with the stream's headers
+// alone: those would need the caller admitted (its key checked, a
+// rate-limit token spent, the conversation looked up) to say nothing a
+// client can use, and a stream has no length to report.
+func noHead(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodHead {
+			reqinfo.SetError(r.Context(), "METHOD_NOT_ALLOWED", 0)
+			w.Header().Set("Allow", http.MethodGet)
+			w.WriteHeader(http.StatusMethodNotAllowed) // a reply to HEAD has no body
+			return
+		}
+		next(w, r)
+	}
 }
 
 // rpc admits a request by the access rule of the method it fronts

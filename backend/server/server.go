@@ -53,6 +53,7 @@ import (
 	"github.com/parleyhq/parley/backend/tool"
 	"github.com/parleyhq/parley/backend/webhook"
 	"github.com/parleyhq/parley/compat"
+	"github.com/parleyhq/parley/compat/wire"
 	"github.com/parleyhq/parley/console"
 )
 
@@ -288,7 +289,7 @@ func (a *App) routes() (http.Handler, error) {
 		// Before the schema's rules: it refuses a message nested too
 		// deeply, which protovalidate's walk would read whole.
 		nulInterceptor{},
-		validate.NewInterceptor(validate.WithValidator(validator)),
+		validate.NewInterceptor(validate.WithValidator(wire.NameRuleFields(validator))),
 	)
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),

@@ -51,6 +51,9 @@ func DecodeChat(agentID string, body []byte) (*parleyv1.ChatRequest, *bool, erro
 	if len(strings.TrimSpace(string(body))) == 0 {
 		return nil, nil, apperr.InvalidField("body", "empty; send a JSON object with query and conversationId")
 	}
+	if err := CheckText(body); err != nil {
+		return nil, nil, err
+	}
 	var b chatBody
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, nil, JSONError(err)

@@ -7,7 +7,10 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
 
 	"github.com/parleyhq/parley/backend/apperr"
 )
@@ -32,6 +35,9 @@ func DecodeStrict(body []byte, v any) error {
 	if len(bytes.TrimSpace(body)) == 0 {
 		return apperr.InvalidField("body", "empty; send a JSON object")
 	}
+	if err := CheckText(body); err != nil {
+		return err
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -41,6 +47,62 @@ func DecodeStrict(body []byte, v any) error {
 		return apperr.InvalidField("body", "must hold a single JSON object")
 	}
 	return nil
+}
+
+// CheckText refuses a JSON body holding text that is not valid UTF-8: bytes
+// that are not UTF-8, or a \u escape of a lone UTF-16 surrogate (\ud800 not
+// followed by \udc00-\udfff, or \udc00 alone), which no UTF-8 text can
+// hold. It must run before encoding/json, which silently turns both into
+// U+FFFD: the request would be stored changed instead of refused, as
+// Connect's decoders refuse it.
+func CheckText(body []byte) error {
+	if !utf8.Valid(body) {
+		return bodyNotUTF8()
+	}
+	// A backslash outside a string is a syntax error the decoder reports;
+	// inside one it starts an escape, whose next byte is never the start
+	// of another escape (so "\\ud800" is a backslash and text, not an
+	// escape).
+	for i := 0; i < len(body); i++ {
+		if body[i] != '\\' {
+			continue
+		}
+		i++ // the escaped byte
+		if i >= len(body) || body[i] != 'u' {
+			continue
+		}
+		r, ok := hex4(body[i+1:])
+		if !ok || !utf16.IsSurrogate(r) {
+			continue // not a surrogate, or malformed (the decoder says so)
+		}
+		i += 4 // the escape's last digit
+		if r >= 0xdc00 {
+			return bodyNotUTF8() // a low surrogate with no high one before it
+		}
+		next := body[i+1:]
+		if len(next) < 2 || next[0] != '\\' || next[1] != 'u' {
+			return bodyNotUTF8() // a high surrogate with no escape after it
+		}
+		low, ok := hex4(next[2:])
+		if !ok || low < 0xdc00 || low > 0xdfff {
+			return bodyNotUTF8() // a high surrogate with no low one after it
+		}
+		i += 6 // the pair's second half
+	}
+	return nil
+}
+
+func bodyNotUTF8() error {
+	return apperr.InvalidField("body", "holds text that is not valid UTF-8 (bytes that are not UTF-8, or a \\u escape of a lone surrogate)")
+}
+
+// hex4 reads the four hex digits of a \u escape.
+func hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(b[:4]), 16, 16)
+	return rune(n), err == nil
 }
 
 func JSONError(err error) error {

@@ -5,8 +5,11 @@ import (
 	"strings"
 	"testing"
 
+	"buf.build/gen/go/bufbuild/protovalidate/protocolbuffers/go/buf/validate"
 	"buf.build/go/protovalidate"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/parleyhq/parley/backend/apperr"
@@ -122,5 +125,89 @@ func TestFreeFormPaths(t *testing.T) {
 		if e.Field != tc.want {
 			t.Fatalf("field %q, want %q", e.Field, tc.want)
 		}
+	}
+}
+
+// A message-level rule (protovalidate reports it with no field) names the
+// field its id ends with, in REST's error and, through NameRuleFields, in
+// the violation Connect sends; a rule about no one field names none, with
+// no empty field before its message, and nested messages' rules keep the
+// path of the message.
+func TestMessageRulesNameTheirField(t *testing.T) {
+	t.Parallel()
+	v, err := protovalidate.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		msg                  proto.Message
+		wantField, wantProto string
+		wantMessage          string
+	}{
+		{&parleyv1.CreateDatasourceRequest{DatastoreId: "d", Type: "text", Text: "  "}, "text", "text", "text is required for a text datasource"},
+		{&parleyv1.CreateDatasourceRequest{DatastoreId: "d", Type: "web_page"}, "url", "url", "url is required for web_page and web_site datasources"},
+		{&parleyv1.CreateDatasourceRequest{DatastoreId: "d", Type: "qa", Answer: "a"}, "question", "question", "question is required for a qa datasource"},
+		{&parleyv1.UpdateConversationRequest{ConversationId: "c"}, "", "", "name status or rating"},
+		{&parleyv1.CreateFormRequest{Name: "f", Fields: []*parleyv1.FormField{{Name: "a", Type: "select"}}}, "fields[0]", "fields[0]",
+			"fields[0]: select and multiselect fields need options; other types take none"},
+	} {
+		err := Validate(v, tc.msg)
+		var e *apperr.Error
+		if !errors.As(err, &e) || e.Code != apperr.Invalid {
+			t.Fatalf("%v: got %v, want Invalid", tc.msg, err)
+		}
+		if got, want := e.Field, tc.wantField; got != want {
+			t.Errorf("%v: field %q, want %q", tc.msg, got, want)
+		}
+		if got, want := e.Message, tc.wantMessage; got != want {
+			t.Errorf("%v: message %q, want %q", tc.msg, got, want)
+		}
+
+		err = NameRuleFields(v).Validate(tc.msg)
+		var verr *protovalidate.ValidationError
+		if !errors.As(err, &verr) {
+			t.Fatalf("%v: got %v, want a ValidationError", tc.msg, err)
+		}
+		if got, want := protovalidate.FieldPathString(verr.ToProto().GetViolations()[0].GetField()), tc.wantProto; got != want {
+			t.Errorf("%v: Connect's violation names %q, want %q", tc.msg, got, want)
+		}
+		// Validating with the wrapped validator says the same.
+		err = Validate(NameRuleFields(v), tc.msg)
+		if !errors.As(err, &e) || e.Field != tc.wantField || e.Message != tc.wantMessage {
+			t.Errorf("%v: through NameRuleFields: %v", tc.msg, err)
+		}
+	}
+}
+
+// The schema keeps the convention nameRuleField reads: a message-level
+// rule of a request whose id ends in a field's name has a message that
+// names it first. (Rules of nested messages, such as FormField's, are
+// reported at the message's path and named by it.)
+func TestRuleIDsNamingAFieldSayItInTheirMessage(t *testing.T) {
+	t.Parallel()
+	seen := 0
+	protoregistry.GlobalFiles.RangeFilesByPackage("parley.v1", func(fd protoreflect.FileDescriptor) bool {
+		for i := range fd.Services().Len() {
+			methods := fd.Services().Get(i).Methods()
+			for j := range methods.Len() {
+				md := methods.Get(j).Input()
+				rules, _ := proto.GetExtension(md.Options(), validate.E_Message).(*validate.MessageRules)
+				for _, r := range rules.GetCel() {
+					id := r.GetId()
+					f := md.Fields().ByName(protoreflect.Name(id[strings.LastIndexByte(id, '.')+1:]))
+					if f == nil {
+						continue
+					}
+					seen++
+					if !strings.HasPrefix(r.GetMessage(), string(f.Name())+" ") {
+						t.Errorf("%s: rule %s is about %s, but its message %q does not begin with it", md.FullName(), id, f.Name(), r.GetMessage())
+					}
+				}
+			}
+		}
+		return true
+	})
+	if seen == 0 {
+		t.Fatal("found no message-level rule naming a field")
 	}
 }

@@ -33,7 +33,9 @@ type ListConversationsRequest struct {
 	Limit int32 `protobuf:"varint,3,opt,name=limit,proto3" json:"limit,omitempty"`
 	// Only conversations with this status.
 	Status string `protobuf:"bytes,4,opt,name=status,proto3" json:"status,omitempty"`
-	// Only conversations started on this channel (api, website, ...).
+	// Only conversations started on this channel: one of ChatRequest.channel's
+	// values (keep the two lists alike), so that a misspelt filter is refused
+	// rather than answered with nothing.
 	Channel string `protobuf:"bytes,5,opt,name=channel,proto3" json:"channel,omitempty"`
 	// Only conversations with activity (a message, a status change) at or
 	// after this time.
@@ -1132,7 +1134,7 @@ var File_parley_v1_conversation_proto protoreflect.FileDescriptor
 
 const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\n" +
-	"\x1cparley/v1/conversation.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\x1a\x14parley/v1/chat.proto\"\xd4\x02\n" +
+	"\x1cparley/v1/conversation.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\x1a\x14parley/v1/chat.proto\"\xae\x03\n" +
 	"\x18ListConversationsRequest\x12%\n" +
 	"\bagent_id\x18\x01 \x01(\tB\n" +
 	"\xbaH\a\xd8\x01\x01r\x02\x18@R\aagentId\x12*\n" +
@@ -1140,9 +1142,8 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"visitor_id\x18\x02 \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\x18\xc8\x01R\tvisitorId\x12\x1f\n" +
 	"\x05limit\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\x05limit\x12G\n" +
 	"\x06status\x18\x04 \x01(\tB/\xbaH,\xd8\x01\x01r'R\n" +
-	"unresolvedR\x0fhuman_requestedR\bresolvedR\x06status\x12$\n" +
-	"\achannel\x18\x05 \x01(\tB\n" +
-	"\xbaH\a\xd8\x01\x01r\x02\x182R\achannel\x120\n" +
+	"unresolvedR\x0fhuman_requestedR\bresolvedR\x06status\x12~\n" +
+	"\achannel\x18\x05 \x01(\tBd\xbaHa\xd8\x01\x01r\\R\x03apiR\awebsiteR\x03webR\x06widgetR\tdashboardR\bwhatsappR\x05slackR\btelegramR\x04mailR\x04formR\x05crispR\x06zapierR\achannel\x120\n" +
 	"\x05since\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12#\n" +
 	"\x06cursor\x18\a \x01(\tB\v\xbaH\b\xd8\x01\x01r\x03\x18\xac\x02R\x06cursor\"\x8b\x04\n" +
 	"\x13ConversationSummary\x12\x0e\n" +

@@ -1,0 +1,57 @@
+package wire
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/parleyhq/parley/backend/apperr"
+)
+
+// Text that is not valid UTF-8 is refused before encoding/json would turn it
+// into U+FFFD: invalid bytes, and \u escapes of lone surrogates; pairs, and
+// escaped backslashes followed by "u" text, are text.
+func TestDecodeStrictRefusesTextThatIsNotUTF8(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body string
+		want string // "" when accepted
+	}{
+		{`{"name":"café"}`, "café"},
+		{`{"name":"caf\u00e9"}`, "café"},
+		{`{"name":"\ud83d\ude00"}`, "😀"},
+		{`{"name":"\uD83D\uDE00!"}`, "😀!"},
+		{`{"name":"\\ud800"}`, `\ud800`},
+		{`{"name":"\\\ud83d\ude00"}`, `\😀`},
+		{`{"name":"\"\ud7ff\ue000"}`, "\"\ud7ff\ue000"},
+		{"{\"name\":\"caf\xe9\"}", ""},
+		{"{\"name\":\"\xed\xa0\x80\"}", ""}, // a surrogate encoded in UTF-8 bytes
+		{`{"name":"\ud800"}`, ""},
+		{`{"name":"\uDBFF"}`, ""},
+		{`{"name":"\udc00"}`, ""},
+		{`{"name":"\ude00\ud83d"}`, ""},
+		{`{"name":"\ud800\u0041"}`, ""},
+		{`{"name":"\ud800x"}`, ""},
+		{`{"name":"\ud83d\ud83d\ude00"}`, ""},
+		{`{"name":"\\\ud800"}`, ""},
+		{`{"name":"\ud800\`, ""},
+		{`{"name":"\ud800`, ""},
+	} {
+		var v struct {
+			Name string `json:"name"`
+		}
+		err := DecodeStrict([]byte(tc.body), &v)
+		if tc.want != "" {
+			if err != nil || v.Name != tc.want {
+				t.Errorf("%s: got %q, %v; want %q", tc.body, v.Name, err, tc.want)
+			}
+			continue
+		}
+		var e *apperr.Error
+		if !errors.As(err, &e) || e.Code != apperr.Invalid || e.Field != "body" || e.Message != "body: holds text that is not valid UTF-8 (bytes that are not UTF-8, or a \\u escape of a lone surrogate)" {
+			t.Errorf("%s: got %q, %v; want the body refused as not UTF-8", tc.body, v.Name, err)
+		}
+		if _, _, err := DecodeChat("agent", []byte(tc.body)); err == nil || err.Error() != e.Error() {
+			t.Errorf("%s: DecodeChat got %v, want %v", tc.body, err, e)
+		}
+	}
+}
