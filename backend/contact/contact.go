@@ -65,6 +65,10 @@ type Fields struct {
 	// is written in the contact's notes instead, and a note that would push
 	// older notes out is not added.
 	Unverified bool
+	// Vouched is the one contact unverified fields may change as they
+	// come: the conversation's own, made within it and linked to no other
+	// (the visitor correcting the number they gave). uuid.Nil: none.
+	Vouched uuid.UUID
 }
 
 // Normalize trims f, lowercases its email and drops the spaces, dots,
@@ -175,9 +179,9 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 			merge := dbq.MergeContactParams{
 				OrgID: org, ID: target.ID, Email: email, PhoneNumber: phone,
 				FirstName: f.FirstName, LastName: f.LastName, CustomFields: custom, Note: f.Note,
-				FillOnly: f.Unverified,
+				FillOnly: f.Unverified && target.ID != f.Vouched,
 			}
-			if f.Unverified {
+			if merge.FillOnly {
 				merge.Note = withUnapplied(f.Note, unapplied(*target, f))
 			}
 			if target.Email != nil || email == nil {

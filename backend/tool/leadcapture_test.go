@@ -111,6 +111,20 @@ func TestLeadCapture(t *testing.T) {
 	require.Equal(t, "+442079460958", c["phoneNumber"], "the conversation's contact took the new number")
 	require.Equal(t, "Wants a quote for 20 seats.\nPrefers calls.", c["notes"])
 
+	// SECURITY: someone else giving Ada's email in another conversation
+	// joins her contact but changes nothing it holds, later in that
+	// conversation too (the contact was not made in it); what differs is
+	// noted.
+	for _, args := range []string{`{\"email\":\"ada@example.com\",\"firstName\":\"Mallory\"}`, `{\"phoneNumber\":\"+15005550006\"}`} {
+		r = e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"lead-2"}`)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+	c, _ = contactOf(t, e, e.A.Key, "ada@example.com")
+	require.Equal(t, "+442079460958", c["phoneNumber"])
+	require.Equal(t, "Ada", c["firstName"])
+	require.Contains(t, c["notes"], "first name Mallory")
+	require.Contains(t, c["notes"], "phone number +15005550006")
+
 	// Bad details: an error result naming the field, a completed turn,
 	// nothing stored.
 	for i, bad := range []struct{ args, want string }{

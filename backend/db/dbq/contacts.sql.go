@@ -105,6 +105,31 @@ func (q *Queries) ContactConversations(ctx context.Context, arg ContactConversat
 	return items, nil
 }
 
+const contactIsConversations = `-- name: ContactIsConversations :one
+SELECT (ct.created_at >= cv.created_at AND NOT EXISTS (
+         SELECT 1 FROM conversations o
+         WHERE o.org_id = ct.org_id AND o.contact_id = ct.id AND o.id <> cv.id))::boolean AS own
+FROM contacts ct
+JOIN conversations cv ON cv.org_id = ct.org_id AND cv.id = $1
+WHERE ct.org_id = $2 AND ct.id = $3
+`
+
+type ContactIsConversationsParams struct {
+	ConversationID string
+	OrgID          uuid.UUID
+	ContactID      uuid.UUID
+}
+
+// Whether the contact was made within the conversation and is linked to
+// no other conversation: the visitor's own, which what they say in it may
+// correct (contact.Fields.Vouched).
+func (q *Queries) ContactIsConversations(ctx context.Context, arg ContactIsConversationsParams) (bool, error) {
+	row := q.db.QueryRow(ctx, contactIsConversations, arg.ConversationID, arg.OrgID, arg.ContactID)
+	var own bool
+	err := row.Scan(&own)
+	return own, err
+}
+
 const getContact = `-- name: GetContact :one
 
 SELECT org_id, id, email, phone_number, first_name, last_name, custom_fields, created_at, updated_at, notes FROM contacts WHERE org_id = $1 AND id = $2

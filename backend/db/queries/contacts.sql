@@ -75,3 +75,14 @@ SELECT id FROM conversations
 WHERE org_id = sqlc.arg(org_id) AND contact_id = sqlc.arg(contact_id)
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(max_rows);
+
+-- name: ContactIsConversations :one
+-- Whether the contact was made within the conversation and is linked to
+-- no other conversation: the visitor's own, which what they say in it may
+-- correct (contact.Fields.Vouched).
+SELECT (ct.created_at >= cv.created_at AND NOT EXISTS (
+         SELECT 1 FROM conversations o
+         WHERE o.org_id = ct.org_id AND o.contact_id = ct.id AND o.id <> cv.id))::boolean AS own
+FROM contacts ct
+JOIN conversations cv ON cv.org_id = ct.org_id AND cv.id = sqlc.arg(conversation_id)
+WHERE ct.org_id = sqlc.arg(org_id) AND ct.id = sqlc.arg(contact_id);
