@@ -372,10 +372,13 @@ func (h *handler) detail(ctx context.Context, q *dbq.Queries, a dbq.Agent) (*par
 // NotFound, and nothing is changed. The schema's unique rule compares the
 // ids as strings, and uuid.Parse also takes upper case, braces and the
 // urn:uuid: form, so one datastore spelt twice is attached once.
+//
+// Every datastore is taken (FOR KEY SHARE) before the agent's links are
+// cleared: DeleteDatastore takes the datastore before the links it cascades
+// to, and a link cleared here first, then checked against its datastore,
+// deadlocked with it. A datastore being deleted is waited for, then missing.
 func setDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, raw []string) error {
-	if err := q.ClearAgentDatastores(ctx, dbq.ClearAgentDatastoresParams{OrgID: org, AgentID: agent}); err != nil {
-		return err
-	}
+	ids := make([]uuid.UUID, 0, len(raw))
 	seen := make(map[uuid.UUID]bool, len(raw))
 	for _, r := range raw {
 		id, err := uuid.Parse(r)
@@ -386,12 +389,18 @@ func setDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, ra
 			continue
 		}
 		seen[id] = true
-		if _, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id}); errors.Is(err, pgx.ErrNoRows) {
+		if _, err := q.KeyShareDatastore(ctx, dbq.KeyShareDatastoreParams{OrgID: org, ID: id}); errors.Is(err, pgx.ErrNoRows) {
 			// SECURITY: only the organization's own datastores can be attached.
 			return db.Missing(ctx, q, "datastore", "datastore", id)
 		} else if err != nil {
 			return err
 		}
+		ids = append(ids, id)
+	}
+	if err := q.ClearAgentDatastores(ctx, dbq.ClearAgentDatastoresParams{OrgID: org, AgentID: agent}); err != nil {
+		return err
+	}
+	for _, id := range ids {
 		if err := q.AddAgentDatastore(ctx, dbq.AddAgentDatastoreParams{OrgID: org, AgentID: agent, DatastoreID: id}); err != nil {
 			return err
 		}

@@ -2,6 +2,7 @@ package conversation
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"unicode/utf8"
 
@@ -67,6 +68,9 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 		if err != nil {
 			return err
 		}
+		if err := lockAgent(ctx, q, p.Org, c.ID); err != nil {
+			return err
+		}
 		if ch.Status != nil {
 			by, err := p.author(ctx, q)
 			if err != nil {
@@ -111,6 +115,9 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 		if err != nil {
 			return err
 		}
+		if err := lockAgent(ctx, q, p.Org, c.ID); err != nil {
+			return err
+		}
 		by, err := p.author(ctx, q)
 		if err != nil {
 			return err
@@ -145,6 +152,21 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 		return nil, nil, err
 	}
 	return msg, sum, nil
+}
+
+// lockAgent takes the agent of conversation id before the transaction
+// writes the conversation, as DeleteAgent takes it before the
+// conversations it cascades to. A reply writes the conversation several
+// times (its status, its message's event, its touch), and every write
+// after the first checks the agent's key: taken only then, it waited for
+// a deletion of the agent that waited for the conversation, a deadlock.
+// NotFound when the conversation went with its agent meanwhile.
+func lockAgent(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string) error {
+	_, err := q.LockConversationAgent(ctx, dbq.LockConversationAgentParams{OrgID: org, ID: id})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return notFound(id)
+	}
+	return err
 }
 
 func ptr[T any](v T) *T { return &v }

@@ -466,7 +466,9 @@ func (k *Knowledge) AgentDatastores(ctx context.Context, q *dbq.Queries, org, ag
 }
 
 // Datastores reads org's datastores with these ids (an agent's, as
-// q.AgentDatastores lists them).
+// q.AgentDatastores lists them). One deleted since the ids were read (a
+// chat turn reads them in an earlier transaction) is left out: there is
+// nothing in it to search.
 func (k *Knowledge) Datastores(ctx context.Context, q *dbq.Queries, org uuid.UUID, ids []uuid.UUID) ([]dbq.Datastore, error) {
 	if len(ids) == 0 {
 		return nil, nil
@@ -474,6 +476,9 @@ func (k *Knowledge) Datastores(ctx context.Context, q *dbq.Queries, org uuid.UUI
 	stores := make([]dbq.Datastore, 0, len(ids))
 	for _, id := range ids {
 		d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}

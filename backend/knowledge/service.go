@@ -71,11 +71,25 @@ func (s *Service) tenant(ctx context.Context, fn func(p *auth.Principal, q *dbq.
 
 // datastore loads one of the caller's datastores, or explains its absence.
 func datastore(ctx context.Context, q *dbq.Queries, org uuid.UUID, raw string) (dbq.Datastore, error) {
+	return readDatastore(ctx, q, org, raw, q.GetDatastore)
+}
+
+// keyShareDatastore is datastore for a transaction that adds rows referring
+// to it: it holds the datastore until the transaction ends, and waits for a
+// deletion already running (then the datastore is missing), so the insert
+// never meets a deleted datastore's foreign key.
+func keyShareDatastore(ctx context.Context, q *dbq.Queries, org uuid.UUID, raw string) (dbq.Datastore, error) {
+	return readDatastore(ctx, q, org, raw, func(ctx context.Context, p dbq.GetDatastoreParams) (dbq.Datastore, error) {
+		return q.KeyShareDatastore(ctx, dbq.KeyShareDatastoreParams(p))
+	})
+}
+
+func readDatastore(ctx context.Context, q *dbq.Queries, org uuid.UUID, raw string, get func(context.Context, dbq.GetDatastoreParams) (dbq.Datastore, error)) (dbq.Datastore, error) {
 	id, err := parseID(raw, "datastore")
 	if err != nil {
 		return dbq.Datastore{}, err
 	}
-	d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id})
+	d, err := get(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id})
 	if errors.Is(err, pgx.ErrNoRows) {
 		return d, db.Missing(ctx, q, "datastore", "datastore", id)
 	}
@@ -170,7 +184,13 @@ func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatas
 		if err != nil {
 			return err
 		}
-		d, err = q.UpdateDatastore(ctx, dbq.UpdateDatastoreParams{OrgID: p.OrgID, ID: d.ID, Name: req.Name, Description: req.Description})
+		id := d.ID
+		d, err = q.UpdateDatastore(ctx, dbq.UpdateDatastoreParams{OrgID: p.OrgID, ID: id, Name: req.Name, Description: req.Description})
+		if errors.Is(err, pgx.ErrNoRows) {
+			// Deleted since it was read (the update waited for the
+			// deletion to commit): missing, as it would be read now.
+			return db.Missing(ctx, q, "datastore", "datastore", id)
+		}
 		if err != nil {
 			return err
 		}
@@ -272,7 +292,7 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 	}
 	var out *parleyv1.Datasource
 	err = s.K.Store.TenantTx(ctx, p.OrgID, func(tx pgx.Tx, q *dbq.Queries) error {
-		d, err := datastore(ctx, q, p.OrgID, req.GetDatastoreId())
+		d, err := keyShareDatastore(ctx, q, p.OrgID, req.GetDatastoreId())
 		if err != nil {
 			return err
 		}

@@ -372,9 +372,13 @@ func (q *Queries) SetPublicAgent(ctx context.Context, agentID string) error {
 }
 
 const touchConversation = `-- name: TouchConversation :exec
-UPDATE conversations
-SET updated_at = now(), contact_id = coalesce($1, contact_id)
-WHERE org_id = $2 AND id = $3
+UPDATE conversations c
+SET updated_at = now(), contact_id = coalesce($1, c.contact_id)
+WHERE c.org_id = $2 AND c.id = $3
+  AND c.agent_id = (SELECT a.id FROM conversations k
+                    JOIN agents a ON a.org_id = k.org_id AND a.id = k.agent_id
+                    WHERE k.org_id = $2 AND k.id = $3
+                    FOR KEY SHARE OF a)
 `
 
 type TouchConversationParams struct {
@@ -383,6 +387,12 @@ type TouchConversationParams struct {
 	ID        string
 }
 
+// Takes the conversation's agent (FOR KEY SHARE) before the conversation:
+// the lock order of DeleteAgent (agent, then conversations by cascade).
+// Without it, a transaction that wrote the conversation once more after
+// this update (its message's trigger) checked the agent's key only then,
+// holding the conversation a deletion of the agent waited for: a deadlock.
+// No row is touched when the agent is gone (deleted meanwhile).
 func (q *Queries) TouchConversation(ctx context.Context, arg TouchConversationParams) error {
 	_, err := q.db.Exec(ctx, touchConversation, arg.ContactID, arg.OrgID, arg.ID)
 	return err

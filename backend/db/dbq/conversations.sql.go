@@ -326,6 +326,32 @@ func (q *Queries) ListenConversations(ctx context.Context) error {
 	return err
 }
 
+const lockConversationAgent = `-- name: LockConversationAgent :one
+SELECT a.id FROM conversations c
+JOIN agents a ON a.org_id = c.org_id AND a.id = c.agent_id
+WHERE c.org_id = $1 AND c.id = $2
+FOR KEY SHARE OF a
+`
+
+type LockConversationAgentParams struct {
+	OrgID uuid.UUID
+	ID    string
+}
+
+// Takes a conversation's agent (FOR KEY SHARE: it cannot be deleted until
+// the transaction ends) before the transaction writes the conversation.
+// Every write of a conversation that is not its transaction's first checks
+// the agent's key, and DeleteAgent takes the agent before the
+// conversations: taken first here too, the two cannot deadlock. No row
+// when the conversation or its agent is gone (a deletion that was running
+// is waited for).
+func (q *Queries) LockConversationAgent(ctx context.Context, arg LockConversationAgentParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, lockConversationAgent, arg.OrgID, arg.ID)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const searchConversations = `-- name: SearchConversations :many
 SELECT c.id, c.agent_id, c.created_at, c.updated_at, c.status, c.visitor_id, c.channel, c.rating,
        c.status_reason, c.status_by, c.contact_id,
@@ -455,10 +481,14 @@ func (q *Queries) SetConversationRating(ctx context.Context, arg SetConversation
 }
 
 const setConversationStatus = `-- name: SetConversationStatus :one
-UPDATE conversations
+UPDATE conversations c
 SET status = $1, status_reason = $2, status_by = $3,
     status_changed_at = now(), updated_at = now()
-WHERE org_id = $4 AND id = $5 AND status <> $1
+WHERE c.org_id = $4 AND c.id = $5 AND c.status <> $1
+  AND c.agent_id = (SELECT a.id FROM conversations k
+                    JOIN agents a ON a.org_id = k.org_id AND a.id = k.agent_id
+                    WHERE k.org_id = $4 AND k.id = $5
+                    FOR KEY SHARE OF a)
 RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq
 `
 
@@ -473,6 +503,11 @@ type SetConversationStatusParams struct {
 // Changes a conversation's status, saying why and who; no row when it
 // already has that status (or does not exist). The trigger
 // conversations_status_event records the change and notifies.
+//
+// The agent is taken first (FOR KEY SHARE), as DeleteAgent takes it before
+// the conversations it cascades to: the trigger writes the row a second
+// time, and that write checks the agent's key; checked only then, it
+// waited for a deletion of the agent that waited for this row.
 func (q *Queries) SetConversationStatus(ctx context.Context, arg SetConversationStatusParams) (Conversation, error) {
 	row := q.db.QueryRow(ctx, setConversationStatus,
 		arg.Status,

@@ -535,6 +535,36 @@ func (q *Queries) InsertChunks(ctx context.Context, arg InsertChunksParams) erro
 	return err
 }
 
+const keyShareDatastore = `-- name: KeyShareDatastore :one
+SELECT org_id, id, name, description, embedding_model, embedding_dim, created_at, updated_at FROM datastores WHERE org_id = $1 AND id = $2
+FOR KEY SHARE
+`
+
+type KeyShareDatastoreParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// GetDatastore for a transaction that adds rows referring to the datastore
+// (a datasource, an agent's link): FOR KEY SHARE keeps it until the
+// transaction ends, and a deletion already running is waited for (no row
+// when it commits), before anything that deletion cascades to is written.
+func (q *Queries) KeyShareDatastore(ctx context.Context, arg KeyShareDatastoreParams) (Datastore, error) {
+	row := q.db.QueryRow(ctx, keyShareDatastore, arg.OrgID, arg.ID)
+	var i Datastore
+	err := row.Scan(
+		&i.OrgID,
+		&i.ID,
+		&i.Name,
+		&i.Description,
+		&i.EmbeddingModel,
+		&i.EmbeddingDim,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const listDatasources = `-- name: ListDatasources :many
 SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
 FROM datasources WHERE org_id = $1 AND datastore_id = $2
@@ -632,9 +662,16 @@ func (q *Queries) ListDatastores(ctx context.Context, orgID uuid.UUID) ([]Datast
 }
 
 const lockDatasource = `-- name: LockDatasource :one
-SELECT generation, ingest_fingerprint FROM datasources
-WHERE org_id = $1 AND id = $2
-FOR NO KEY UPDATE
+WITH store AS MATERIALIZED (
+  SELECT s.id FROM datasources k
+  JOIN datastores s ON s.org_id = k.org_id AND s.id = k.datastore_id
+  WHERE k.org_id = $1 AND k.id = $2
+  FOR KEY SHARE OF s
+)
+SELECT d.generation, d.ingest_fingerprint FROM datasources d
+JOIN store ON store.id = d.datastore_id
+WHERE d.org_id = $1 AND d.id = $2
+FOR NO KEY UPDATE OF d
 `
 
 type LockDatasourceParams struct {
@@ -649,7 +686,13 @@ type LockDatasourceRow struct {
 
 // Every ingestion transaction that touches a datasource's chunks takes its
 // row first, as DELETE does (row, then chunks by cascade): one lock order,
-// no deadlock between ingestion and deletion.
+// no deadlock between ingestion and deletion. Its datastore comes before
+// it (FOR KEY SHARE, in the CTE, which the join must read before it can
+// return the datasource's row to lock), as DeleteDatastore takes the
+// datastore before the datasources it cascades to: the chunks' triggers
+// write datastore_text_stats and text_postings, whose inserts check the
+// datastore's key, and checked only then it waited for a deletion of the
+// datastore that waited for this datasource. No row when either is gone.
 func (q *Queries) LockDatasource(ctx context.Context, arg LockDatasourceParams) (LockDatasourceRow, error) {
 	row := q.db.QueryRow(ctx, lockDatasource, arg.OrgID, arg.ID)
 	var i LockDatasourceRow

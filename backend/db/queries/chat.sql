@@ -25,9 +25,19 @@ ON CONFLICT (org_id, id) DO NOTHING
 RETURNING *;
 
 -- name: TouchConversation :exec
-UPDATE conversations
-SET updated_at = now(), contact_id = coalesce(sqlc.narg(contact_id), contact_id)
-WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+-- Takes the conversation's agent (FOR KEY SHARE) before the conversation:
+-- the lock order of DeleteAgent (agent, then conversations by cascade).
+-- Without it, a transaction that wrote the conversation once more after
+-- this update (its message's trigger) checked the agent's key only then,
+-- holding the conversation a deletion of the agent waited for: a deadlock.
+-- No row is touched when the agent is gone (deleted meanwhile).
+UPDATE conversations c
+SET updated_at = now(), contact_id = coalesce(sqlc.narg(contact_id), c.contact_id)
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(id)
+  AND c.agent_id = (SELECT a.id FROM conversations k
+                    JOIN agents a ON a.org_id = k.org_id AND a.id = k.agent_id
+                    WHERE k.org_id = sqlc.arg(org_id) AND k.id = sqlc.arg(id)
+                    FOR KEY SHARE OF a);
 
 -- name: ListMessages :many
 -- The conversation's history, newest first (the prompt takes what fits).

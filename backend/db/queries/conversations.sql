@@ -59,11 +59,33 @@ LIMIT sqlc.arg(max_rows);
 -- Changes a conversation's status, saying why and who; no row when it
 -- already has that status (or does not exist). The trigger
 -- conversations_status_event records the change and notifies.
-UPDATE conversations
+--
+-- The agent is taken first (FOR KEY SHARE), as DeleteAgent takes it before
+-- the conversations it cascades to: the trigger writes the row a second
+-- time, and that write checks the agent's key; checked only then, it
+-- waited for a deletion of the agent that waited for this row.
+UPDATE conversations c
 SET status = sqlc.arg(status), status_reason = sqlc.arg(reason), status_by = sqlc.arg(changed_by),
     status_changed_at = now(), updated_at = now()
-WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id) AND status <> sqlc.arg(status)
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(id) AND c.status <> sqlc.arg(status)
+  AND c.agent_id = (SELECT a.id FROM conversations k
+                    JOIN agents a ON a.org_id = k.org_id AND a.id = k.agent_id
+                    WHERE k.org_id = sqlc.arg(org_id) AND k.id = sqlc.arg(id)
+                    FOR KEY SHARE OF a)
 RETURNING *;
+
+-- name: LockConversationAgent :one
+-- Takes a conversation's agent (FOR KEY SHARE: it cannot be deleted until
+-- the transaction ends) before the transaction writes the conversation.
+-- Every write of a conversation that is not its transaction's first checks
+-- the agent's key, and DeleteAgent takes the agent before the
+-- conversations: taken first here too, the two cannot deadlock. No row
+-- when the conversation or its agent is gone (a deletion that was running
+-- is waited for).
+SELECT a.id FROM conversations c
+JOIN agents a ON a.org_id = c.org_id AND a.id = c.agent_id
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(id)
+FOR KEY SHARE OF a;
 
 -- name: SetConversationRating :execrows
 UPDATE conversations SET rating = sqlc.arg(rating)

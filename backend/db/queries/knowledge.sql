@@ -6,6 +6,14 @@ RETURNING *;
 -- name: GetDatastore :one
 SELECT * FROM datastores WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
+-- name: KeyShareDatastore :one
+-- GetDatastore for a transaction that adds rows referring to the datastore
+-- (a datasource, an agent's link): FOR KEY SHARE keeps it until the
+-- transaction ends, and a deletion already running is waited for (no row
+-- when it commits), before anything that deletion cascades to is written.
+SELECT * FROM datastores WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+FOR KEY SHARE;
+
 -- name: ListDatastores :many
 SELECT * FROM datastores WHERE org_id = sqlc.arg(org_id) ORDER BY created_at DESC, id DESC;
 
@@ -59,10 +67,23 @@ DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(
 -- name: LockDatasource :one
 -- Every ingestion transaction that touches a datasource's chunks takes its
 -- row first, as DELETE does (row, then chunks by cascade): one lock order,
--- no deadlock between ingestion and deletion.
-SELECT generation, ingest_fingerprint FROM datasources
-WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
-FOR NO KEY UPDATE;
+-- no deadlock between ingestion and deletion. Its datastore comes before
+-- it (FOR KEY SHARE, in the CTE, which the join must read before it can
+-- return the datasource's row to lock), as DeleteDatastore takes the
+-- datastore before the datasources it cascades to: the chunks' triggers
+-- write datastore_text_stats and text_postings, whose inserts check the
+-- datastore's key, and checked only then it waited for a deletion of the
+-- datastore that waited for this datasource. No row when either is gone.
+WITH store AS MATERIALIZED (
+  SELECT s.id FROM datasources k
+  JOIN datastores s ON s.org_id = k.org_id AND s.id = k.datastore_id
+  WHERE k.org_id = sqlc.arg(org_id) AND k.id = sqlc.arg(id)
+  FOR KEY SHARE OF s
+)
+SELECT d.generation, d.ingest_fingerprint FROM datasources d
+JOIN store ON store.id = d.datastore_id
+WHERE d.org_id = sqlc.arg(org_id) AND d.id = sqlc.arg(id)
+FOR NO KEY UPDATE OF d;
 
 -- name: StartIngestRun :exec
 UPDATE datasources SET status = 'running', error = '', ingest_fingerprint = sqlc.arg(fingerprint), updated_at = now()

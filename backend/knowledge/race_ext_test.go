@@ -1,0 +1,82 @@
+package knowledge_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+// beginDelete deletes a datastore of org in a transaction it leaves open:
+// a deletion under way. The caller commits it.
+func beginDelete(t *testing.T, e *testenv.Env, org uuid.UUID, store string) pgx.Tx {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := e.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", org.String())
+	require.NoError(t, err)
+	n, err := dbq.New(tx).DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: org, ID: uuid.MustParse(store)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	return tx
+}
+
+// duringDelete sends a request while store's deletion is under way, and
+// commits the deletion once the request waits for a lock (for it).
+func duringDelete(t *testing.T, e *testenv.Env, store, method, path string, body any) testenv.Response {
+	t.Helper()
+	tx := beginDelete(t, e, e.A.ID, store)
+	done := make(chan testenv.Response)
+	go func() { done <- e.Do(method, path, e.A.Key, body) }()
+	require.Eventually(t, func() bool {
+		var n int
+		err := e.App.Pool.QueryRow(context.Background(),
+			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
+		return err == nil && n > 0
+	}, 10*time.Second, 10*time.Millisecond, "the request does not wait for the deletion")
+	require.NoError(t, tx.Commit(context.Background()))
+	return <-done
+}
+
+func errMessage(t *testing.T, r testenv.Response) string {
+	t.Helper()
+	var b struct{ Error struct{ Message string } }
+	require.NoError(t, json.Unmarshal(r.Body, &b), "%s", r.Body)
+	return b.Error.Message
+}
+
+// A datastore renamed while it is being deleted: the update waits for the
+// deletion, then finds no row to update: the datastore is not found (it
+// was a 500, "no rows in result set").
+func TestUpdateDatastoreBeingDeleted(t *testing.T) {
+	t.Parallel()
+	f := kfix{testenv.New(t)}
+	store := f.datastore(t, f.A.Key, "doomed")
+	r := duringDelete(t, f.Env, store, "PATCH", "/api/datastores/"+store, map[string]any{"name": "renamed"})
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+	require.Equal(t, fmt.Sprintf("datastore %q not found", store), errMessage(t, r))
+}
+
+// A datasource added to a datastore being deleted: its read of the
+// datastore (FOR KEY SHARE) waits for the deletion, then finds it missing:
+// the datastore is not found, and no datasource or job is left.
+func TestCreateDatasourceInDatastoreBeingDeleted(t *testing.T) {
+	t.Parallel()
+	f := kfix{testenv.New(t)}
+	store := f.datastore(t, f.A.Key, "doomed")
+	r := duringDelete(t, f.Env, store, "POST", "/api/datastores/"+store+"/datasources",
+		map[string]any{"type": "text", "name": "t", "text": "Some text."})
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+	require.Equal(t, fmt.Sprintf("datastore %q not found", store), errMessage(t, r))
+}
