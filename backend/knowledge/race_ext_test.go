@@ -80,3 +80,22 @@ func TestCreateDatasourceInDatastoreBeingDeleted(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
 	require.Equal(t, fmt.Sprintf("datastore %q not found", store), errMessage(t, r))
 }
+
+// A datastore deleted by two requests at once: the second waits for the
+// first, then finds nothing to delete: 404, not a second 200.
+func TestDeleteDatastoreBeingDeleted(t *testing.T) {
+	t.Parallel()
+	f := kfix{testenv.New(t)}
+	store := f.datastore(t, f.A.Key, "doomed")
+	r := duringDelete(t, f.Env, store, "DELETE", "/api/datastores/"+store, nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+	require.Equal(t, fmt.Sprintf("datastore %q not found", store), errMessage(t, r))
+
+	// An update naming nothing to change is refused, as every update's.
+	kept := f.datastore(t, f.A.Key, "kept")
+	for _, body := range []any{map[string]any{}, json.RawMessage("null")} {
+		r = f.Do("PATCH", "/api/datastores/"+kept, f.A.Key, body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+		require.Contains(t, errMessage(t, r), "names no field to update")
+	}
+}

@@ -167,6 +167,11 @@ func (s *Service) ListDatastores(ctx context.Context, _ *parleyv1.ListDatastores
 // re-embeds every datasource: each gets an ingestion job, enqueued with the
 // change.
 func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatastoreRequest) (*parleyv1.UpdateDatastoreResponse, error) {
+	if req.Name == nil && req.Description == nil && req.EmbeddingModel == nil {
+		// As every other update says: an empty change is a mistake, not a
+		// read.
+		return nil, apperr.InvalidField("body", "names no field to update (writable: name, description, embeddingModel)")
+	}
 	var emb embed.Embedder
 	if req.EmbeddingModel != nil {
 		var err error
@@ -228,7 +233,12 @@ func (s *Service) DeleteDatastore(ctx context.Context, req *parleyv1.DeleteDatas
 		if err != nil {
 			return err
 		}
-		_, err = q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: p.OrgID, ID: d.ID})
+		n, err := q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: p.OrgID, ID: d.ID})
+		if err == nil && n == 0 {
+			// Another request deleted it since it was read (this one
+			// waited for it): missing, as it would be read now.
+			return db.Missing(ctx, q, "datastore", "datastore", d.ID)
+		}
 		return err
 	})
 	return &parleyv1.DeleteDatastoreResponse{}, err
