@@ -21,8 +21,8 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
-	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/webhook"
 )
