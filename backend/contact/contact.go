@@ -59,16 +59,15 @@ type Fields struct {
 	CustomFields []byte
 	// Unverified marks fields said by someone the organization has not
 	// authenticated: a public agent's visitor, or a conversation's words
-	// the model passed to lead_capture. They fill what a contact lacks and
-	// change nothing it has (anyone can type another person's email): a
-	// phone number, name or custom field that differs from the stored one
-	// is written in the contact's notes instead, and a note that would push
-	// older notes out is not added.
+	// the model passed to lead_capture. Anyone can type another person's
+	// email or number, so they change nothing a contact holds: they fill
+	// what it lacks, but for an email, which would change whom a phone-only
+	// contact is kept by (an email with its number is a new contact then);
+	// a phone number, name or custom field that differs from the stored one
+	// is written in the contact's notes instead; and they take at most half
+	// of a contact's notes and custom fields (MergeContact), so that
+	// nothing the organization writes itself is pushed out or refused.
 	Unverified bool
-	// Vouched is the one contact unverified fields may change as they
-	// come: the conversation's own, made within it and linked to no other
-	// (the visitor correcting the number they gave). uuid.Nil: none.
-	Vouched uuid.UUID
 }
 
 // Normalize trims f, lowercases its email and drops the spaces, dots,
@@ -179,9 +178,9 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 			merge := dbq.MergeContactParams{
 				OrgID: org, ID: target.ID, Email: email, PhoneNumber: phone,
 				FirstName: f.FirstName, LastName: f.LastName, CustomFields: custom, Note: f.Note,
-				FillOnly: f.Unverified && target.ID != f.Vouched,
+				FillOnly: f.Unverified,
 			}
-			if merge.FillOnly {
+			if f.Unverified {
 				merge.Note = withUnapplied(f.Note, unapplied(*target, f))
 			}
 			if target.Email != nil || email == nil {
@@ -279,7 +278,7 @@ func find(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *
 		}
 		// The conversation's contact takes what f brings unless f would
 		// change what it is kept by: its email, or (without one) its phone.
-		if err == nil && keeps(c, f) {
+		if err == nil && keeps(c, f) && !(f.Unverified && c.Email == nil && f.Email != "") {
 			return &c, nil
 		}
 	}
@@ -287,8 +286,9 @@ func find(ctx context.Context, q *dbq.Queries, org uuid.UUID, f Fields, prefer *
 		return nil, nil
 	}
 	c, err := q.ContactByPhone(ctx, dbq.ContactByPhoneParams{OrgID: org, PhoneNumber: &f.PhoneNumber})
-	if errors.Is(err, pgx.ErrNoRows) || (err == nil && f.Email != "" && c.Email != nil) {
-		// None; or one with another email: f's email makes a new contact.
+	if errors.Is(err, pgx.ErrNoRows) || (err == nil && f.Email != "" && (c.Email != nil || f.Unverified)) {
+		// None; or one with another email, or without one that an
+		// unverified email would claim: f's email makes a new contact.
 		return nil, nil
 	}
 	return ptr(c, err)

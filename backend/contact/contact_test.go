@@ -227,6 +227,35 @@ func TestUnverifiedChangesNothingStored(t *testing.T) {
 	after := x.get(t, x.orgA, bea).Notes
 	require.True(t, strings.HasSuffix(after, "\n"+verified))
 	require.False(t, strings.HasPrefix(after, "first"))
+
+	// Unverified additions take at most half of a contact's room: notes up
+	// to 5,000 characters, custom fields up to 16 KiB of JSON.
+	cy := x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: strings.Repeat("c", 990),
+		CustomFields: []byte(`{"a":"` + strings.Repeat("a", 8000) + `"}`)}, nil)
+	for range 4 {
+		x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: strings.Repeat("c", 999)}, nil)
+	}
+	x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: "0123456789", Unverified: true,
+		CustomFields: []byte(`{"b":"` + strings.Repeat("b", 9000) + `"}`)}, nil)
+	c = x.get(t, x.orgA, cy)
+	require.Len(t, c.Notes, 4990)
+	require.NotContains(t, string(c.CustomFields), `"b"`)
+	x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: "ok", Unverified: true,
+		CustomFields: []byte(`{"b":"small"}`)}, nil)
+	c = x.get(t, x.orgA, cy)
+	require.True(t, strings.HasSuffix(c.Notes, "\nok"))
+	require.Contains(t, string(c.CustomFields), `"b": "small"`)
+
+	// An unverified email does not claim a phone-only contact (which the
+	// real owner of the number would then no longer reach): with its
+	// number, it is a new contact.
+	dee := x.merge(t, x.orgA, contact.Fields{PhoneNumber: "+4915112345678", FirstName: "Dee"}, nil)
+	claimed := x.merge(t, x.orgA, contact.Fields{Email: "mallory@example.com", PhoneNumber: "+4915112345678", Unverified: true}, nil)
+	require.NotEqual(t, dee, claimed)
+	require.Nil(t, x.get(t, x.orgA, dee).Email)
+	require.NotEqual(t, dee, x.merge(t, x.orgA, contact.Fields{Email: "eve@example.com", Unverified: true}, &dee),
+		"nor as the conversation's contact")
+	require.Nil(t, x.get(t, x.orgA, dee).Email)
 }
 
 // Requests creating one new contact at once all end with the same one, and

@@ -106,18 +106,6 @@ func (l *Lead) Run(ctx context.Context, call Call) (Result, error) {
 				return err
 			}
 			prefer = c.ContactID
-			if prefer != nil {
-				// The visitor may correct a contact made in this
-				// conversation; one they named that existed before is
-				// only added to (Fields.Unverified).
-				own, err := q.ContactIsConversations(ctx, dbq.ContactIsConversationsParams{OrgID: l.Org, ConversationID: l.ConversationID, ContactID: *prefer})
-				if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-					return err
-				}
-				if own {
-					f.Vouched = *prefer
-				}
-			}
 		}
 		id, created, err := contact.Merge(ctx, tx, l.Org, f, prefer)
 		if err != nil {

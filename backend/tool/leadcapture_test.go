@@ -107,20 +107,23 @@ func TestLeadCapture(t *testing.T) {
 	var rep struct{ Answer string }
 	r.JSON(t, &rep)
 	require.True(t, strings.HasPrefix(rep.Answer, `Done: <tool_output tool="lead_capture" status="ok"`), rep.Answer)
+	// The model passes the visitor's word: a number other than the stored
+	// one is noted for a person to apply, not applied (anyone can type
+	// someone else's email, in this conversation or another).
 	c, _ = contactOf(t, e, e.A.Key, "ada@example.com")
-	require.Equal(t, "+442079460958", c["phoneNumber"], "the conversation's contact took the new number")
-	require.Equal(t, "Wants a quote for 20 seats.\nPrefers calls.", c["notes"])
+	require.Equal(t, "+33612345678", c["phoneNumber"])
+	require.Equal(t, "Wants a quote for 20 seats.\nPrefers calls.\n"+
+		"Also said, not applied (the contact holds its own): phone number +442079460958.", c["notes"])
 
 	// SECURITY: someone else giving Ada's email in another conversation
-	// joins her contact but changes nothing it holds, later in that
-	// conversation too (the contact was not made in it); what differs is
+	// joins her contact but changes nothing it holds; what differs is
 	// noted.
 	for _, args := range []string{`{\"email\":\"ada@example.com\",\"firstName\":\"Mallory\"}`, `{\"phoneNumber\":\"+15005550006\"}`} {
 		r = e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"lead-2"}`)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	}
 	c, _ = contactOf(t, e, e.A.Key, "ada@example.com")
-	require.Equal(t, "+442079460958", c["phoneNumber"])
+	require.Equal(t, "+33612345678", c["phoneNumber"])
 	require.Equal(t, "Ada", c["firstName"])
 	require.Contains(t, c["notes"], "first name Mallory")
 	require.Contains(t, c["notes"], "phone number +15005550006")

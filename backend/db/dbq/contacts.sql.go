@@ -105,31 +105,6 @@ func (q *Queries) ContactConversations(ctx context.Context, arg ContactConversat
 	return items, nil
 }
 
-const contactIsConversations = `-- name: ContactIsConversations :one
-SELECT (ct.created_at >= cv.created_at AND NOT EXISTS (
-         SELECT 1 FROM conversations o
-         WHERE o.org_id = ct.org_id AND o.contact_id = ct.id AND o.id <> cv.id))::boolean AS own
-FROM contacts ct
-JOIN conversations cv ON cv.org_id = ct.org_id AND cv.id = $1
-WHERE ct.org_id = $2 AND ct.id = $3
-`
-
-type ContactIsConversationsParams struct {
-	ConversationID string
-	OrgID          uuid.UUID
-	ContactID      uuid.UUID
-}
-
-// Whether the contact was made within the conversation and is linked to
-// no other conversation: the visitor's own, which what they say in it may
-// correct (contact.Fields.Vouched).
-func (q *Queries) ContactIsConversations(ctx context.Context, arg ContactIsConversationsParams) (bool, error) {
-	row := q.db.QueryRow(ctx, contactIsConversations, arg.ConversationID, arg.OrgID, arg.ContactID)
-	var own bool
-	err := row.Scan(&own)
-	return own, err
-}
-
 const getContact = `-- name: GetContact :one
 
 SELECT org_id, id, email, phone_number, first_name, last_name, custom_fields, created_at, updated_at, notes FROM contacts WHERE org_id = $1 AND id = $2
@@ -285,11 +260,13 @@ UPDATE contacts SET
                     THEN $4::text ELSE first_name END,
   last_name = CASE WHEN $5::text <> '' AND (NOT $2 OR last_name = '')
                    THEN $5::text ELSE last_name END,
-  custom_fields = CASE WHEN $2 THEN $6::jsonb || custom_fields
-                       ELSE custom_fields || $6::jsonb END,
+  custom_fields = CASE WHEN NOT $2 THEN custom_fields || $6::jsonb
+                       WHEN octet_length(($6::jsonb || custom_fields)::text) <= 16384
+                       THEN $6::jsonb || custom_fields
+                       ELSE custom_fields END,
   notes = CASE WHEN $7::text = '' THEN notes
                WHEN notes = '' THEN $7::text
-               WHEN $2 AND length(notes) + 1 + length($7::text) > 10000 THEN notes
+               WHEN $2 AND length(notes) + 1 + length($7::text) > 5000 THEN notes
                ELSE right(notes || E'\n' || $7::text, 10000) END,
   updated_at = now()
 WHERE org_id = $8 AND id = $9
@@ -312,9 +289,11 @@ type MergeContactParams struct {
 // new phone number), names that are not empty, custom fields over the old
 // ones, and a note after the others (the last 10,000 characters are kept).
 // With fill_only (what f brings is unverified, contact.Fields) it changes
-// nothing stored: a phone number, names and custom fields only where the
-// contact has none, and a note only while the notes stay within 10,000
-// characters.
+// nothing stored and takes at most half of a contact's room, so that what
+// the organization writes itself always fits: a phone number, names and
+// custom fields only where the contact has none (the custom fields only
+// while they stay within 16 KiB of JSON), and a note only while the notes
+// stay within 5,000 characters.
 func (q *Queries) MergeContact(ctx context.Context, arg MergeContactParams) (uuid.UUID, error) {
 	row := q.db.QueryRow(ctx, mergeContact,
 		arg.Email,

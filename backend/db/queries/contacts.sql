@@ -29,9 +29,11 @@ RETURNING id;
 -- new phone number), names that are not empty, custom fields over the old
 -- ones, and a note after the others (the last 10,000 characters are kept).
 -- With fill_only (what f brings is unverified, contact.Fields) it changes
--- nothing stored: a phone number, names and custom fields only where the
--- contact has none, and a note only while the notes stay within 10,000
--- characters.
+-- nothing stored and takes at most half of a contact's room, so that what
+-- the organization writes itself always fits: a phone number, names and
+-- custom fields only where the contact has none (the custom fields only
+-- while they stay within 16 KiB of JSON), and a note only while the notes
+-- stay within 5,000 characters.
 UPDATE contacts SET
   email = coalesce(sqlc.narg(email), email),
   phone_number = CASE WHEN sqlc.arg(fill_only)::boolean THEN coalesce(phone_number, sqlc.narg(phone_number))
@@ -40,11 +42,13 @@ UPDATE contacts SET
                     THEN sqlc.arg(first_name)::text ELSE first_name END,
   last_name = CASE WHEN sqlc.arg(last_name)::text <> '' AND (NOT sqlc.arg(fill_only) OR last_name = '')
                    THEN sqlc.arg(last_name)::text ELSE last_name END,
-  custom_fields = CASE WHEN sqlc.arg(fill_only) THEN sqlc.arg(custom_fields)::jsonb || custom_fields
-                       ELSE custom_fields || sqlc.arg(custom_fields)::jsonb END,
+  custom_fields = CASE WHEN NOT sqlc.arg(fill_only) THEN custom_fields || sqlc.arg(custom_fields)::jsonb
+                       WHEN octet_length((sqlc.arg(custom_fields)::jsonb || custom_fields)::text) <= 16384
+                       THEN sqlc.arg(custom_fields)::jsonb || custom_fields
+                       ELSE custom_fields END,
   notes = CASE WHEN sqlc.arg(note)::text = '' THEN notes
                WHEN notes = '' THEN sqlc.arg(note)::text
-               WHEN sqlc.arg(fill_only) AND length(notes) + 1 + length(sqlc.arg(note)::text) > 10000 THEN notes
+               WHEN sqlc.arg(fill_only) AND length(notes) + 1 + length(sqlc.arg(note)::text) > 5000 THEN notes
                ELSE right(notes || E'\n' || sqlc.arg(note)::text, 10000) END,
   updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
@@ -75,14 +79,3 @@ SELECT id FROM conversations
 WHERE org_id = sqlc.arg(org_id) AND contact_id = sqlc.arg(contact_id)
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(max_rows);
-
--- name: ContactIsConversations :one
--- Whether the contact was made within the conversation and is linked to
--- no other conversation: the visitor's own, which what they say in it may
--- correct (contact.Fields.Vouched).
-SELECT (ct.created_at >= cv.created_at AND NOT EXISTS (
-         SELECT 1 FROM conversations o
-         WHERE o.org_id = ct.org_id AND o.contact_id = ct.id AND o.id <> cv.id))::boolean AS own
-FROM contacts ct
-JOIN conversations cv ON cv.org_id = ct.org_id AND cv.id = sqlc.arg(conversation_id)
-WHERE ct.org_id = sqlc.arg(org_id) AND ct.id = sqlc.arg(contact_id);
