@@ -303,7 +303,7 @@ func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, 
 			return err
 		})
 		if errors.Is(err, pgx.ErrNoRows) {
-			return false, nil, apperr.New(apperr.Conflict, "conversation %q was deleted while this turn stored its message; retry", req.GetConversationId())
+			return false, nil, apperr.New(apperr.Aborted, "conversation %q was deleted while this turn stored its message; retry", req.GetConversationId())
 		}
 		if err != nil {
 			return false, nil, err
@@ -875,7 +875,7 @@ func (s *Service) conversation(ctx context.Context, q *dbq.Queries, a *Admitted,
 		}
 		return c, true, nil
 	}
-	return dbq.Conversation{}, false, apperr.New(apperr.Conflict, "conversation %q is being created by another request; retry", id)
+	return dbq.Conversation{}, false, apperr.New(apperr.Aborted, "conversation %q is being created by another request; retry", id)
 }
 
 // conversationError is a conversation's failed insert as the client hears

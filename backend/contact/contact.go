@@ -206,7 +206,7 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 		}
 		return got, err == nil, err
 	}
-	return uuid.Nil, false, apperr.New(apperr.Conflict, "the contact is being changed by another request; retry")
+	return uuid.Nil, false, apperr.New(apperr.Aborted, "the contact is being changed by another request; retry")
 }
 
 // mergeNewEmail merges into a contact that has no email one that another

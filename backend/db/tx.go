@@ -111,14 +111,15 @@ func (b bounded) Begin(ctx context.Context) (pgx.Tx, error) {
 }
 
 // unavailable turns a lost connection, or a transaction past its bound,
-// into errUnavailable, a text Postgres cannot store into errNotText, and
-// leaves every other error as it is.
+// into errUnavailable, a text Postgres cannot store into errNotText, a
+// write another request's change refused into what raced says, and leaves
+// every other error as it is.
 func unavailable(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "22021" {
 		return errNotText
 	}
-	if e := raced(pgErr); e != nil {
+	if e := raced(ctx, pgErr); e != nil {
 		return e
 	}
 	if err != nil && errors.Is(context.Cause(ctx), errStalled) {
@@ -135,31 +136,45 @@ func unavailable(ctx context.Context, err error) error {
 // raced is what a client hears of a statement Postgres refused because
 // another request changed the same rows meanwhile, nil for any other
 // error (or none):
-//   - a row whose parent was deleted since it was read (23503: a reply to a
-//     conversation whose agent is being deleted, a datasource added to a
-//     datastore being deleted) is NotFound naming the parent, as the
-//     request would have found it a moment later. Its organization's own
-//     reference (<table>_org_id_fkey) is left to Store.orgGone.
+//   - a row whose parent was deleted since it was read (23503 on a
+//     reference to one of the tenant resources a request names, parents:
+//     a reply to a conversation whose agent is being deleted, a
+//     datasource added to a datastore being deleted) is NotFound naming
+//     the parent, as the request would have found it a moment later. Its
+//     organization's own reference (<table>_org_id_fkey) is left to
+//     Store.orgGone, and any other (a plan) stays an internal error.
 //   - a deadlock or a serialization failure (40P01, 40001; a delete
 //     cascading through rows a turn updates in the other order) is
 //     Aborted: nothing was done, and the request may be sent again.
 //
-// The PgError stays inside (apperr.Wrap) for callers that decide on it
-// (ForeignKeyViolation, orgGone) and for the log.
-func raced(pgErr *pgconn.PgError) error {
+// Each is logged as a warning with its constraint or detail: a reference
+// the handler should have checked, or two statements taking locks in
+// opposite orders, stays visible. The PgError stays inside (apperr.Wrap)
+// for callers that decide on it (ForeignKeyViolation, orgGone).
+func raced(ctx context.Context, pgErr *pgconn.PgError) error {
 	if pgErr == nil {
 		return nil
 	}
 	switch pgErr.Code {
 	case "23503":
-		if strings.HasSuffix(pgErr.ConstraintName, "_org_id_fkey") {
+		parent := parentOf(pgErr)
+		if !parents[parent] {
 			return nil
 		}
-		return apperr.Wrap(pgErr, apperr.NotFound, "the %s this request refers to no longer exists (deleted meanwhile)", parentOf(pgErr))
+		slog.WarnContext(ctx, "write refused: its parent is gone", "constraint", pgErr.ConstraintName)
+		return apperr.Wrap(pgErr, apperr.NotFound, "the %s this request refers to no longer exists (deleted meanwhile)", parent)
 	case "40P01", "40001":
+		slog.WarnContext(ctx, "transaction aborted by a concurrent one", "code", pgErr.Code, "detail", pgErr.Detail)
 		return apperr.Wrap(pgErr, apperr.Aborted, "another request was changing the same data at the same time; nothing was done, try again")
 	}
 	return nil
+}
+
+// parents are the rows a request names that another may delete meanwhile,
+// as parentOf names them.
+var parents = map[string]bool{
+	"agent": true, "conversation": true, "contact": true, "datastore": true, "datasource": true,
+	"form": true, "webhook": true, "delivery": true, "member": true,
 }
 
 // parentOf names the row a foreign key refers to, from the constraint's
@@ -168,11 +183,7 @@ func raced(pgErr *pgconn.PgError) error {
 func parentOf(pgErr *pgconn.PgError) string {
 	cols := strings.TrimSuffix(strings.TrimPrefix(pgErr.ConstraintName, pgErr.TableName+"_"), "_fkey")
 	parts := strings.Split(cols, "_id_")
-	last := parts[len(parts)-1]
-	if name := strings.ReplaceAll(strings.TrimSuffix(last, "_id"), "_", " "); name != "" {
-		return name
-	}
-	return "resource"
+	return strings.ReplaceAll(strings.TrimSuffix(parts[len(parts)-1], "_id"), "_", " ")
 }
 
 // connectionLost reports whether err means the connection to Postgres
