@@ -26,7 +26,8 @@ type storedMessage struct {
 }
 
 // asA is a transaction that reads organization A's rows as its tenant
-// transaction would, rolled back when it is done or the test ends.
+// transaction would. The caller rolls it back when done (it holds one of
+// the app's connections); the test's end does, else.
 func asA(t *testing.T, f *fixture) pgx.Tx {
 	t.Helper()
 	ctx := context.Background()
@@ -43,6 +44,7 @@ func messagesOf(t *testing.T, f *fixture, conv string) []storedMessage {
 	t.Helper()
 	ctx := context.Background()
 	tx := asA(t, f)
+	defer tx.Rollback(context.Background()) //nolint:errcheck
 	rows, err := tx.Query(ctx, `SELECT role, content, incomplete FROM messages WHERE conversation_id = $1 ORDER BY created_at, id`, conv)
 	require.NoError(t, err)
 	defer rows.Close()
