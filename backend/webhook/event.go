@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -145,15 +146,19 @@ func (e *Emitter) Emit(ctx context.Context, tx pgx.Tx, org uuid.UUID, event stri
 		// An endpoint deleted since it was read gets nothing: the event's
 		// transaction (a chat turn, a form's submission) goes on.
 		_, err := e.deliver(ctx, tx, q, org, hook, eventID, event, body)
-		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		if err != nil && !errors.Is(err, errNoEndpoint) {
 			return err
 		}
 	}
 	return nil
 }
 
+// errNoEndpoint is deliver's answer for an endpoint deleted since it was
+// read; it is pgx.ErrNoRows too, which the service's handlers answer 404.
+var errNoEndpoint = fmt.Errorf("%w: the webhook endpoint no longer exists", pgx.ErrNoRows)
+
 // deliver writes one delivery of an event to one endpoint and enqueues it.
-// It returns pgx.ErrNoRows, and writes nothing, when the endpoint no longer
+// It returns errNoEndpoint, and writes nothing, when the endpoint no longer
 // exists: whatever read it earlier (an Emit's SubscribedWebhooks, a
 // GetWebhook) took no lock, and a delete may have committed since.
 // CreateWebhookDelivery locks the endpoint, so that one deleted later
@@ -166,6 +171,9 @@ func (e *Emitter) deliver(ctx context.Context, tx pgx.Tx, q *dbq.Queries, org, h
 	d, err := q.CreateWebhookDelivery(ctx, dbq.CreateWebhookDeliveryParams{
 		OrgID: org, ID: id, WebhookID: hook, EventID: eventID, EventType: event, Body: body,
 	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return dbq.WebhookDelivery{}, errNoEndpoint
+	}
 	if err != nil {
 		return dbq.WebhookDelivery{}, err
 	}
