@@ -156,13 +156,13 @@ func stopped(ctx context.Context, start string) error {
 	return fmt.Errorf("crawling %s: %w", start, err)
 }
 
-// temporary reports whether err, a page's fetch failing while the crawl's
+// temporary reports whether err, a page's fetch failing while the job's
 // context has not ended, may pass on its own: the site answered 408, 429 or
 // a 5xx, or the fetch timed out, or its connection was reset or cut, or the
 // DNS lookup timed out. Anything else is taken as the site's answer: a
 // 404 or 410, a destination the guard refuses, a refused connection or a
-// host that does not resolve (as fetch decides for a web_page), a page too
-// large.
+// host that does not resolve, a page too large. It is the one rule for a
+// crawl's pages and a web_page's (fetch).
 func temporary(err error) bool {
 	if netguard.Blocked(err) {
 		return false

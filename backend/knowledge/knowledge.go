@@ -421,16 +421,21 @@ func (k *Knowledge) documents(ctx context.Context, src dbq.GetDatasourceContentR
 func (k *Knowledge) fetch(ctx context.Context, raw string) (Document, error) {
 	p, err := k.Guard.Get(ctx, raw)
 	if err != nil {
+		if ctx.Err() != nil || temporary(err) {
+			// The job's context ended (not the page's fault), or the
+			// failure may pass (a 5xx, a 429, a timeout, a cut
+			// connection): the ingest worker retries.
+			return Document{}, fmt.Errorf("fetching %s: %w", raw, err)
+		}
+		// The site's answer, as for a crawl's pages (temporary): a 404 or
+		// 410, a refused destination, a page too large. Retrying a
+		// refused connection or an unknown host within minutes rarely
+		// helps either: say so now.
 		var dnsErr *net.DNSError
-		switch {
-		case netguard.Blocked(err):
-			return Document{}, permanent("%s: %v", raw, err)
-		case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &dnsErr) && dnsErr.IsNotFound:
-			// Retrying a refused connection or an unknown host within
-			// minutes rarely helps: say so now.
+		if errors.Is(err, syscall.ECONNREFUSED) || errors.As(err, &dnsErr) && dnsErr.IsNotFound {
 			return Document{}, permanent("fetching %s: the site is unreachable (%v)", raw, err)
 		}
-		return Document{}, fmt.Errorf("fetching %s: %w", raw, err)
+		return Document{}, permanent("%s: %v", raw, err)
 	}
 	name := p.URL.Path
 	if strings.HasSuffix(name, "/") || name == "" {
