@@ -1,11 +1,15 @@
 package console_test
 
 import (
+	"context"
 	"net/http"
 	"net/http/httptest"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -18,10 +22,10 @@ import (
 
 // A database that stops answering without closing the connection (a
 // stalled pooler or network path): a console request that reads or deletes
-// its session ends at the Store's bound, a signed-in page as a 503 page,
-// rather than waiting for as long as its client (scs's pgxstore ran the
-// session statements without a deadline); once the database answers
-// again, the same session works.
+// its session ends at the Store's bound as a 503 page, rather than waiting
+// for as long as its client (scs's pgxstore ran the session statements
+// without a deadline); once the database answers again, the same session
+// works, and signs out.
 func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	t.Parallel()
 	px := dbtest.NewProxy(t, dbtest.New(t))
@@ -29,11 +33,23 @@ func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	e.members = &member.Service{Store: e.App.Store}
 	m := e.as(t, e.A.ID, member.Viewer) // signed in through the instance's console
 
-	// A second console on the instance's pool, bounded at 500 ms rather than
-	// db.DefaultTimeout; the member's cookie is good there too.
+	// A second console on the instance's database, bounded at 500 ms rather
+	// than db.DefaultTimeout; the member's cookie is good there too. The
+	// pool behind its sessions, once armed, stalls the database as a
+	// session's delete starts, the session's read before it having gone
+	// through.
+	var stallDelete atomic.Bool
+	sessions, err := db.Open(context.Background(), px.URL, 4, stallOn{
+		match: func(sql string) bool {
+			return strings.Contains(sql, "DELETE FROM sessions WHERE token") && stallDelete.CompareAndSwap(true, false)
+		},
+		stall: px.Stall,
+	})
+	require.NoError(t, err)
+	t.Cleanup(sessions.Close)
 	store := &db.Store{Pool: e.App.Pool, Timeout: 500 * time.Millisecond}
 	srv := httptest.NewServer(console.New(console.Deps{
-		Store: store, Pool: e.App.Pool, Members: &member.Service{Store: store},
+		Store: store, Pool: sessions, Members: &member.Service{Store: store},
 		Accounts: account.New(store, e.App.Auth, e.App.Limits),
 	}).Handler())
 	t.Cleanup(srv.Close)
@@ -43,8 +59,6 @@ func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	hc := *m.http
 	hc.Timeout = 10 * time.Second // the test's own deadline, past the bound
 	signedIn := &client{t: t, e: &env{Env: &bounded, members: e.members}, http: &hc, Member: m.Member}
-	anon := e.anon(t)
-	anon.e, anon.http.Timeout = signedIn.e, hc.Timeout
 
 	p := signedIn.get("/console/plans")
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
@@ -56,12 +70,39 @@ func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, p.Status, p.Body)
 	require.Equal(t, "the database is unavailable; try again", p.Text(`[data-testid="error"]`))
 
-	start = time.Now()
-	p = anon.get("/console/") // no session: signedIn's Destroy deletes, and stalls
-	require.Less(t, time.Since(start), 3*time.Second)
-	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-
 	px.Restore()
 	require.Eventually(t, func() bool { return signedIn.get("/console/plans").Status == http.StatusOK },
 		5*time.Second, 50*time.Millisecond)
+
+	// Signing out reads the session, then deletes it: the delete stalls.
+	// (Last: the stalled delete may yet reach the database on Restore.)
+	stallDelete.Store(true)
+	start = time.Now()
+	p = signedIn.post("/console/signout", nil)
+	require.Less(t, time.Since(start), 3*time.Second)
+	require.False(t, stallDelete.Load(), "the sign-out deleted no session")
+	require.Equal(t, http.StatusServiceUnavailable, p.Status, p.Body)
+	require.Equal(t, "the database is unavailable; try again", p.Text(`[data-testid="error"]`))
+
+	px.Restore()
+	require.Eventually(t, func() bool { return signedIn.post("/console/signout", nil).Status == http.StatusSeeOther },
+		5*time.Second, 50*time.Millisecond)
+	p = signedIn.get("/console/plans")
+	require.Equal(t, http.StatusSeeOther, p.Status, "signed out, the session still works")
 }
+
+// stallOn calls stall as a statement that match takes starts, before it
+// is sent.
+type stallOn struct {
+	match func(sql string) bool
+	stall func()
+}
+
+func (s stallOn) TraceQueryStart(ctx context.Context, _ *pgx.Conn, data pgx.TraceQueryStartData) context.Context {
+	if s.match(data.SQL) {
+		s.stall()
+	}
+	return ctx
+}
+
+func (stallOn) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
