@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -486,10 +487,26 @@ func TestDeleteRacingDeliveriesNeverDeadlocks(t *testing.T) {
 		}
 		go func() {
 			defer wg.Done()
-			<-answer
+			select {
+			case <-answer:
+			case <-time.After(10 * time.Second):
+				// Fewer than n deliveries reached the endpoint (each waits
+				// 5 s at most there): no delete to race.
+				delErr = fmt.Errorf("waited 10 s for %d deliveries to reach the endpoint together (it saw %d): the delete did not run", n, len(rc.requests()))
+				return
+			}
 			_, delErr = f.svc.DeleteWebhook(f.ctx, &parleyv1.DeleteWebhookRequest{Id: hook.GetId()})
 		}()
-		wg.Wait()
+		done := make(chan struct{})
+		go func() {
+			wg.Wait()
+			close(done)
+		}()
+		select {
+		case <-done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("round %d: the delete and the deliveries had not ended after 30 s (stuck waiting for each other?)", round)
+		}
 		require.NoError(t, delErr, "round %d: the delete failed", round)
 		for i, err := range errs {
 			if err != nil {
