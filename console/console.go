@@ -19,7 +19,6 @@ import (
 	"github.com/alexedwards/scs/v2"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -42,7 +41,6 @@ import (
 type Deps struct {
 	// Store's Timeout bounds the console's session reads and writes too.
 	Store      *db.Store
-	Pool       *pgxpool.Pool
 	Members    *member.Service
 	Accounts   *account.Service
 	Agents     parleyv1connect.AgentServiceHandler
@@ -77,7 +75,7 @@ const (
 // New returns the console.
 func New(d Deps) *Console {
 	sm := scs.New()
-	sm.Store = newSessionStore(d.Store, d.Pool)
+	sm.Store = newSessionStore(d.Store)
 	sm.IdleTimeout = IdleTimeout
 	sm.Lifetime = Lifetime
 	sm.Cookie.Name = "parley_session"
@@ -107,7 +105,6 @@ func New(d Deps) *Console {
 // calls the Ctx methods when a store has them.
 type sessionStore struct {
 	store *db.Store
-	pool  *pgxpool.Pool
 }
 
 var _ scs.CtxStore = sessionStore{}
@@ -118,12 +115,12 @@ const sessionCleanupInterval = 30 * time.Minute
 // newSessionStore returns the store and starts deleting expired sessions
 // every sessionCleanupInterval, for the life of the process (as pgxstore
 // did).
-func newSessionStore(store *db.Store, pool *pgxpool.Pool) sessionStore {
-	s := sessionStore{store: store, pool: pool}
+func newSessionStore(store *db.Store) sessionStore {
+	s := sessionStore{store: store}
 	go func() {
 		for range time.Tick(sessionCleanupInterval) {
 			err := s.store.Bounded(context.Background(), func(ctx context.Context) error {
-				return dbq.New(s.pool).DeleteExpiredSessions(ctx)
+				return dbq.New(s.store.Pool).DeleteExpiredSessions(ctx)
 			})
 			if err != nil {
 				slog.Warn("console session cleanup", "err", err)
@@ -141,7 +138,7 @@ func hashToken(t string) string {
 // FindCtx returns the data of an unexpired session.
 func (s sessionStore) FindCtx(ctx context.Context, token string) (b []byte, found bool, err error) {
 	err = s.store.Bounded(ctx, func(ctx context.Context) error {
-		b, err = dbq.New(s.pool).FindSession(ctx, hashToken(token))
+		b, err = dbq.New(s.store.Pool).FindSession(ctx, hashToken(token))
 		return err
 	})
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -153,14 +150,14 @@ func (s sessionStore) FindCtx(ctx context.Context, token string) (b []byte, foun
 // CommitCtx stores a session's data until expiry.
 func (s sessionStore) CommitCtx(ctx context.Context, token string, b []byte, expiry time.Time) error {
 	return s.store.Bounded(ctx, func(ctx context.Context) error {
-		return dbq.New(s.pool).CommitSession(ctx, dbq.CommitSessionParams{Token: hashToken(token), Data: b, Expiry: expiry})
+		return dbq.New(s.store.Pool).CommitSession(ctx, dbq.CommitSessionParams{Token: hashToken(token), Data: b, Expiry: expiry})
 	})
 }
 
 // DeleteCtx deletes a session.
 func (s sessionStore) DeleteCtx(ctx context.Context, token string) error {
 	return s.store.Bounded(ctx, func(ctx context.Context) error {
-		return dbq.New(s.pool).DeleteSession(ctx, hashToken(token))
+		return dbq.New(s.store.Pool).DeleteSession(ctx, hashToken(token))
 	})
 }
 

@@ -34,9 +34,9 @@ func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	m := e.as(t, e.A.ID, member.Viewer) // signed in through the instance's console
 
 	// A second console on the instance's database, bounded at 500 ms rather
-	// than db.DefaultTimeout; the member's cookie is good there too. The
-	// pool behind its sessions, once armed, stalls the database as a
-	// session's delete starts, the session's read before it having gone
+	// than db.DefaultTimeout; the member's cookie is good there too. Its
+	// Store's pool (its sessions' too), once armed, stalls the database as
+	// a session's delete starts, the session's read before it having gone
 	// through.
 	var stallDelete atomic.Bool
 	sessions, err := db.Open(context.Background(), px.URL, 4, stallOn{
@@ -47,9 +47,9 @@ func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	})
 	require.NoError(t, err)
 	t.Cleanup(sessions.Close)
-	store := &db.Store{Pool: e.App.Pool, Timeout: 500 * time.Millisecond}
+	store := &db.Store{Pool: sessions, Timeout: 500 * time.Millisecond}
 	srv := httptest.NewServer(console.New(console.Deps{
-		Store: store, Pool: sessions, Members: &member.Service{Store: store},
+		Store: store, Members: &member.Service{Store: store},
 		Accounts: account.New(store, e.App.Auth, e.App.Limits),
 	}).Handler())
 	t.Cleanup(srv.Close)

@@ -2,24 +2,23 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
 // concurrently runs the requests at once (after a barrier) and returns
 // their statuses and bodies.
-func concurrently(e *testenv.Env, key string, reqs ...[3]any) ([]int, []string) {
-	statuses, bodies := make([]int, len(reqs)), make([]string, len(reqs))
+func concurrently(e *testenv.Env, key string, reqs ...[3]any) []testenv.Response {
+	resps := make([]testenv.Response, len(reqs))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
 	for n, r := range reqs {
@@ -27,13 +26,12 @@ func concurrently(e *testenv.Env, key string, reqs ...[3]any) ([]int, []string) 
 		go func() {
 			defer wg.Done()
 			<-start
-			resp := e.Do(r[0].(string), r[1].(string), key, r[2])
-			statuses[n], bodies[n] = resp.Status, string(resp.Body)
+			resps[n] = e.Do(r[0].(string), r[1].(string), key, r[2])
 		}()
 	}
 	close(start)
 	wg.Wait()
-	return statuses, bodies
+	return resps
 }
 
 func createAgent(t *testing.T, e *testenv.Env, key string, body map[string]any) string {
@@ -76,11 +74,11 @@ func TestDeleteAgentRacesContactTurns(t *testing.T) {
 				"query": "hello", "conversationId": c, "contact": map[string]any{"email": fmt.Sprintf("v%d-%d@example.com", i, n)},
 			}})
 		}
-		statuses, bodies := concurrently(e, org.Key, reqs...)
-		require.Equal(t, http.StatusOK, statuses[0], "iteration %d: the deletion: %s", i, bodies[0])
-		for n := 1; n < len(statuses); n++ {
-			if statuses[n] != http.StatusOK {
-				require.Equal(t, http.StatusNotFound, statuses[n], "iteration %d, turn %d: %s", i, n, bodies[n])
+		resps := concurrently(e, org.Key, reqs...)
+		require.Equal(t, http.StatusOK, resps[0].Status, "iteration %d: the deletion: %s", i, resps[0].Body)
+		for n := 1; n < len(resps); n++ {
+			if resps[n].Status != http.StatusOK {
+				require.Equal(t, http.StatusNotFound, resps[n].Status, "iteration %d, turn %d: %s", i, n, resps[n].Body)
 			}
 		}
 	}
@@ -110,16 +108,16 @@ func TestDeleteDatastoreRacesAgentDatastores(t *testing.T) {
 			createAgent(t, e, org.Key, map[string]any{"name": "A", "instructions": "Answer.", "datastores": stores}),
 			createAgent(t, e, org.Key, map[string]any{"name": "B", "instructions": "Answer.", "datastores": stores}),
 		}
-		statuses, bodies := concurrently(e, org.Key,
+		resps := concurrently(e, org.Key,
 			[3]any{"DELETE", "/api/datastores/" + stores[0], nil},
 			[3]any{"PUT", "/api/agents/" + agents[0], map[string]any{"datastores": []string{stores[1], stores[0]}}},
 			[3]any{"PUT", "/api/agents/" + agents[1], map[string]any{"datastores": stores}},
 		)
-		require.Equal(t, http.StatusOK, statuses[0], "iteration %d: the deletion: %s", i, bodies[0])
-		for n := 1; n < len(statuses); n++ {
-			if statuses[n] != http.StatusOK {
-				require.Equal(t, http.StatusNotFound, statuses[n], "iteration %d, update %d: %s", i, n, bodies[n])
-				require.Equal(t, fmt.Sprintf("datastore %q not found", stores[0]), errMessage(t, bodies[n]))
+		require.Equal(t, http.StatusOK, resps[0].Status, "iteration %d: the deletion: %s", i, resps[0].Body)
+		for n := 1; n < len(resps); n++ {
+			if resps[n].Status != http.StatusOK {
+				require.Equal(t, http.StatusNotFound, resps[n].Status, "iteration %d, update %d: %s", i, n, resps[n].Body)
+				require.Equal(t, fmt.Sprintf("datastore %q not found", stores[0]), resps[n].Err(t).Error.Message)
 			}
 		}
 	}
@@ -152,43 +150,19 @@ func TestAgentGivenADatastoreBeingDeleted(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 1, n)
 
-	done := make(chan struct{})
-	var status int
-	var body string
+	done := make(chan testenv.Response)
 	go func() {
-		defer close(done)
-		r := e.Do("PUT", "/api/agents/"+agent, e.A.Key, map[string]any{"datastores": []string{kept, doomed}})
-		status, body = r.Status, string(r.Body)
+		done <- e.Do("PUT", "/api/agents/"+agent, e.A.Key, map[string]any{"datastores": []string{kept, doomed}})
 	}()
-	waitBlocked(t, e, "datastores")
+	dbtest.WaitForLockWait(t, e.App.Pool, "datastores")
 	require.NoError(t, tx.Commit(ctx))
-	<-done
-	require.Equal(t, http.StatusNotFound, status, "%s", body)
-	require.Equal(t, fmt.Sprintf("datastore %q not found", doomed), errMessage(t, body))
+	r := <-done
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+	require.Equal(t, fmt.Sprintf("datastore %q not found", doomed), r.Err(t).Error.Message)
 
-	r := e.Do("GET", "/api/agents/"+agent, e.A.Key, nil)
+	r = e.Do("GET", "/api/agents/"+agent, e.A.Key, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	var got struct{ Datastores []string }
 	r.JSON(t, &got)
 	require.Equal(t, []string{kept}, got.Datastores)
-}
-
-// errMessage is a REST error body's message.
-func errMessage(t *testing.T, body string) string {
-	t.Helper()
-	var b struct{ Error struct{ Message string } }
-	require.NoError(t, json.Unmarshal([]byte(body), &b), "%s", body)
-	return b.Error.Message
-}
-
-// waitBlocked waits until a statement of the instance's naming table waits
-// for a lock (for another transaction).
-func waitBlocked(t *testing.T, e *testenv.Env, table string) {
-	t.Helper()
-	require.Eventually(t, func() bool {
-		var n int
-		err := e.App.Pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, table).Scan(&n)
-		return err == nil && n > 0
-	}, 10*time.Second, 10*time.Millisecond, "no statement on %s waits for a lock", table)
 }

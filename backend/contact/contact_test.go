@@ -9,7 +9,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -341,12 +340,7 @@ func TestMergeEmailTakenMeanwhile(t *testing.T) {
 			return err
 		})
 	}()
-	require.Eventually(t, func() bool {
-		var waiting int
-		err := x.store.Pool.QueryRow(x.ctx, `SELECT count(*) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%UPDATE contacts%'`).Scan(&waiting)
-		return err == nil && waiting == 1
-	}, 20*time.Second, 10*time.Millisecond, "the second merge never waited on the first")
+	dbtest.WaitForLockWait(t, x.store.Pool, "UPDATE contacts") // the second merge waits on the first
 	commit()
 	require.NoError(t, <-first)
 	require.NoError(t, <-second)

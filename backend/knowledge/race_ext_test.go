@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -39,21 +39,9 @@ func duringDelete(t *testing.T, e *testenv.Env, store, method, path string, body
 	tx := beginDelete(t, e, e.A.ID, store)
 	done := make(chan testenv.Response)
 	go func() { done <- e.Do(method, path, e.A.Key, body) }()
-	require.Eventually(t, func() bool {
-		var n int
-		err := e.App.Pool.QueryRow(context.Background(),
-			`SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n)
-		return err == nil && n > 0
-	}, 10*time.Second, 10*time.Millisecond, "the request does not wait for the deletion")
+	dbtest.WaitForLockWait(t, e.App.Pool, "")
 	require.NoError(t, tx.Commit(context.Background()))
 	return <-done
-}
-
-func errMessage(t *testing.T, r testenv.Response) string {
-	t.Helper()
-	var b struct{ Error struct{ Message string } }
-	require.NoError(t, json.Unmarshal(r.Body, &b), "%s", r.Body)
-	return b.Error.Message
 }
 
 // A datastore renamed while it is being deleted: the update waits for the
@@ -65,7 +53,7 @@ func TestUpdateDatastoreBeingDeleted(t *testing.T) {
 	store := f.datastore(t, f.A.Key, "doomed")
 	r := duringDelete(t, f.Env, store, "PATCH", "/api/datastores/"+store, map[string]any{"name": "renamed"})
 	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
-	require.Equal(t, fmt.Sprintf("datastore %q not found", store), errMessage(t, r))
+	require.Equal(t, fmt.Sprintf("datastore %q not found", store), r.Err(t).Error.Message)
 }
 
 // A datasource added to a datastore being deleted: its read of the
@@ -78,7 +66,7 @@ func TestCreateDatasourceInDatastoreBeingDeleted(t *testing.T) {
 	r := duringDelete(t, f.Env, store, "POST", "/api/datastores/"+store+"/datasources",
 		map[string]any{"type": "text", "name": "t", "text": "Some text."})
 	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
-	require.Equal(t, fmt.Sprintf("datastore %q not found", store), errMessage(t, r))
+	require.Equal(t, fmt.Sprintf("datastore %q not found", store), r.Err(t).Error.Message)
 }
 
 // A datastore deleted by two requests at once: the second waits for the
@@ -89,13 +77,13 @@ func TestDeleteDatastoreBeingDeleted(t *testing.T) {
 	store := f.datastore(t, f.A.Key, "doomed")
 	r := duringDelete(t, f.Env, store, "DELETE", "/api/datastores/"+store, nil)
 	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
-	require.Equal(t, fmt.Sprintf("datastore %q not found", store), errMessage(t, r))
+	require.Equal(t, fmt.Sprintf("datastore %q not found", store), r.Err(t).Error.Message)
 
 	// An update naming nothing to change is refused, as every update's.
 	kept := f.datastore(t, f.A.Key, "kept")
 	for _, body := range []any{map[string]any{}, json.RawMessage("null")} {
 		r = f.Do("PATCH", "/api/datastores/"+kept, f.A.Key, body)
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
-		require.Contains(t, errMessage(t, r), "names no field to update")
+		require.Contains(t, r.Err(t).Error.Message, "names no field to update")
 	}
 }

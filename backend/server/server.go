@@ -358,7 +358,7 @@ func (a *App) routes() (http.Handler, error) {
 	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).WithForms(forms).WithContacts(contacts).WithWebhooks(webhooks).Register(mux)
 
 	cons := console.New(console.Deps{
-		Store: a.Store, Pool: a.Pool, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
+		Store: a.Store, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
 		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator, Hooks: a.hooks,
 		Secure: strings.HasPrefix(a.cfg.PublicURL, "https://"), PublicURL: a.cfg.PublicURL,
 	}).Handler()
