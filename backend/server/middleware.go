@@ -6,8 +6,10 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -49,6 +51,9 @@ func requestLog(next http.Handler) http.Handler {
 		took := time.Since(start)
 
 		info := &rec.info
+		if info.Code == "" {
+			noteGRPCStatus(info, rec.Header())
+		}
 		status := rec.status
 		if info.Status != 0 {
 			status = info.Status
@@ -88,6 +93,23 @@ func requestLog(next http.Handler) http.Handler {
 		}
 		slog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
 	})
+}
+
+// noteGRPCStatus notes the outcome of a gRPC or gRPC-Web call that failed
+// before the observing interceptor ran (connect-go refusing a bad envelope,
+// codec or message): its code travels in Grpc-Status, a header (gRPC-Web's
+// trailers-only answer, or a trailer connect-go declared) or a trailer
+// written after the body (http.TrailerPrefix), behind an HTTP 200.
+func noteGRPCStatus(info *reqinfo.Info, h http.Header) {
+	v := h.Get("Grpc-Status")
+	if v == "" {
+		v = h.Get(http.TrailerPrefix + "Grpc-Status")
+	}
+	n, err := strconv.ParseUint(v, 10, 32)
+	if err != nil || n == 0 {
+		return
+	}
+	noteCode(info, connect.NewError(connect.Code(n), nil))
 }
 
 func saneID(id string) bool {

@@ -121,6 +121,18 @@ func TestServeAndShutdown(t *testing.T) {
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, 404, resp.StatusCode)
+	// An error connect-go raises before any interceptor (here a gRPC-Web
+	// message that is not protobuf) travels in a
+	// Grpc-Status header behind a 200: logged with its real status too.
+	req, _ = http.NewRequest("POST", base+"/parley.v1.AgentService/ListAgents", strings.NewReader("\x00\x00\x00\x00\x03\xff\xff\xff"))
+	req.Header.Set("Authorization", "Bearer "+boot.APIKey)
+	req.Header.Set("Content-Type", "application/grpc-web+proto")
+	resp, err = http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.NotEmpty(t, resp.Header.Get("Grpc-Status"))
+	require.NotEqual(t, "0", resp.Header.Get("Grpc-Status"))
 
 	// The metrics listener answers; the API's port does not serve them.
 	resp, err = http.Get("http://" + metricsAddr + "/metrics")
@@ -173,6 +185,10 @@ func TestServeAndShutdown(t *testing.T) {
 	require.Equal(t, "/parley.v1.AgentService/GetAgent", rpc["route"])
 	require.Equal(t, boot.OrganizationID, rpc["org_id"])
 	require.Regexp(t, uuidRe, rpc["key_id"])
+	bad := line("/parley.v1.AgentService/ListAgents")
+	require.Equal(t, "invalid_argument", bad["code"], "%v", bad)
+	require.EqualValues(t, 400, bad["status"], "%v", bad)
+	require.EqualValues(t, 200, bad["http_status"], "%v", bad)
 	rest := line("/api/agents/" + missing)
 	require.EqualValues(t, 404, rest["status"])
 	require.NotContains(t, rest, "http_status")
