@@ -237,7 +237,9 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 	// through, could not join even the conversation the batch creates:
 	// loadTx would start a second one. It takes loadTx at once.)
 	anyone := t.a.Principal != nil || t.req.GetVisitorId() != ""
-	if s.Hooks.Silent(t.org) && t.req.GetContact() == nil && anyone {
+	// A turn with a datasource filter takes loadTx too: the filter is
+	// checked there before anything is stored.
+	if s.Hooks.Silent(t.org) && t.req.GetContact() == nil && anyone && len(t.filter) == 0 {
 		if done, storeIDs, err = s.loadOneTrip(ctx, t, question, atts); err != nil {
 			return err
 		}
@@ -328,6 +330,12 @@ func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts 
 	return s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
 		t.conv, t.history = o.conv, o.history
 		created, existsErr := o.created, o.existsErr
+		// SECURITY: only datasources of this agent's datastores; before
+		// anything is stored (the transaction's first statements wrote
+		// nothing the check's error keeps).
+		if err := knowledge.CheckFilter(ctx, q, org, o.storeIDs, t.filter, "filters.datasource_ids", "this agent's datastores"); err != nil {
+			return err
+		}
 		contactID, err := s.mergeContact(ctx, tx, org, req.GetContact(), t.a.Principal == nil)
 		if err != nil {
 			return err

@@ -185,6 +185,26 @@ func TestIngestSearchAndChatWithSources(t *testing.T) {
 	require.Equal(t, "Store FAQ > Opening hours", rep.Sources[0].Heading, "a source names its section")
 	require.True(t, rep.Sources[0].Score > 0 && rep.Sources[0].Score <= 1)
 
+	// A filter to the agent's datasource finds the same; one naming a
+	// datasource that is not in the agent's datastores is refused, naming
+	// it, before anything is stored (it had found nothing, silently).
+	r = f.Do("POST", "/api/v2/agent/"+agent.ID+"/chat", f.A.Key, map[string]any{
+		"query": "When does the shop open on Saturday?", "conversationId": "k-filtered", "filters": map[string]any{"datasourceIds": []string{ds.ID}},
+	})
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r.JSON(t, &rep)
+	require.NotEmpty(t, rep.Sources)
+	require.Equal(t, "faq.md", rep.Sources[0].DatasourceName)
+	unknown := uuid.NewString()
+	r = f.Do("POST", "/api/v2/agent/"+agent.ID+"/chat", f.A.Key, map[string]any{
+		"query": "When does the shop open?", "conversationId": "k-unknown", "filters": map[string]any{"datasourceIds": []string{ds.ID, unknown}},
+	})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "filters.datasourceIds[1]", r.Err(t).Error.Field)
+	require.Contains(t, r.Err(t).Error.Message, unknown)
+	r = f.Do("GET", "/api/v2/conversations/k-unknown", f.A.Key, nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "nothing stored: %s", r.Body)
+
 	// The stream names its sources before its tokens.
 	resp := f.Post("/api/v2/agent/"+agent.ID+"/chat", map[string]string{"Authorization": "Bearer " + f.A.Key},
 		`{"query":"Where do parcels leave from?","conversationId":"k2","streaming":true}`)
@@ -262,6 +282,11 @@ func TestFileUploadAndDatasourceFilters(t *testing.T) {
 	require.Equal(t, 400, status)
 	status, _ = f.query(t, f.A.Key, store, map[string]any{"query": "warranty", "filters": map[string]any{"datasourceIds": []string{"nope"}}})
 	require.Equal(t, 400, status)
+	// A datasource of another datastore of the organization is not in this one.
+	elsewhere := f.source(t, f.A.Key, f.datastore(t, f.A.Key, "elsewhere"), map[string]any{"type": "text", "text": "Warranty claims go to the manufacturer."})
+	r := f.Do("POST", "/api/datastores/"+store+"/query", f.A.Key, map[string]any{"query": "warranty", "filters": map[string]any{"datasourceIds": []string{other.ID, elsewhere.ID}}})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "datasourceIds[1]", r.Err(t).Error.Field)
 }
 
 func TestKnowledgeTenantIsolation(t *testing.T) {
@@ -284,13 +309,15 @@ func TestKnowledgeTenantIsolation(t *testing.T) {
 	// B cannot query, read, list or delete A's knowledge, nor filter into it.
 	status, _ := f.query(t, f.B.Key, storeA, map[string]any{"query": "launch code"})
 	require.Equal(t, 403, status)
-	_, rb = f.query(t, f.B.Key, storeB, map[string]any{"query": "launch code", "filters": map[string]any{"datasourceIds": []string{a.ID}}})
-	require.Empty(t, rb)
+	r := f.Do("POST", "/api/datastores/"+storeB+"/query", f.B.Key, map[string]any{"query": "launch code", "filters": map[string]any{"datasourceIds": []string{a.ID}}})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "datasourceIds[0]", r.Err(t).Error.Field)
+	require.Contains(t, r.Err(t).Error.Message, fmt.Sprintf("datasource %q is not in this datastore", a.ID))
 	for _, req := range [][2]string{{"GET", "/api/datastores/" + storeA}, {"GET", "/api/datasources/" + a.ID}, {"DELETE", "/api/datasources/" + a.ID}, {"GET", "/api/datastores/" + storeA + "/datasources"}} {
 		r := f.Do(req[0], req[1], f.B.Key, nil)
 		require.Equal(t, 403, r.Status, "%s %s: %s", req[0], req[1], r.Body)
 	}
-	r := f.Do("GET", "/api/datastores", f.B.Key, nil)
+	r = f.Do("GET", "/api/datastores", f.B.Key, nil)
 	require.NotContains(t, string(r.Body), storeA)
 
 	// B cannot attach A's datastore to its agent; nothing is created.

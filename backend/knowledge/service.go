@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -436,6 +437,9 @@ func (s *Service) Query(ctx context.Context, req *parleyv1.QueryRequest) (*parle
 		if err != nil {
 			return err
 		}
+		if err := CheckFilter(ctx, q, p.OrgID, []uuid.UUID{d.ID}, sources, "datasource_ids", "this datastore"); err != nil {
+			return err
+		}
 		rs, err := s.K.Search(ctx, q, p.OrgID, []dbq.Datastore{d}, sources, req.GetQuery(), k)
 		for _, r := range rs {
 			resp.Results = append(resp.Results, &parleyv1.QueryResult{
@@ -446,6 +450,28 @@ func (s *Service) Query(ctx context.Context, req *parleyv1.QueryRequest) (*parle
 		return err
 	})
 	return resp, err
+}
+
+// CheckFilter refuses a search filter naming a datasource that is not in
+// the datastores searched (stores, described as where): another
+// datastore's, another organization's (tenant isolation: it reads as
+// unknown), a deleted one or a typo. Unchecked, such a filter matched
+// nothing and the search quietly found nothing. The error names the
+// filter's first such entry, field[i].
+func CheckFilter(ctx context.Context, q *dbq.Queries, org uuid.UUID, stores, ids []uuid.UUID, field, where string) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	found, err := q.DatasourcesAmong(ctx, dbq.DatasourcesAmongParams{OrgID: org, DatastoreIds: stores, Ids: ids})
+	if err != nil {
+		return err
+	}
+	for i, id := range ids {
+		if !slices.Contains(found, id) {
+			return apperr.InvalidField(fmt.Sprintf("%s[%d]", field, i), "datasource %q is not in %s", id, where)
+		}
+	}
+	return nil
 }
 
 // ParseIDs parses datasource ids of a filter; a malformed one is Invalid.

@@ -272,6 +272,40 @@ func (q *Queries) DatasourceNames(ctx context.Context, arg DatasourceNamesParams
 	return items, nil
 }
 
+const datasourcesAmong = `-- name: DatasourcesAmong :many
+SELECT id FROM datasources
+WHERE org_id = $1 AND datastore_id = ANY($2::uuid[])
+  AND id = ANY($3::uuid[])
+`
+
+type DatasourcesAmongParams struct {
+	OrgID        uuid.UUID
+	DatastoreIds []uuid.UUID
+	Ids          []uuid.UUID
+}
+
+// Which of ids are datasources of the datastores datastore_ids: a search
+// filter's check (knowledge.CheckFilter).
+func (q *Queries) DatasourcesAmong(ctx context.Context, arg DatasourcesAmongParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, datasourcesAmong, arg.OrgID, arg.DatastoreIds, arg.Ids)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const datastoreCounts = `-- name: DatastoreCounts :one
 SELECT (SELECT count(*) FROM datasources d WHERE d.org_id = $1 AND d.datastore_id = $2)::bigint AS datasources,
        (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d WHERE d.org_id = $1 AND d.datastore_id = $2)::bigint AS chunks

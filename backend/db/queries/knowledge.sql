@@ -134,6 +134,13 @@ SELECT count(*) FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = 
 -- name: AgentDatastores :many
 SELECT datastore_id FROM agent_datastores WHERE org_id = sqlc.arg(org_id) AND agent_id = sqlc.arg(agent_id) ORDER BY datastore_id;
 
+-- name: DatasourcesAmong :many
+-- Which of ids are datasources of the datastores datastore_ids: a search
+-- filter's check (knowledge.CheckFilter).
+SELECT id FROM datasources
+WHERE org_id = sqlc.arg(org_id) AND datastore_id = ANY(sqlc.arg(datastore_ids)::uuid[])
+  AND id = ANY(sqlc.arg(ids)::uuid[]);
+
 -- name: AgentsDatastores :many
 -- The datastores of a page of agents (ListAgents), in one query.
 SELECT agent_id, datastore_id FROM agent_datastores
