@@ -45,7 +45,7 @@ func (c *Console) adminWith(w http.ResponseWriter, r *http.Request, status int, 
 
 // adminFailed shows a refused change on the admin page at its status.
 func (c *Console) adminFailed(w http.ResponseWriter, r *http.Request, err error) {
-	pub := apperr.Public(err)
+	pub := shown(err)
 	if pub.Code == apperr.Internal || pub.Code == apperr.NotFound {
 		c.errorPage(w, r, err)
 		return

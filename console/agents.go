@@ -165,7 +165,7 @@ func nonNil(s []string) []string {
 // formError is the message a refused form shows, with its status; ok is
 // false for errors that are the server's (shown as an error page).
 func formError(err error) (status int, msg string, ok bool) {
-	pub := apperr.Public(err)
+	pub := shown(err)
 	if pub.Code == apperr.Internal {
 		return 0, "", false
 	}
@@ -480,7 +480,7 @@ func (s *sseWriter) send(status int, ev map[string]any) error {
 // fail reports err as an error event (with the error's status when it is
 // the first thing sent).
 func (s *sseWriter) fail(ctx context.Context, err error) {
-	pub := apperr.Public(err)
+	pub := shown(err)
 	if pub.Code == apperr.Internal {
 		slog.ErrorContext(ctx, "console playground", "err", err)
 	}

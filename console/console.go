@@ -192,6 +192,18 @@ func (c *Console) Handler() http.Handler {
 // largest file a datasource takes, with its form.
 const maxBodyBytes = knowledge.MaxFileBytes + maxFormBytes
 
+// shown is what the console shows of err: apperr.Public's message, code
+// and field, but another organization's id as one that does not exist
+// (SECURITY: the console does not confirm what others hold; the API says
+// 403, SPEC §5.6). Every page, form error, flash and stream error of the
+// console goes through it.
+func shown(err error) *apperr.Error {
+	if db.OtherOrganization(err) {
+		return apperr.New(apperr.NotFound, "not found")
+	}
+	return apperr.Public(err)
+}
+
 // securityHeaders sets the headers of every console response, and a nonce
 // for the page's scripts.
 func securityHeaders(next http.Handler) http.Handler {
@@ -337,12 +349,7 @@ func clientGone(r *http.Request, err error) bool {
 // errorPage shows err as a page (or, for htmx, a fragment), with the status
 // the API would answer; internal errors are logged and shown generically.
 func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, err error) {
-	if db.OtherOrganization(err) {
-		// SECURITY: another organization's id is shown as one that does not
-		// exist: the console does not confirm what others hold.
-		err = apperr.New(apperr.NotFound, "not found")
-	}
-	pub := apperr.Public(err)
+	pub := shown(err)
 	status := apperr.Lookup(pub.Code).HTTPStatus
 	if pub.Code == apperr.Internal {
 		slog.ErrorContext(r.Context(), "console internal error", "err", err, "path", r.URL.Path)

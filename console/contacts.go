@@ -42,7 +42,7 @@ func (c *Console) contactList(w http.ResponseWriter, r *http.Request) {
 			c.errorPage(w, r, err)
 			return
 		}
-		status, d.Err = http.StatusBadRequest, apperr.Public(err).Message
+		status, d.Err = http.StatusBadRequest, shown(err).Message
 	}
 	render(w, r, status, contactListPage(viewOf(r.Context()), d))
 }

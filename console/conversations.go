@@ -64,7 +64,7 @@ func (c *Console) convList(w http.ResponseWriter, r *http.Request) {
 				c.errorPage(w, r, err)
 				return
 			}
-			status, d.Err = http.StatusBadRequest, apperr.Public(err).Message
+			status, d.Err = http.StatusBadRequest, shown(err).Message
 		}
 		d.Agents = c.convWithAgent(r, d.Agents, d.AgentID)
 	}

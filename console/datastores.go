@@ -66,7 +66,7 @@ func (c *Console) dsCreate(w http.ResponseWriter, r *http.Request) {
 // from one that deserves an error page (internal errors, and ids that are
 // not found or another organization's).
 func dsFormError(err error) (int, string, bool) {
-	pub := apperr.Public(err)
+	pub := shown(err)
 	switch pub.Code {
 	case apperr.Internal, apperr.NotFound, apperr.Forbidden, apperr.Unauthenticated:
 		return 0, "", false
@@ -222,7 +222,7 @@ func (c *Console) dsRefused(w http.ResponseWriter, r *http.Request, req *parleyv
 		}
 	}
 	if req.GetType() == "file" || tooBig != nil {
-		if name := req.GetFileName(); name != "" && apperr.Public(err).Field == "file" {
+		if name := req.GetFileName(); name != "" && shown(err).Field == "file" {
 			msg = fmt.Sprintf("file “%s”: %s", name, strings.TrimPrefix(msg, "file: "))
 		}
 	}

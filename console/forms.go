@@ -252,7 +252,7 @@ func (c *Console) formsSubmissions(w http.ResponseWriter, r *http.Request) {
 			c.errorPage(w, r, err)
 			return
 		}
-		status, d.Err = http.StatusBadRequest, apperr.Public(err).Message
+		status, d.Err = http.StatusBadRequest, shown(err).Message
 	}
 	render(w, r, status, formSubmissionsPage(viewOf(r.Context()), d))
 }

@@ -87,7 +87,7 @@ func (c *Console) convReply(w http.ResponseWriter, r *http.Request) {
 	}
 	switch {
 	case apperr.CodeOf(err) == apperr.Invalid:
-		c.flash(ctx, "Your reply was not sent: "+apperr.Public(err).Message)
+		c.flash(ctx, "Your reply was not sent: "+shown(err).Message)
 	case err != nil:
 		c.errorPage(w, r, err)
 		return

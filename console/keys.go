@@ -61,7 +61,7 @@ func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {
 		resp, err = c.Accounts.CreateApiKey(r.Context(), req)
 	}
 	if err != nil {
-		pub := apperr.Public(err)
+		pub := shown(err)
 		if pub.Code == apperr.Internal {
 			c.errorPage(w, r, err)
 			return

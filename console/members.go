@@ -49,7 +49,7 @@ func (c *Console) membersWith(w http.ResponseWriter, r *http.Request, status int
 // the last owner, another organization's member); internal errors get the
 // error page.
 func (c *Console) membersFailed(w http.ResponseWriter, r *http.Request, err error, st membersState, set func(*membersState, string)) {
-	pub := apperr.Public(err)
+	pub := shown(err)
 	if pub.Code == apperr.Internal {
 		c.errorPage(w, r, err)
 		return

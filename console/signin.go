@@ -93,7 +93,7 @@ func (c *Console) linkSubmit(w http.ResponseWriter, r *http.Request) {
 	token, invite := r.PostFormValue("token"), r.PostFormValue("invite") == "1"
 	m, err := c.Members.FollowLink(ctx, token, r.PostFormValue("password"))
 	if err != nil {
-		pub := apperr.Public(err)
+		pub := shown(err)
 		if pub.Code == apperr.Invalid || pub.Code == apperr.Unauthenticated || pub.Code == apperr.Conflict {
 			render(w, r, apperr.Lookup(pub.Code).HTTPStatus, linkPage(token, invite, pub.Message))
 			return

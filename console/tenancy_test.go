@@ -1,6 +1,7 @@
 package console_test
 
 import (
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
@@ -29,11 +30,21 @@ func testOtherOrganizationsIDs(t *testing.T, e *env) {
 		c.get("/console/datastores/" + storeID),
 		c.post("/console/agents/"+agentID+"/delete", nil),
 		c.post("/console/agents/"+agentID, url.Values{"name": {"Taken over"}, "instructions": {"x"}, "temperature": {"0.5"}, "model": {"gpt-4o-mini"}}),
+		// A form naming the other's datastore.
+		c.post("/console/agents", url.Values{"name": {"Spy"}, "instructions": {"x"}, "temperature": {"0.5"}, "model": {"gpt-4o-mini"}, "datastores": {storeID}}),
 	} {
 		require.Equal(t, http.StatusNotFound, p.Status, p.Body)
 		require.NotContains(t, p.Body, "Hidden")
 		require.NotContains(t, p.Body, "another organization")
+		require.NotContains(t, p.Body, storeID)
 	}
+	// The playground's stream of the other's agent.
+	resp := agStream(c, "/console/agents/"+agentID+"/chat", url.Values{"query": {"hi"}})
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.NoError(t, err)
+	require.Equal(t, http.StatusNotFound, resp.StatusCode, "%s", b)
+	require.NotContains(t, string(b), "another organization")
 	r := e.api(t, "GET", "/api/agents/"+agentID, org.Key, nil)
 	require.Equal(t, http.StatusOK, r.Status)
 	require.Contains(t, string(r.Body), "Hidden agent", "another organization changed the agent")
