@@ -3,6 +3,7 @@ package console_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -202,7 +203,8 @@ func testAgents(t *testing.T, e *env) {
 	// Another organization's datastore cannot be attached.
 	theirs := agDatastore(t, e, e.B.Key, "Theirs", "")
 	p = c.post(loc, agForm("Helper 3", url.Values{"datastores": {theirs}}))
-	require.Equal(t, http.StatusForbidden, p.Status)
+	require.Equal(t, http.StatusNotFound, p.Status, "as an id that exists nowhere")
+	require.Equal(t, fmt.Sprintf("datastore %q not found", theirs), p.Text("[data-testid=error]"))
 	after, _ := agGet(t, e, org.Key, id)
 	require.Equal(t, a, after, "a refused edit changed the agent")
 	require.Equal(t, "1 agents", c.get("/console/agents").Text("[data-testid=agent-count]"))

@@ -193,15 +193,12 @@ func (c *Console) Handler() http.Handler {
 const maxBodyBytes = knowledge.MaxFileBytes + maxFormBytes
 
 // shown is what the console shows of err: apperr.Public's message, code
-// and field, but another organization's id as one that does not exist
+// and field, but another organization's id as one that exists nowhere
 // (SECURITY: the console does not confirm what others hold; the API says
 // 403, SPEC §5.6). Every page, form error, flash and stream error of the
 // console goes through it.
 func shown(err error) *apperr.Error {
-	if db.OtherOrganization(err) {
-		return apperr.New(apperr.NotFound, "not found")
-	}
-	return apperr.Public(err)
+	return apperr.Public(db.AsMissing(err))
 }
 
 // securityHeaders sets the headers of every console response, and a nonce

@@ -246,24 +246,31 @@ func Missing(ctx context.Context, q *dbq.Queries, kind, label string, id uuid.UU
 	if err != nil {
 		return err
 	}
+	missing := apperr.New(apperr.NotFound, "%s %q not found", label, id.String())
 	if exists {
-		return &otherOrganization{apperr.New(apperr.Forbidden, "%s %s belongs to another organization", label, id)}
+		return &otherOrganization{apperr.New(apperr.Forbidden, "%s %s belongs to another organization", label, id), missing}
 	}
-	return apperr.New(apperr.NotFound, "%s %q not found", label, id.String())
+	return missing
 }
 
 // otherOrganization is Missing's error for an id of another organization:
-// Forbidden to the API (SPEC §5.6), and recognisable by OtherOrganization.
-type otherOrganization struct{ err *apperr.Error }
+// Forbidden to the API (SPEC §5.6); AsMissing gives what an unknown id's
+// would have been.
+type otherOrganization struct{ err, missing *apperr.Error }
 
 func (e *otherOrganization) Error() string { return e.err.Error() }
 func (e *otherOrganization) Unwrap() error { return e.err }
 
-// OtherOrganization reports whether err says that a resource belongs to
-// another organization (the console shows such ids as not found).
-func OtherOrganization(err error) bool {
+// AsMissing returns err, or, when err says that a resource belongs to
+// another organization, the error an id that exists nowhere would have
+// given ("agent \"...\" not found"): the console confirms nothing of what
+// others hold.
+func AsMissing(err error) error {
 	var o *otherOrganization
-	return errors.As(err, &o)
+	if errors.As(err, &o) {
+		return o.missing
+	}
+	return err
 }
 
 // MemberEmail runs fn in a transaction that may read the member with this
