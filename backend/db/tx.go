@@ -189,15 +189,23 @@ func parentOf(pgErr *pgconn.PgError) string {
 // connectionLost reports whether err means the connection to Postgres
 // failed, rather than a statement.
 func connectionLost(err error) bool {
+	// A new connection that could not be made, for whatever reason, is an
+	// outage, first: the server's refusal inside it (FATAL 53300 too many
+	// connections, 55000 the database does not allow connections, 57P03
+	// starting up) is a PgError too, and none of a statement's.
+	var connectErr *pgconn.ConnectError
+	if errors.As(err, &connectErr) {
+		return true
+	}
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) {
 		// 08: connection exception; 57P01..57P03: the server is shutting
-		// down or the backend was terminated.
-		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03"
+		// down or the backend was terminated; 53300: too many connections.
+		return strings.HasPrefix(pgErr.Code, "08") || pgErr.Code == "57P01" || pgErr.Code == "57P02" || pgErr.Code == "57P03" ||
+			pgErr.Code == "53300"
 	}
-	var connectErr *pgconn.ConnectError
 	var netErr net.Error
-	return errors.As(err, &connectErr) || errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
+	return errors.As(err, &netErr) || errors.Is(err, io.EOF) ||
 		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, net.ErrClosed) || pgconn.SafeToRetry(err) ||
 		strings.Contains(err.Error(), "conn closed")
 }

@@ -70,6 +70,46 @@ func TestKilledConnectionsAreRetriedOrUnavailable(t *testing.T) {
 	}
 }
 
+// A database that refuses new connections for a while (FATAL 55000: it
+// does not allow them; 53300, too many, is the same kind of refusal): a
+// transaction needing a new connection is 503 UNAVAILABLE, not a 500, and
+// a write made through Retry (an answer the model was paid for) waits it
+// out and lands.
+func TestRefusedConnectionsAreUnavailableAndRetried(t *testing.T) {
+	t.Parallel()
+	pool, u := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	ctx := context.Background()
+	cfg, err := pgx.ParseConfig(u)
+	require.NoError(t, err)
+	admin, err := pgx.Connect(ctx, dbtest.AdminURL())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = admin.Close(ctx) })
+	allow := func(on bool) {
+		_, err := admin.Exec(ctx, fmt.Sprintf("ALTER DATABASE %s WITH ALLOW_CONNECTIONS %t", pgx.Identifier{cfg.Database}.Sanitize(), on))
+		require.NoError(t, err)
+	}
+	t.Cleanup(func() { allow(true) })
+	read := func() error {
+		return store.Tenant(ctx, uuid.New(), func(q *dbq.Queries) error {
+			_, err := q.ListPlans(ctx)
+			return err
+		})
+	}
+	allow(false)
+	pool.Reset() // no connection left: the next must be made
+	err = read()
+	require.Equal(t, apperr.Unavailable, apperr.CodeOf(err), "%v", err)
+
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		allow(true)
+	}()
+	tries := 0
+	require.NoError(t, db.Retry(ctx, func() error { tries++; return read() }))
+	require.Greater(t, tries, 1, "the refusal was waited out")
+}
+
 // A database that stops answering without closing the connection (a
 // stalled pooler or network path): a transaction begun without a deadline
 // ends at the Store's bound as 503 UNAVAILABLE, whether its statements were
