@@ -243,8 +243,9 @@ func (h *Hub) run(ctx context.Context, l *listener) {
 		if ctx.Err() != nil {
 			return
 		}
+		// The streams are woken once the hub listens again (above), not
+		// now: while the database is out of reach they could read nothing.
 		slog.Warn("conversation events: the listening connection broke; reconnecting", "err", err)
-		h.wakeAll()
 	}
 }
 

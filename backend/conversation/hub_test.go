@@ -317,3 +317,58 @@ func TestStreamLife(t *testing.T) {
 		t.Fatal("the stream outlived its life")
 	}
 }
+
+// A database out of reach for a second (a failover, a network blip) does
+// not end a watch stream: it reads again once the database answers, and
+// the events stored meanwhile and after reach it. Before, every stream of
+// the instance ended at once and their clients all came back together.
+func TestWatchOutlivesADatabaseBlip(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	px := dbtest.NewProxy(t, s.url)
+	pool, err := db.Open(ctx, px.URL, 4, nil)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	t.Cleanup(px.Restore)
+	through := &db.Store{Pool: pool}
+	svc := &conversation.Service{Store: through, Live: conversation.NewHub(pool, through), Heartbeat: 50 * time.Millisecond}
+	p, err := conversation.MemberParty(s.member, "ada@example.com")
+	require.NoError(t, err)
+	w, err := svc.Follow(ctx, p, "c1", nil)
+	require.NoError(t, err)
+	got := make(chan *parleyv1.WatchConversationResponse, 256)
+	runCtx, stop := context.WithCancel(ctx)
+	ran := make(chan error, 1)
+	go func() {
+		ran <- w.Run(runCtx, func(ev *parleyv1.WatchConversationResponse) error { got <- ev; return nil })
+	}()
+	message := func(want string) {
+		t.Helper()
+		deadline := time.After(10 * time.Second)
+		for {
+			select {
+			case ev := <-got:
+				if ev.GetMessage().GetText() == want {
+					return
+				}
+			case err := <-ran:
+				t.Fatalf("the stream ended: %v", err)
+			case <-deadline:
+				t.Fatalf("%q never came", want)
+			}
+		}
+	}
+	s.say(t, "c1", "before")
+	message("before")
+
+	px.Cut() // every connection closed, new ones refused
+	s.say(t, "c1", "during")
+	time.Sleep(time.Second) // twenty heartbeats' reads fail meanwhile
+	px.Restore()
+	message("during")
+	s.say(t, "c1", "after")
+	message("after")
+	stop()
+	require.NoError(t, <-ran)
+}

@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 )
@@ -78,7 +79,7 @@ func (w *Watch) Close() {
 
 // Run sends the stream's events until ctx ends, the server drains, the
 // stream has lasted StreamLife, the conversation is deleted (NotFound) or
-// send fails (its error). It starts with a heartbeat carrying the starting
+// send fails (its error); the database out of reach does not end it. It starts with a heartbeat carrying the starting
 // point, sends one every HeartbeatEvery when nothing else went out, and
 // closes the stream when it returns.
 func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationResponse) error) error {
@@ -110,7 +111,13 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 			if ctx.Err() != nil {
 				return nil
 			}
-			return err
+			// The database out of reach for a moment: the stream stays
+			// and reads again at its next wake-up (the hub wakes every
+			// stream once it listens again) or heartbeat. Ending it would
+			// send every client of the instance back at once.
+			if !db.Unavailable(err) {
+				return err
+			}
 		}
 		if n == eventsPerRead {
 			continue
@@ -127,7 +134,7 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 		case <-tick.C:
 			// Quiet or not, read again below: a lost notification costs
 			// one heartbeat of latency at most.
-			if err := w.alive(ctx); err != nil {
+			if err := w.alive(ctx); err != nil && !db.Unavailable(err) {
 				return err
 			}
 			if err := send(w.heartbeat()); err != nil {

@@ -210,6 +210,11 @@ func connectionLost(err error) bool {
 		strings.Contains(err.Error(), "conn closed")
 }
 
+// Unavailable reports whether err is the database being out of reach (a
+// lost or refused connection, or one that stalled past the bound): worth
+// trying again shortly, unlike a statement's error.
+func Unavailable(err error) bool { return errors.Is(err, errUnavailable) }
+
 // Retry runs write until it is done, fails other than by a lost
 // connection (errUnavailable), or ctx ends, waiting 100 ms before the
 // second try and twice as long before each next, at most 2 s. It is for a
@@ -223,7 +228,7 @@ func Retry(ctx context.Context, write func() error) error {
 	wait := 100 * time.Millisecond
 	for {
 		err := write()
-		if !errors.Is(err, errUnavailable) {
+		if !Unavailable(err) {
 			return err
 		}
 		t := time.NewTimer(wait)
