@@ -38,8 +38,9 @@ type Service struct {
 	// Live wakes streams when their conversation has new events; nil: no
 	// streams (WatchConversation is Unavailable).
 	Live *Hub
-	// Drain ends when the server shuts down: streams end, and their
-	// clients reconnect (to another instance) where they left off.
+	// Drain ends when the server begins to shut down: streams end at
+	// once, and their clients reconnect (to another instance) where they
+	// left off.
 	Drain context.Context
 	// Hooks emits the webhook events of status changes and people's
 	// replies; nil: none.

@@ -89,6 +89,11 @@ type App struct {
 	// their model calls and send a final event.
 	drain      context.Context
 	startDrain context.CancelFunc
+	// stopping ends as soon as shutdown begins: conversations' watch
+	// streams end then (their clients resume where they left off,
+	// elsewhere) rather than hold the instance until the drain.
+	stopping      context.Context
+	startStopping context.CancelFunc
 
 	migrated atomic.Bool
 }
@@ -108,6 +113,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	a := &App{cfg: cfg}
 	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).LimitLoads(cfg.LoadLimit())
 	a.drain, a.startDrain = context.WithCancel(context.Background())
+	a.stopping, a.startStopping = context.WithCancel(context.Background())
 	a.catalog = cfg.Catalog
 	if a.catalog == nil {
 		c, err := llm.LoadCatalog(llm.CatalogConfig{File: cfg.ModelsFile})
@@ -320,7 +326,7 @@ func (a *App) routes() (http.Handler, error) {
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
-	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.drain, Hooks: a.hooks}
+	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.stopping, Hooks: a.hooks}
 	contacts := &contact.Service{Store: a.Store}
 	webhooks := &webhook.Service{
 		Store: a.Store, Sealer: a.sealer, Hooks: a.hooks,
@@ -496,6 +502,7 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 	case err = <-errc:
 	case <-ctx.Done():
 		slog.Info("shutting down", "grace", a.cfg.ShutdownTimeout)
+		a.startStopping()
 		// Jobs drain beside the requests, within the same grace: the
 		// workers take no new job from now on.
 		stopWork()
@@ -541,6 +548,7 @@ func NewHTTPServer(handler http.Handler) *http.Server {
 
 // Close releases the pool and Redis client.
 func (a *App) Close() {
+	a.startStopping()
 	a.startDrain()
 	if a.Pool != nil {
 		a.Pool.Close()

@@ -362,7 +362,27 @@ func TestShutdownDuringJSONChat(t *testing.T) {
 		slow <- reply{s, b}
 	}()
 	require.Eventually(t, func() bool { return len(fake.Requests()) == 2 }, 10*time.Second, 10*time.Millisecond)
+	// A conversation's watch stream (resumable) ends as shutdown begins,
+	// not at the drain point (1.5 s into the 3 s grace) as turns do.
+	req, _ := http.NewRequest("GET", base+"/api/v2/conversations/term-slow/events", nil)
+	req.Header.Set("Authorization", "Bearer "+boot.APIKey)
+	watch, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	require.Equal(t, 200, watch.StatusCode)
+	watched := make(chan time.Time, 1)
+	go func() {
+		defer watch.Body.Close()
+		_, _ = io.Copy(io.Discard, watch.Body)
+		watched <- time.Now()
+	}()
+	stopped := time.Now()
 	stop() // what SIGTERM does to main's context
+	select {
+	case at := <-watched:
+		require.Less(t, at.Sub(stopped), time.Second, "the watch stream outlived the start of the shutdown")
+	case <-time.After(10 * time.Second):
+		t.Fatal("the watch stream did not end")
+	}
 
 	r := <-quick
 	require.Equal(t, 200, r.status, "a turn that ends within the drain time is answered: %s", r.body)
