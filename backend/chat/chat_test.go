@@ -361,6 +361,8 @@ func TestChatRules(t *testing.T) {
 	}{
 		{"query missing", f.private, f.A.Key, `{"conversationId":"c"}`, 400, "BAD_REQUEST", "query"},
 		{"conversationId missing", f.private, f.A.Key, `{"query":"q"}`, 400, "BAD_REQUEST", "conversationId"},
+		{"conversationId a path segment", f.private, f.A.Key, `{"query":"q","conversationId":".."}`, 400, "BAD_REQUEST", "conversationId"},
+		{"conversationId a dot", f.public, "", `{"query":"q","conversationId":".","visitorId":"v1"}`, 400, "BAD_REQUEST", "conversationId"},
 		{"query wrong type", f.private, f.A.Key, `{"query":5,"conversationId":"c"}`, 400, "BAD_REQUEST", "query"},
 		{"streaming wrong type", f.private, f.A.Key, `{"query":"q","conversationId":"c","streaming":"yes"}`, 400, "BAD_REQUEST", "streaming"},
 		{"channel", f.private, f.A.Key, `{"query":"q","conversationId":"c","channel":"fax"}`, 400, "BAD_REQUEST", "channel"},
