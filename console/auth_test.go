@@ -6,6 +6,7 @@ import (
 	"io"
 	"mime/multipart"
 	"net/http"
+	"net/http/httptest"
 	"net/url"
 	"strings"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/console"
 )
 
 func testSignInAndOut(t *testing.T, e *env) {
@@ -159,6 +161,14 @@ func testPasswords(t *testing.T, e *env) {
 }
 
 func testSecurityHeaders(t *testing.T, e *env) {
+	// Served over https (--public-url https://...), the console says so
+	// for a year: its session cookie never goes in clear.
+	secure := console.New(console.Deps{Store: e.App.Store, Members: e.members, Secure: true}).Handler()
+	w := httptest.NewRecorder()
+	secure.ServeHTTP(w, httptest.NewRequest("GET", "/console/signin", nil))
+	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
+	require.Equal(t, "max-age=31536000", w.Header().Get("Strict-Transport-Security"))
+
 	c := e.as(t, e.A.ID, member.Admin)
 	for _, path := range []string{"/console/signin", "/console/", "/console/keys", "/console/nope"} {
 		cl := c
@@ -172,6 +182,7 @@ func testSecurityHeaders(t *testing.T, e *env) {
 		require.NotContains(t, csp, "unsafe-inline", path)
 		require.Equal(t, "nosniff", p.Header.Get("X-Content-Type-Options"), path)
 		require.Equal(t, "same-origin", p.Header.Get("Referrer-Policy"), path)
+		require.Empty(t, p.Header.Get("Strict-Transport-Security"), "not over plain http: %s", path)
 		// Every script is a file of ours, carrying the page's nonce.
 		nonce := strings.TrimSuffix(strings.SplitN(strings.SplitN(csp, "'nonce-", 2)[1], "'", 2)[0], "'")
 		p.Doc.Find("script").Each(func(_ int, s *goquery.Selection) {

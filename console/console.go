@@ -185,7 +185,7 @@ func (c *Console) Handler() http.Handler {
 	// multipart parser keeps up to 32 MiB in memory and writes the rest to
 	// temporary files, without end). Forms read with readForm, the sign-in
 	// forms too, are bounded at maxFormBytes.
-	return securityHeaders(http.MaxBytesHandler(c.sessions.LoadAndSave(cop.Handler(c.mux)), maxBodyBytes))
+	return securityHeaders(c.Secure, http.MaxBytesHandler(c.sessions.LoadAndSave(cop.Handler(c.mux)), maxBodyBytes))
 }
 
 // maxBodyBytes bounds every console request's body: an upload of the
@@ -201,9 +201,9 @@ func shown(err error) *apperr.Error {
 	return apperr.Public(db.AsMissing(err))
 }
 
-// securityHeaders sets the headers of every console response, and a nonce
-// for the page's scripts.
-func securityHeaders(next http.Handler) http.Handler {
+// securityHeaders sets the headers of every console response (HSTS when
+// secure: the public URL is https), and a nonce for the page's scripts.
+func securityHeaders(secure bool, next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := make([]byte, 16)
 		_, _ = rand.Read(b)
@@ -214,6 +214,11 @@ func securityHeaders(next http.Handler) http.Handler {
 		h.Set("Referrer-Policy", "same-origin")
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
+		if secure {
+			// Served over https (--public-url): browsers keep to https for
+			// a year, so a session cookie never travels in clear.
+			h.Set("Strict-Transport-Security", "max-age=31536000")
+		}
 		if !strings.HasPrefix(r.URL.Path, "/console/static/") {
 			h.Set("Cache-Control", "no-store")
 		}

@@ -77,9 +77,6 @@ func contactsURL(email, q, cursor string) string {
 	return "/console/contacts?" + v.Encode()
 }
 
-// contactConvURL is a conversation's transcript page.
-func contactConvURL(id string) string { return "/console/conversations/" + url.PathEscape(id) }
-
 // contactCustom is a contact's custom fields as indented JSON.
 func contactCustom(k *parleyv1.ContactRecord) string {
 	b, err := json.MarshalIndent(k.GetCustomFields().AsMap(), "", "  ")

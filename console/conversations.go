@@ -108,7 +108,7 @@ func convURL(agent, status, visitor, cursor string) string {
 
 // transcriptURL is a conversation's page.
 func transcriptURL(id, agent string) string {
-	return "/console/conversations/" + url.PathEscape(id) + "?" + url.Values{"agent": {agent}}.Encode()
+	return convPath(id) + "?" + url.Values{"agent": {agent}}.Encode()
 }
 
 // convTranscriptView is what a transcript page shows.

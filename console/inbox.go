@@ -145,5 +145,7 @@ func inboxListURL(cursor string) string {
 	return "/console/inbox/list?cursor=" + url.QueryEscape(cursor)
 }
 
-// convPath is a conversation's page, and the root of its actions.
+// convPath is a conversation's page, and the root of its actions. (An id
+// of dots alone would be a path segment that browsers resolve away, %2E
+// escapes included: chat's schema refuses such ids.)
 func convPath(id string) string { return "/console/conversations/" + url.PathEscape(id) }
