@@ -135,6 +135,9 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 			// Quiet or not, read again below: a lost notification costs
 			// one heartbeat of latency at most.
 			if err := w.alive(ctx); err != nil && !db.Unavailable(err) {
+				if ctx.Err() != nil {
+					return nil
+				}
 				return err
 			}
 			if err := send(w.heartbeat()); err != nil {
