@@ -363,6 +363,7 @@ func TestChatRules(t *testing.T) {
 		{"conversationId missing", f.private, f.A.Key, `{"query":"q"}`, 400, "BAD_REQUEST", "conversationId"},
 		{"conversationId a path segment", f.private, f.A.Key, `{"query":"q","conversationId":".."}`, 400, "BAD_REQUEST", "conversationId"},
 		{"conversationId a dot", f.public, "", `{"query":"q","conversationId":".","visitorId":"v1"}`, 400, "BAD_REQUEST", "conversationId"},
+		{"a visitor choosing the model", f.public, "", `{"query":"q","conversationId":"c","visitorId":"v1","selectedModel":"claude-3-5-sonnet"}`, 403, "FORBIDDEN", "selectedModel"},
 		{"query wrong type", f.private, f.A.Key, `{"query":5,"conversationId":"c"}`, 400, "BAD_REQUEST", "query"},
 		{"streaming wrong type", f.private, f.A.Key, `{"query":"q","conversationId":"c","streaming":"yes"}`, 400, "BAD_REQUEST", "streaming"},
 		{"channel", f.private, f.A.Key, `{"query":"q","conversationId":"c","channel":"fax"}`, 400, "BAD_REQUEST", "channel"},

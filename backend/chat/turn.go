@@ -200,8 +200,18 @@ func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (
 	if s.TurnTimeout > 0 {
 		t.deadline = time.Now().Add(s.TurnTimeout)
 	}
-	if req.GetSelectedModel() != "" {
-		t.modelName = req.GetSelectedModel()
+	if m := req.GetSelectedModel(); m != "" && m != a.Agent.Model {
+		// SECURITY: a keyless visitor of a public agent runs on the
+		// owner's bill, within limits that count requests, not cost: the
+		// owner's model answers them, not the dearest one they could name
+		// (15 to 20 times the cheapest), nor a provider the owner did not
+		// choose for their data. A key (the organization's own backend)
+		// or a member (the playground) may choose.
+		if a.Principal == nil {
+			return nil, &apperr.Error{Code: apperr.Forbidden, Field: "selected_model",
+				Message: "choosing the model (selectedModel) needs an API key; without one the agent's own model answers"}
+		}
+		t.modelName = m
 	}
 	t.route = s.Catalog.Resolve(t.modelName)
 	t.channel = req.GetChannel()
