@@ -54,8 +54,12 @@ const attachmentNote = "Files the visitor attached reach you between <attachment
 // the ranges --fetch-allow opens aside). Images go to the model by URL and
 // its provider fetches them: a self-hosted one inside the operator's
 // network (PARLEY_OPENAI_BASE_URL) would otherwise fetch whatever internal
-// address a visitor names, such as a cloud metadata endpoint. A name whose
-// answer changes after this check is beyond reach: the provider resolves it.
+// address a visitor names, such as a cloud metadata endpoint. A name that
+// does not resolve now is refused too (netguard.CheckResolved). Beyond
+// reach: a name whose answer changes after this check, and a public URL
+// that redirects elsewhere, since the provider resolves and follows them.
+// Only sending the image's bytes instead of its URL would close those (not
+// done: see README, Attachments).
 func (s *Service) checkImages(ctx context.Context, atts []*parleyv1.Attachment) error {
 	guard := s.Fetch
 	for i, a := range atts {
@@ -65,7 +69,7 @@ func (s *Service) checkImages(ctx context.Context, atts []*parleyv1.Attachment) 
 		if guard == nil {
 			guard = netguard.New(netguard.Config{})
 		}
-		if err := guard.CheckDestination(ctx, a.GetUrl()); err != nil {
+		if err := guard.CheckResolved(ctx, a.GetUrl()); err != nil {
 			return apperr.InvalidField(fieldOf(i), "the image cannot be given to the model: %v", err)
 		}
 	}

@@ -208,16 +208,19 @@ func TestDocumentAttachmentOnLoopbackIsRefused(t *testing.T) {
 	srv := newFiles(t, map[string][]byte{"/notes.txt": []byte("secret intranet notes")})
 	_, port, _ := net.SplitHostPort(strings.TrimPrefix(srv.URL, "http://"))
 	for _, c := range []struct{ agent, key, url, message string }{
-		{f.private, f.A.Key, srv.URL + "/notes.txt", "127.0.0.1 is not a public address"},
-		{f.public, "", srv.URL + "/notes.txt", "127.0.0.1 is not a public address"},
-		{f.public, "", "http://localhost:" + port + "/notes.txt", "localhost:" + port + " is not a public address"},
-		{f.public, "", "http://localhost:1/notes.txt", "localhost:1 is not a public address"},
+		{f.private, f.A.Key, srv.URL + "/notes.txt", "destination not allowed: 127.0.0.1 is not a public address"},
+		{f.public, "", srv.URL + "/notes.txt", "destination not allowed: 127.0.0.1 is not a public address"},
+		// A name inside the network reads as one that exists nowhere: a
+		// visitor cannot list the network's names.
+		{f.public, "", "http://localhost:" + port + "/notes.txt", "localhost:" + port + " does not resolve to a public address"},
+		{f.public, "", "http://localhost:1/notes.txt", "localhost:1 does not resolve to a public address"},
+		{f.public, "", "http://no-such-host.invalid:1/notes.txt", "no-such-host.invalid:1 does not resolve to a public address"},
 	} {
 		status, _, raw := f.chat(t, c.agent, c.key, `{"query":"q","conversationId":"lo","visitorId":"v","attachments":[{"url":"`+c.url+`"}]}`)
 		require.Equal(t, http.StatusBadRequest, status, "%s", raw.Body)
 		b := raw.Err(t)
 		require.Equal(t, "attachments[0]", b.Error.Field)
-		require.Equal(t, "attachments[0]: the file could not be fetched: destination not allowed: "+c.message, b.Error.Message)
+		require.Equal(t, "attachments[0]: the file could not be fetched: "+c.message, b.Error.Message)
 	}
 	require.Empty(t, srv.got())
 	require.Empty(t, f.fake.Requests())
@@ -236,6 +239,9 @@ func TestImageAttachmentOnAPrivateAddressIsRefused(t *testing.T) {
 		"http://[::1]/x.jpg",
 		"http://localhost/x.png",
 		"http://2130706433/x.png",
+		// A name that does not resolve here: the provider's resolver might
+		// answer otherwise (a name server failing or stalling on purpose).
+		"http://no-such-host.invalid/x.png",
 	} {
 		status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"img-guard","attachments":[{"url":"`+u+`","type":"image/png"}]}`)
 		require.Equal(t, http.StatusBadRequest, status, "%s: %s", u, raw.Body)

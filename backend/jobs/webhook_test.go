@@ -347,7 +347,7 @@ func TestDialToPrivateAddressRefused(t *testing.T) {
 	require.ErrorIs(t, err, webhook.ErrAttempt)
 	a = f.deliveries(t, hook.GetId())[0].GetAttempts()
 	require.Len(t, a, 2)
-	require.Contains(t, a[1].GetError(), "not a public address")
+	require.Contains(t, a[1].GetError(), "localhost:"+strconv.Itoa(int(port))+" does not resolve to a public address")
 	require.Empty(t, rc.requests())
 }
 

@@ -335,6 +335,19 @@ func (c *Client) Send(ctx context.Context, r Request) (*Response, error) {
 	return out, nil
 }
 
+// notPublic says that host (a name or an address, with or without a
+// port) is not one the guard reaches.
+func notPublic(host string) string {
+	h := host
+	if hh, _, err := net.SplitHostPort(host); err == nil {
+		h = hh
+	}
+	if _, err := netip.ParseAddr(strings.Trim(h, "[]")); err == nil {
+		return host + " is not a public address"
+	}
+	return host + " does not resolve to a public address"
+}
+
 // resolveTimeout bounds CheckDestination's DNS lookup.
 const resolveTimeout = 3 * time.Second
 
@@ -344,6 +357,20 @@ const resolveTimeout = 3 * time.Second
 // that does not resolve now passes: the check at dial time still applies
 // to whatever it resolves to later.
 func (c *Client) CheckDestination(ctx context.Context, raw string) error {
+	return c.checkDestination(ctx, raw, false)
+}
+
+// CheckResolved is CheckDestination for a URL that someone else fetches
+// (an image a model's provider fetches): no dial-time check follows, so a
+// name that does not resolve now (or not within the lookup's bound: a
+// name server that stalls or fails on purpose, to answer otherwise to
+// the provider) is refused too. A public address that redirects, or a name
+// whose answer changes later, stays beyond any check made here.
+func (c *Client) CheckResolved(ctx context.Context, raw string) error {
+	return c.checkDestination(ctx, raw, true)
+}
+
+func (c *Client) checkDestination(ctx context.Context, raw string, mustResolve bool) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("invalid URL: %w", err)
@@ -362,11 +389,14 @@ func (c *Client) CheckDestination(ctx context.Context, raw string) error {
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
+		if mustResolve {
+			return fmt.Errorf("%w: %s", ErrBlocked, notPublic(host))
+		}
 		return nil
 	}
 	for _, a := range addrs {
 		if !c.Allowed(a) {
-			return fmt.Errorf("%w: %s does not resolve to a public address", ErrBlocked, host)
+			return fmt.Errorf("%w: %s", ErrBlocked, notPublic(host))
 		}
 	}
 	return nil
@@ -414,12 +444,13 @@ func unreached(u *url.URL, err error) error {
 	var dnsErr *net.DNSError
 	var msg string
 	switch {
-	case errors.Is(err, errDialBlocked):
-		msg = fmt.Sprintf("%v: %s is not a public address", ErrBlocked, host)
+	case errors.Is(err, errDialBlocked), errors.As(err, &dnsErr):
+		// SECURITY: the same words whether the name resolves to a private
+		// address or to none: a caller (a public agent's visitor naming an
+		// attachment) cannot list the names that exist inside the network.
+		msg = notPublic(host)
 	case ue != nil && (Blocked(ue.Err) || errors.Is(ue.Err, errRedirects)):
 		msg = ue.Err.Error() // a redirect CheckRedirect refused, in its own words
-	case errors.As(err, &dnsErr):
-		msg = host + " does not resolve"
 	case errors.Is(err, context.Canceled):
 		return err
 	case errors.Is(err, context.DeadlineExceeded), ue != nil && ue.Timeout():

@@ -258,9 +258,12 @@ func TestUnreachedNamesNoAddress(t *testing.T) {
 		want   string
 		is     error
 	}{
-		{guard, "http://localhost:" + port + "/x", "destination not allowed: localhost:" + port + " is not a public address", ErrBlocked},
+		// A name inside the network and a name that exists nowhere read
+		// alike: a caller cannot list the network's names.
+		{guard, "http://localhost:" + port + "/x", "localhost:" + port + " does not resolve to a public address", ErrBlocked},
+		{guard, "http://no-such-host.invalid:" + port + "/x", "no-such-host.invalid:" + port + " does not resolve to a public address", nil},
 		{open, "http://127.0.0.1:" + closedPort + "/x", "127.0.0.1:" + closedPort + " refused the connection", syscall.ECONNREFUSED},
-		{open, "http://no-such-host.invalid/x", "no-such-host.invalid does not resolve", nil},
+		{open, "http://no-such-host.invalid/x", "no-such-host.invalid does not resolve to a public address", nil},
 	} {
 		_, err := c.client.Get(context.Background(), c.url)
 		if err == nil || err.Error() != c.want {
@@ -277,5 +280,18 @@ func TestUnreachedNamesNoAddress(t *testing.T) {
 	err = guard.CheckDestination(context.Background(), "http://localhost:"+port+"/")
 	if err == nil || strings.Contains(err.Error(), "127.0.0.1") || strings.Contains(err.Error(), "::1") {
 		t.Errorf("CheckDestination: got %v, want a refusal that names no address", err)
+	}
+	// A name that resolves nowhere passes CheckDestination (the dial checks
+	// later) but not CheckResolved (someone else fetches it), and its
+	// refusal reads as a private name's.
+	if err := guard.CheckDestination(context.Background(), "http://no-such-host.invalid/a.png"); err != nil {
+		t.Errorf("CheckDestination of an unresolved name: %v", err)
+	}
+	for _, u := range []string{"http://no-such-host.invalid/a.png", "http://localhost/a.png"} {
+		err := guard.CheckResolved(context.Background(), u)
+		want := "destination not allowed: " + strings.TrimPrefix(strings.TrimSuffix(u, "/a.png"), "http://") + " does not resolve to a public address"
+		if err == nil || err.Error() != want || !errors.Is(err, ErrBlocked) {
+			t.Errorf("CheckResolved(%s): got %v, want %q", u, err, want)
+		}
 	}
 }
