@@ -16,6 +16,7 @@ import (
 	"path"
 	"regexp"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -179,7 +180,7 @@ func extract(ctx context.Context, name string, b []byte, pageURL string, limit i
 	case KindPDF:
 		doc, err = extractPDF(x, b)
 	case KindDOCX:
-		doc, err = extractDOCX(b)
+		doc, err = extractDOCX(x, b)
 	case KindPPTX:
 		doc, err = extractPPTX(x, b)
 	case KindXLSX:
@@ -200,6 +201,10 @@ func extract(ctx context.Context, name string, b []byte, pageURL string, limit i
 		err = errFull // from a reader that does not count as it goes
 	}
 	if errors.Is(err, errFull) {
+		var bound limitError
+		if !head && errors.As(err, &bound) {
+			return Document{}, kind, false, bound
+		}
 		if !head {
 			return Document{}, kind, false, fmt.Errorf("the file's text is longer than %d bytes", limit)
 		}
@@ -604,39 +609,48 @@ func zipFiles(b []byte) (map[string]*zip.File, error) {
 	return files, nil
 }
 
-func readZip(f *zip.File) ([]byte, error) {
+// zipPart reads the paragraphs of an Office Open XML part of a zip-based
+// document (see ooxmlParagraphs), streaming it: a part may decompress to
+// maxUnzipped bytes, which are never held whole.
+func zipPart(x *extraction, f *zip.File, each func(text, style string)) error {
+	if f == nil {
+		return errors.New("a part of the document is missing")
+	}
 	rc, err := f.Open()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer rc.Close()
-	// The header's size can lie: read one byte past it at most.
-	b, err := io.ReadAll(io.LimitReader(rc, int64(f.UncompressedSize64)+1))
-	if err != nil {
-		return nil, err
-	}
-	if uint64(len(b)) > f.UncompressedSize64 {
-		return nil, errors.New("a zip entry is larger than it says")
-	}
-	return b, nil
+	// The header's size can lie: read no further than it says (the zip
+	// reader also fails on an entry longer than its header).
+	return ooxmlParagraphs(x, io.LimitReader(rc, int64(f.UncompressedSize64)), each)
 }
 
+// paragraphCost is what a paragraph of an Office document costs against
+// an extraction's limit besides its text: its markup (a <w:p/> of 6
+// bytes, which a crafted part repeats by millions) is work to parse, and
+// a line of output, and must not be free.
+const paragraphCost = 16
+
 // ooxmlParagraphs reads the text runs (w:t or a:t) of an Office Open XML
-// part, one string per paragraph (w:p or a:p), with the paragraph's style.
-func ooxmlParagraphs(x []byte) ([][2]string, error) {
-	dec := xml.NewDecoder(bytes.NewReader(x))
-	var out [][2]string
+// part, calling each with every paragraph (w:p or a:p) and its style. It
+// charges x each paragraph's text and paragraphCost as it goes, keeping
+// only the paragraph it is in; once x is full it calls each with what it
+// has of that paragraph and stops with errFull.
+func ooxmlParagraphs(x *extraction, r io.Reader, each func(text, style string)) error {
+	dec := xml.NewDecoder(r)
 	var cur strings.Builder
 	style := ""
 	inText := false
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
-			break
+			return nil
 		}
 		if err != nil {
-			return nil, err
+			return err
 		}
+		n := 0 // text added to the paragraph
 		switch t := tok.(type) {
 		case xml.StartElement:
 			switch t.Name.Local {
@@ -645,57 +659,62 @@ func ooxmlParagraphs(x []byte) ([][2]string, error) {
 			case "pStyle":
 				for _, a := range t.Attr {
 					if a.Name.Local == "val" {
-						style = a.Value
+						style = label(a.Value)
 					}
 				}
 			case "tab":
 				cur.WriteByte('\t')
+				n = 1
 			case "br":
 				cur.WriteByte('\n')
+				n = 1
 			}
 		case xml.EndElement:
 			switch t.Name.Local {
 			case "t":
 				inText = false
 			case "p":
-				out = append(out, [2]string{cur.String(), style})
+				each(cur.String(), style)
 				cur.Reset()
 				style = ""
+				n = paragraphCost
 			}
 		case xml.CharData:
 			if inText {
 				cur.Write(t)
+				n = len(t)
 			}
 		}
+		if err := x.take(n); err != nil {
+			if cur.Len() > 0 {
+				each(cur.String(), style)
+			}
+			return err
+		}
 	}
-	return out, nil
 }
 
-func extractDOCX(b []byte) (Document, error) {
+func extractDOCX(x *extraction, b []byte) (Document, error) {
 	files, err := zipFiles(b)
 	if err != nil {
 		return Document{}, err
 	}
-	x, err := readZip(files["word/document.xml"])
-	if err != nil {
-		return Document{}, err
-	}
-	paras, err := ooxmlParagraphs(x)
-	if err != nil {
-		return Document{}, fmt.Errorf("not a readable DOCX: %v", err)
-	}
-	// Headings (Heading1..) become Markdown headings, so sections follow them.
+	// Headings (Heading1..) become Markdown headings, so sections follow
+	// them.
 	var md strings.Builder
-	for _, p := range paras {
-		if n, ok := strings.CutPrefix(strings.ToLower(p[1]), "heading"); ok {
+	err = zipPart(x, files["word/document.xml"], func(text, style string) {
+		if n, ok := strings.CutPrefix(strings.ToLower(style), "heading"); ok {
 			level, _ := strconv.Atoi(n)
 			level = min(max(level, 1), 6)
-			md.WriteString(strings.Repeat("#", level) + " " + p[0] + "\n")
-			continue
+			md.WriteString(strings.Repeat("#", level) + " " + text + "\n")
+			return
 		}
-		md.WriteString(p[0] + "\n\n")
+		md.WriteString(text + "\n\n")
+	})
+	if err != nil && !errors.Is(err, errFull) && !errors.Is(err, x.ctx.Err()) {
+		return Document{}, fmt.Errorf("not a readable DOCX: %v", err)
 	}
-	return Markdown(md.String()), nil
+	return Markdown(md.String()), err
 }
 
 func extractPPTX(x *extraction, b []byte) (Document, error) {
@@ -714,27 +733,51 @@ func extractPPTX(x *extraction, b []byte) (Document, error) {
 	sort.Ints(slides)
 	var doc Document
 	for _, i := range slides {
-		part, err := readZip(files[fmt.Sprintf("ppt/slides/slide%d.xml", i)])
-		if err != nil {
-			return Document{}, err
+		var b strings.Builder
+		err := zipPart(x, files[fmt.Sprintf("ppt/slides/slide%d.xml", i)], func(text, _ string) {
+			if strings.TrimSpace(text) != "" {
+				b.WriteString(text + "\n")
+			}
+		})
+		if b.Len() > 0 || err == nil {
+			doc.Sections = append(doc.Sections, Section{Heading: fmt.Sprintf("Slide %d", i), Text: b.String(), Page: i})
 		}
-		paras, err := ooxmlParagraphs(part)
+		if errors.Is(err, errFull) || (err != nil && errors.Is(err, x.ctx.Err())) {
+			return doc, err
+		}
 		if err != nil {
 			return Document{}, fmt.Errorf("slide %d: %v", i, err)
-		}
-		var b strings.Builder
-		for _, p := range paras {
-			if strings.TrimSpace(p[0]) != "" {
-				b.WriteString(p[0] + "\n")
-			}
-		}
-		doc.Sections = append(doc.Sections, Section{Heading: fmt.Sprintf("Slide %d", i), Text: b.String(), Page: i})
-		if err := x.take(b.Len()); err != nil {
-			return doc, err
 		}
 	}
 	return doc, nil
 }
+
+// Bounds of a table (a spreadsheet, a CSV file). Tables meant to be read
+// are far narrower: a row of more cells is a crafted or a broken file.
+const (
+	// maxColumns bounds a spreadsheet row's last non-empty cell. The
+	// reader spreads a row's cells over a slice up to its last one (a
+	// row of one cell at column XFD is 16,384 strings), so the bound
+	// holds before any row is kept: 1,000 columns is four times what
+	// Excel used to allow (256).
+	maxColumns = 1_000
+	// maxCells bounds a workbook's rows and cell positions (empty ones
+	// between cells included), each of which costs the reader work and
+	// memory even when it holds no text: 4 million is more than
+	// maxUnzipped bytes of sheets can hold cells of text.
+	maxCells = 4_000_000
+	// maxFields bounds a CSV record's fields: the CSV reader holds a
+	// record whole (a line of 20 million commas is 20 million fields).
+	maxFields = 10_000
+)
+
+// limitError is a bound of extraction that a file passes: errFull for an
+// extraction of a file's head (which keeps what it read), else an error
+// with its message.
+type limitError string
+
+func (e limitError) Error() string        { return string(e) }
+func (e limitError) Is(target error) bool { return target == errFull }
 
 func extractXLSX(x *extraction, b []byte) (Document, error) {
 	if _, err := zipFiles(b); err != nil {
@@ -746,12 +789,9 @@ func extractXLSX(x *extraction, b []byte) (Document, error) {
 	}
 	defer f.Close()
 	var doc Document
+	cells := 0
 	for _, sheet := range f.GetSheetList() {
-		rows, err := f.GetRows(sheet)
-		if err != nil {
-			return Document{}, err
-		}
-		text, err := rowsText(x, rows)
+		text, err := sheetText(x, f, sheet, &cells)
 		doc.Sections = append(doc.Sections, Section{Heading: sheet, Text: text})
 		if err != nil {
 			return doc, err
@@ -760,96 +800,244 @@ func extractXLSX(x *extraction, b []byte) (Document, error) {
 	return doc, nil
 }
 
-// rowsText writes table rows as "header: value; ..." lines, so that each
+// sheetText is rowsText of a sheet, read a row at a time; cells counts
+// the workbook's rows and cell positions against maxCells.
+func sheetText(x *extraction, f *excelize.File, sheet string, cells *int) (string, error) {
+	rows, err := f.Rows(sheet)
+	if err != nil {
+		return "", err
+	}
+	defer rows.Close()
+	t := tableText{x: x}
+	for n := 1; rows.Next(); n++ {
+		row, err := rows.Columns()
+		if err != nil {
+			break // as excelize's GetRows: the sheet ends at a damaged row
+		}
+		if len(row) > maxColumns {
+			return t.b.String(), fmt.Errorf("sheet %q, row %d: the spreadsheet has more than %d columns", sheet, n, maxColumns)
+		}
+		if *cells += 1 + len(row); *cells > maxCells {
+			return t.b.String(), limitError(fmt.Sprintf("the spreadsheet has more than %d cells and rows", maxCells))
+		}
+		if err := t.row(row); err != nil {
+			return t.b.String(), err
+		}
+	}
+	if err := rows.Close(); err != nil {
+		return t.b.String(), err
+	}
+	return t.end()
+}
+
+// tableText writes table rows as "header: value; ..." lines, so that each
 // line stands alone in a chunk; a header cell is cut to maxLabel bytes
-// there, since every line repeats it. It stops with x's error (and the
-// lines so far) once x is full or its context ends.
-func rowsText(x *extraction, rows [][]string) (string, error) {
-	if len(rows) == 0 {
-		return "", nil
-	}
-	header := make([]string, len(rows[0]))
-	for i, h := range rows[0] {
-		header[i] = label(h)
-	}
-	var b strings.Builder
-	var cells []string
-	for _, r := range rows[1:] {
-		cells = cells[:0]
-		for i, v := range r {
-			if strings.TrimSpace(v) == "" {
-				continue
-			}
-			if i < len(header) && header[i] != "" {
-				cells = append(cells, header[i]+": "+v)
-			} else {
-				cells = append(cells, v)
-			}
+// there, since every line repeats it. Its rows come one at a time: the
+// first is the header. Each row costs x its text and a byte per cell; it
+// stops with x's error (keeping the lines so far) once x is full or its
+// context ends.
+type tableText struct {
+	x      *extraction
+	rows   int
+	first  []string // the header row, whole
+	header []string // the header row, each cell cut to a label
+	more   bool     // a row after the first has cells
+	cells  []string
+	b      strings.Builder
+}
+
+func (t *tableText) row(r []string) error {
+	t.rows++
+	if t.rows == 1 {
+		t.first = slices.Clone(r)
+		t.header = make([]string, len(r))
+		for i, h := range r {
+			t.header[i] = label(h)
 		}
-		if len(cells) > 0 {
-			n := b.Len()
-			b.WriteString(strings.Join(cells, "; ") + "\n")
-			if err := x.take(b.Len() - n); err != nil {
-				return b.String(), err
-			}
-		}
+		return t.x.take(len(r))
 	}
-	if len(rows) == 1 {
-		// A lone header row is the table's content: whole.
-		b.WriteString(strings.Join(rows[0], "; ") + "\n")
-		if err := x.take(b.Len()); err != nil {
-			return b.String(), err
+	t.more = t.more || len(r) > 0
+	t.cells = t.cells[:0]
+	for i, v := range r {
+		if strings.TrimSpace(v) == "" {
+			continue
+		}
+		if i < len(t.header) && t.header[i] != "" {
+			t.cells = append(t.cells, t.header[i]+": "+v)
+		} else {
+			t.cells = append(t.cells, v)
 		}
 	}
-	return b.String(), nil
+	n := t.b.Len()
+	if len(t.cells) > 0 {
+		t.b.WriteString(strings.Join(t.cells, "; ") + "\n")
+	}
+	return t.x.take(t.b.Len() - n + len(r))
+}
+
+// end finishes the table: a lone header row is the table's content,
+// whole (its empty cells left out).
+func (t *tableText) end() (string, error) {
+	if t.rows > 0 && !t.more {
+		t.cells = t.cells[:0]
+		for _, v := range t.first {
+			if strings.TrimSpace(v) != "" {
+				t.cells = append(t.cells, v)
+			}
+		}
+		if len(t.cells) > 0 {
+			n := t.b.Len()
+			t.b.WriteString(strings.Join(t.cells, "; ") + "\n")
+			if err := t.x.take(t.b.Len() - n); err != nil {
+				return t.b.String(), err
+			}
+		}
+	}
+	return t.b.String(), nil
 }
 
 func extractCSV(x *extraction, b []byte) (Document, error) {
+	// The reader holds a record whole before returning it: a record too
+	// wide is refused before it is read.
+	if line := csvTooWide(b, maxFields); line > 0 {
+		return Document{}, fmt.Errorf("the CSV file has more than %d fields in the record on line %d", maxFields, line)
+	}
 	r := csv.NewReader(bytes.NewReader(b))
 	r.FieldsPerRecord = -1
-	rows, err := r.ReadAll()
-	if err != nil {
-		return Document{}, fmt.Errorf("not a readable CSV: %v", err)
+	r.ReuseRecord = true
+	t := tableText{x: x}
+	for {
+		rec, err := r.Read()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return Document{}, fmt.Errorf("not a readable CSV: %v", err)
+		}
+		if err := t.row(rec); err != nil {
+			return Document{Sections: []Section{{Text: t.b.String()}}}, err
+		}
 	}
-	text, err := rowsText(x, rows)
+	text, err := t.end()
 	return Document{Sections: []Section{{Text: text}}}, err
 }
 
-// extractJSON writes each leaf value as a line "path: value"; a path is
-// cut to maxLabel bytes, since a deep one would repeat on every leaf.
-func extractJSON(x *extraction, b []byte) (Document, error) {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		return Document{}, fmt.Errorf("not valid JSON: %v", err)
-	}
-	var lines strings.Builder
-	var walk func(prefix string, v any) error
-	walk = func(prefix string, v any) error {
-		switch t := v.(type) {
-		case map[string]any:
-			keys := make([]string, 0, len(t))
-			for k := range t {
-				keys = append(keys, k)
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				if err := walk(label(strings.TrimPrefix(prefix+"."+k, ".")), t[k]); err != nil {
-					return err
+// csvTooWide is the line on which the first record of b with more than
+// limit fields starts, or 0 when there is none. It follows encoding/csv's
+// syntax (a field in quotes may hold commas, doubled quotes and line
+// breaks), reading each byte once and keeping nothing.
+func csvTooWide(b []byte, limit int) int {
+	fields, line, start := 1, 1, 1
+	quoted, fieldStart := false, true
+	for i := 0; i < len(b); i++ {
+		c := b[i]
+		switch {
+		case quoted:
+			if c == '\n' {
+				line++
+			} else if c == '"' {
+				if i+1 < len(b) && b[i+1] == '"' {
+					i++
+				} else {
+					quoted = false
 				}
 			}
-		case []any:
-			for i, e := range t {
-				if err := walk(label(fmt.Sprintf("%s[%d]", prefix, i)), e); err != nil {
-					return err
-				}
+		case c == '"' && fieldStart:
+			quoted, fieldStart = true, false
+		case c == ',':
+			if fields++; fields > limit {
+				return start
 			}
+			fieldStart = true
+		case c == '\n':
+			line++
+			fields, start, fieldStart = 1, line, true
 		default:
-			n := lines.Len()
-			fmt.Fprintf(&lines, "%s: %v\n", prefix, t)
-			return x.take(lines.Len() - n)
+			fieldStart = false
 		}
-		return nil
 	}
-	err := walk("", v)
-	return Document{Sections: []Section{{Text: lines.String()}}}, err
+	return 0
+}
+
+// extractJSON writes each leaf value as a line "path: value", in the
+// document's order; a path is cut to maxLabel bytes, since a deep one
+// would repeat on every leaf. It reads the JSON a token at a time,
+// holding only the path to the current value, and charges x each line
+// and a byte per value (an array or object at its end: an empty one is
+// work too).
+func extractJSON(x *extraction, b []byte) (Document, error) {
+	type frame struct {
+		prefix string // the path of the array or object
+		array  bool
+		i      int    // the next element's index, in an array
+		key    string // the current member's path, in an object
+		member bool   // a member's value comes next, in an object
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	var lines strings.Builder
+	var stack []frame
+	var num []byte
+	done := func(err error) (Document, error) {
+		return Document{Sections: []Section{{Text: lines.String()}}}, err
+	}
+	values := 0
+	for values == 0 || len(stack) > 0 {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return Document{}, fmt.Errorf("not valid JSON: %v", err)
+		}
+		var path string
+		if n := len(stack); n > 0 {
+			top := &stack[n-1]
+			if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+				stack = stack[:n-1]
+				if err := x.take(1); err != nil {
+					return done(err)
+				}
+				continue
+			}
+			switch {
+			case top.array:
+				path = label(top.prefix + "[" + strconv.Itoa(top.i) + "]")
+				top.i++
+			case !top.member: // a key
+				k, _ := tok.(string)
+				top.key, top.member = label(strings.TrimPrefix(top.prefix+"."+k, ".")), true
+				continue
+			default:
+				path, top.member = top.key, false
+			}
+		}
+		values++
+		n := lines.Len()
+		switch t := tok.(type) {
+		case json.Delim:
+			stack = append(stack, frame{prefix: path, array: t == '['})
+		case string:
+			lines.WriteString(path + ": " + t + "\n")
+		case float64:
+			num = strconv.AppendFloat(num[:0], t, 'g', -1, 64)
+			lines.WriteString(path + ": ")
+			lines.Write(num)
+			lines.WriteByte('\n')
+		case bool:
+			lines.WriteString(path + ": " + strconv.FormatBool(t) + "\n")
+		case nil:
+			lines.WriteString(path + ": <nil>\n")
+		}
+		cost := lines.Len() - n // a leaf's line, an array or object nothing yet
+		if cost > 0 {
+			cost++
+		}
+		if err := x.take(cost); err != nil {
+			return done(err)
+		}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return Document{}, errors.New("not valid JSON: data after the top-level value")
+	}
+	return done(nil)
 }
