@@ -145,3 +145,7 @@ tool (
 	github.com/a-h/templ/cmd/templ
 	honnef.co/go/tools/cmd/staticcheck
 )
+
+// A patched copy of github.com/ledongthuc/pdf that bounds what a hostile
+// PDF can make it allocate (see third_party/pdf/README.md).
+replace github.com/ledongthuc/pdf => ./third_party/pdf
