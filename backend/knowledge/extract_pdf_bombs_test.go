@@ -63,6 +63,10 @@ func TestExtractPDFAllocationBombs(t *testing.T) {
 		name string
 		pdf  []byte
 	}{
+		// An object stream whose /N is an object inside itself: resolving
+		// it resolved the stream, which resolved /N ... until the Go stack
+		// overflowed (fatal, no recover).
+		{"object stream resolving itself", objStmCycle()},
 		// The reviewer's file: an xref stream of /Size 2³³ (make of 256 GiB).
 		{"xref stream size", []byte("%PDF-1.5\n1 0 obj\n<< /Type /XRef /Size 8589934592 /W [1 1 1] /Root 2 0 R /Length 3 >>\nstream\n\x01\x00\x00\nendstream\nendobj\nstartxref\n9\n%%EOF")},
 		// An xref table subsection starting at object 40,000,000 (1.2 GiB).
@@ -91,3 +95,32 @@ func TestExtractPDFAllocationBombs(t *testing.T) {
 		})
 	}
 }
+
+// objStmCycle is a PDF whose catalog's /Pages (object 3) is in object
+// stream 2, whose /N is object 3: an xref stream (object 4) says so.
+func objStmCycle() []byte {
+	var b bytes.Buffer
+	b.WriteString("%PDF-1.5\n")
+	off := map[int]int{}
+	obj := func(n int, body string) {
+		off[n] = b.Len()
+		fmt.Fprintf(&b, "%d 0 obj\n%s\nendobj\n", n, body)
+	}
+	obj(1, "<< /Type /Catalog /Pages 3 0 R >>")
+	inner := "3 0 << /Type /Pages /Kids [] /Count 0 >>"
+	obj(2, fmt.Sprintf("<< /Type /ObjStm /N 3 0 R /First 4 /Length %d >>\nstream\n%s\nendstream", len(inner), inner))
+	entry := func(typ byte, f2 uint32, f3 uint16) []byte {
+		return []byte{typ, byte(f2 >> 24), byte(f2 >> 16), byte(f2 >> 8), byte(f2), byte(f3 >> 8), byte(f3)}
+	}
+	off[4] = b.Len()
+	var rows []byte
+	rows = append(rows, entry(0, 0, 0xffff)...)
+	rows = append(rows, entry(1, uint32(off[1]), 0)...)
+	rows = append(rows, entry(1, uint32(off[2]), 0)...)
+	rows = append(rows, entry(2, 2, 0)...) // object 3: in stream 2, first
+	rows = append(rows, entry(1, uint32(off[4]), 0)...)
+	fmt.Fprintf(&b, "4 0 obj\n<< /Type /XRef /Size 5 /W [1 4 2] /Root 1 0 R /Length %d >>\nstream\n%s\nendstream\nendobj\n", len(rows), rows)
+	fmt.Fprintf(&b, "startxref\n%d\n%%%%EOF\n", off[4])
+	return b.Bytes()
+}
+

@@ -86,6 +86,9 @@ type Reader struct {
 	trailerptr objptr
 	key        []byte
 	useAES     bool
+	// depth counts the indirect objects being resolved inside one another
+	// (PATCHED, parley: see resolve). A Reader is not for concurrent use.
+	depth int
 }
 
 type xref struct {
@@ -793,6 +796,16 @@ func (v Value) Len() int {
 
 func (r *Reader) resolve(parent objptr, x interface{}) Value {
 	if ptr, ok := x.(objptr); ok {
+		// PATCHED (parley): resolving an object may resolve others (an
+		// object stream's /N, a stream's /Length), and a file can make
+		// that a cycle (an object stream whose /N is inside itself), which
+		// recursed until the Go stack overflowed: a fatal error, beyond
+		// recover. No real file nests indirect references this deep.
+		r.depth++
+		defer func() { r.depth-- }()
+		if r.depth > maxResolveDepth {
+			panic(fmt.Errorf("malformed PDF: objects refer to one another more than %d deep", maxResolveDepth))
+		}
 		if ptr.id >= uint32(len(r.xref)) {
 			return Value{}
 		}
@@ -971,6 +984,10 @@ func applyFilter(rd io.Reader, name string, param Value) io.Reader {
 		}
 	}
 }
+
+// maxResolveDepth (PATCHED, parley) bounds indirect objects resolved
+// inside one another.
+const maxResolveDepth = 256
 
 // maxPredictorColumns (PATCHED, parley) bounds a PNG predictor row.
 const maxPredictorColumns = 1 << 20
