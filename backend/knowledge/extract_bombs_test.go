@@ -271,3 +271,29 @@ func TestExtractJSONArrayBomb(t *testing.T) {
 		require.ErrorContains(t, err, "JSON", bad)
 	}
 }
+
+// A workbook's shared strings table of 16 million empty entries (80 MiB of
+// `<si/>`, under maxUnzipped; a 100 KiB file): the reader indexes every
+// entry before the first cell is read, about a gigabyte of it.
+func TestExtractXLSXSharedStringsBomb(t *testing.T) {
+	b := xlsxWith(t, text(sheetHead+`<row r="1"><c r="A1" t="s"><v>0</v></c></row>`+sheetTail))
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	parts := map[string]func(w io.Writer){}
+	for _, zf := range zr.File {
+		rc, err := zf.Open()
+		require.NoError(t, err)
+		body, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		parts[zf.Name] = text(string(body))
+	}
+	require.Contains(t, parts, "xl/sharedStrings.xml")
+	parts["xl/sharedStrings.xml"] = repeated(`<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">`, "<si/>", "</sst>", 16<<20)
+	bomb := zipWith(t, parts)
+	t.Logf("%d bytes", len(bomb))
+	var headErr error
+	n := allocated(func() { _, _, _, headErr = ExtractHead(context.Background(), "strings.xlsx", bomb, "", 64<<10) })
+	require.Error(t, headErr)
+	require.Contains(t, headErr.Error(), "shared strings")
+	require.Less(t, n, uint64(256<<20), "allocated %d MiB", n>>20)
+}
