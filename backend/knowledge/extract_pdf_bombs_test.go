@@ -123,4 +123,3 @@ func objStmCycle() []byte {
 	fmt.Fprintf(&b, "startxref\n%d\n%%%%EOF\n", off[4])
 	return b.Bytes()
 }
-
