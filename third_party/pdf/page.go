@@ -235,7 +235,7 @@ func (f Font) getEncoder() TextEncoding {
 			return &nopEncoder{}
 		}
 	case Dict:
-		return &dictEncoder{enc.Key("Differences")}
+		return &dictEncoder{v: enc.Key("Differences")} // PATCHED (parley): keyed
 	case Null:
 		return f.charmapEncoding()
 	default:
@@ -260,13 +260,20 @@ func (f *Font) charmapEncoding() TextEncoding {
 }
 
 type dictEncoder struct {
-	v Value
+	v     Value
+	table *[256]rune // PATCHED (parley): see Decode
 }
 
+// Decode maps each byte by the /Differences array. PATCHED (parley):
+// upstream scanned the whole array for every byte of text, and an array
+// of a million names (a few KiB in a compressed object stream) times the
+// bytes a page shows was hours of work. The array is read once into a
+// table that gives the same result: the first name at a code's position
+// that names a known rune, else the code itself.
 func (e *dictEncoder) Decode(raw string) (text string) {
-	r := make([]rune, 0, len(raw))
-	for i := 0; i < len(raw); i++ {
-		ch := rune(raw[i])
+	if e.table == nil {
+		var t [256]rune
+		var set [256]bool
 		n := -1
 		for j := 0; j < e.v.Len(); j++ {
 			x := e.v.Index(j)
@@ -275,17 +282,24 @@ func (e *dictEncoder) Decode(raw string) (text string) {
 				continue
 			}
 			if x.Kind() == Name {
-				if int(raw[i]) == n {
-					r := nameToRune[x.Name()]
-					if r != 0 {
-						ch = r
-						break
+				if n >= 0 && n < 256 && !set[n] {
+					if r := nameToRune[x.Name()]; r != 0 {
+						t[n], set[n] = r, true
 					}
 				}
 				n++
 			}
 		}
-		r = append(r, ch)
+		for i := range t {
+			if !set[i] {
+				t[i] = rune(i)
+			}
+		}
+		e.table = &t
+	}
+	r := make([]rune, 0, len(raw))
+	for i := 0; i < len(raw); i++ {
+		r = append(r, e.table[raw[i]])
 	}
 	return string(r)
 }
@@ -343,23 +357,57 @@ type cmap struct {
 	space   [4][]byteRange // codespace range
 	bfrange []bfrange
 	bfchar  []bfchar
+	// PATCHED (parley): bfchar as a map (the first mapping of a code
+	// wins, as in upstream's scan), and the comparisons Decode has made.
+	chars map[string]string
+	work  int
+}
+
+// PATCHED (parley): a CMap's entries and the text it maps to come from
+// the file. Upstream scanned every codespace range, bfchar and bfrange for
+// each code shown (a ToUnicode of a million bfchar, a few KiB compressed,
+// times a page of codes hung for hours), and a bfchar mapping one byte to
+// a 16 MiB string turned a page of such bytes into GiBs of text (a fatal
+// out-of-memory). Decode fails (a limitError panic, which GetPlainText's
+// recover turns into an error) past maxPageText runes or maxCmapWork
+// comparisons for one cmap (a font of one page's GetPlainText).
+const (
+	maxPageText = 4 << 20
+	maxCmapWork = 1 << 25
+)
+
+func (m *cmap) spend(n int) {
+	if m.work += n; m.work > maxCmapWork {
+		panic(&limitError{"a ToUnicode CMap too costly to apply"})
+	}
 }
 
 func (m *cmap) Decode(raw string) (text string) {
+	if m.chars == nil {
+		m.chars = make(map[string]string, len(m.bfchar))
+		for _, c := range m.bfchar {
+			if _, ok := m.chars[c.orig]; !ok {
+				m.chars[c.orig] = c.repl
+			}
+		}
+	}
 	var r []rune
 Parse:
 	for len(raw) > 0 {
+		if len(r) > maxPageText { // PATCHED (parley)
+			panic(&limitError{"a page's text is too long"})
+		}
 		for n := 1; n <= 4 && n <= len(raw); n++ { // number of digits in character replacement (1-4 possible)
+			m.spend(len(m.space[n-1]))           // PATCHED (parley)
 			for _, space := range m.space[n-1] { // find matching codespace Ranges for number of digits
 				if space.low <= raw[:n] && raw[:n] <= space.high { // see if value is in range
 					text := raw[:n]
 					raw = raw[n:]
-					for _, bfchar := range m.bfchar { // check for matching bfchar
-						if len(bfchar.orig) == n && bfchar.orig == text {
-							r = append(r, []rune(utf16Decode(bfchar.repl))...)
-							continue Parse
-						}
+					if repl, ok := m.chars[text]; ok { // PATCHED (parley): was a scan of m.bfchar
+						r = append(r, []rune(utf16Decode(repl))...)
+						continue Parse
 					}
+					m.spend(len(m.bfrange))             // PATCHED (parley)
 					for _, bfrange := range m.bfrange { // check for matching bfrange
 						if len(bfrange.lo) == n && bfrange.lo <= text && text <= bfrange.hi {
 							if bfrange.dst.Kind() == String {
@@ -593,11 +641,17 @@ func (p Page) GetPlainText(fonts map[string]*Font) (result string, err error) {
 	}
 
 	var textBuilder bytes.Buffer
+	// PATCHED (parley): the text is bounded (see maxPageText), as a
+	// string shown again and again, or mapped to a long one, is more text
+	// than the content stream holds bytes.
 	showText := func(s string) {
 		textBuilder.WriteString(s)
+		if textBuilder.Len() > maxPageText {
+			panic(&limitError{"a page's text is too long"})
+		}
 	}
 	showEncodedText := func(s string) {
-		textBuilder.WriteString(decodeText(enc, s))
+		showText(decodeText(enc, s))
 	}
 
 	Interpret(strm, func(stk *Stack, op string) {
