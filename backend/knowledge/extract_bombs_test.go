@@ -51,6 +51,22 @@ func zipWith(t *testing.T, parts map[string]func(w io.Writer)) []byte {
 	return buf.Bytes()
 }
 
+// zipParts is the parts of zip b, each as zipWith writes it back.
+func zipParts(t *testing.T, b []byte) map[string]func(w io.Writer) {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
+	require.NoError(t, err)
+	parts := map[string]func(w io.Writer){}
+	for _, zf := range zr.File {
+		rc, err := zf.Open()
+		require.NoError(t, err)
+		body, err := io.ReadAll(rc)
+		require.NoError(t, err)
+		parts[zf.Name] = text(string(body))
+	}
+	return parts
+}
+
 func text(s string) func(w io.Writer) {
 	return func(w io.Writer) { _, _ = io.WriteString(w, s) }
 }
@@ -75,16 +91,7 @@ func xlsxWith(t *testing.T, sheet func(w io.Writer)) []byte {
 	require.NoError(t, f.SetCellValue("Sheet1", "A1", "x"))
 	var b bytes.Buffer
 	require.NoError(t, f.Write(&b))
-	zr, err := zip.NewReader(bytes.NewReader(b.Bytes()), int64(b.Len()))
-	require.NoError(t, err)
-	parts := map[string]func(w io.Writer){}
-	for _, zf := range zr.File {
-		rc, err := zf.Open()
-		require.NoError(t, err)
-		body, err := io.ReadAll(rc)
-		require.NoError(t, err)
-		parts[zf.Name] = text(string(body))
-	}
+	parts := zipParts(t, b.Bytes())
 	require.Contains(t, parts, "xl/worksheets/sheet1.xml")
 	parts["xl/worksheets/sheet1.xml"] = sheet
 	return zipWith(t, parts)
@@ -152,17 +159,10 @@ func TestExtractXLSXRowsBomb(t *testing.T) {
 	}
 	var out bytes.Buffer
 	require.NoError(t, f.Write(&out))
-	zr, zerr := zip.NewReader(bytes.NewReader(out.Bytes()), int64(out.Len()))
-	require.NoError(t, zerr)
-	parts := map[string]func(w io.Writer){}
-	for _, zf := range zr.File {
-		rc, err := zf.Open()
-		require.NoError(t, err)
-		body, err := io.ReadAll(rc)
-		require.NoError(t, err)
-		parts[zf.Name] = text(string(body))
-		if strings.HasPrefix(zf.Name, "xl/worksheets/sheet") {
-			parts[zf.Name] = last
+	parts := zipParts(t, out.Bytes())
+	for name := range parts {
+		if strings.HasPrefix(name, "xl/worksheets/sheet") {
+			parts[name] = last
 		}
 	}
 	b = zipWith(t, parts)
@@ -280,16 +280,7 @@ func TestExtractJSONArrayBomb(t *testing.T) {
 // entry before the first cell is read, about a gigabyte of it.
 func TestExtractXLSXSharedStringsBomb(t *testing.T) {
 	b := xlsxWith(t, text(sheetHead+`<row r="1"><c r="A1" t="s"><v>0</v></c></row>`+sheetTail))
-	zr, err := zip.NewReader(bytes.NewReader(b), int64(len(b)))
-	require.NoError(t, err)
-	parts := map[string]func(w io.Writer){}
-	for _, zf := range zr.File {
-		rc, err := zf.Open()
-		require.NoError(t, err)
-		body, err := io.ReadAll(rc)
-		require.NoError(t, err)
-		parts[zf.Name] = text(string(body))
-	}
+	parts := zipParts(t, b)
 	require.Contains(t, parts, "xl/sharedStrings.xml")
 	parts["xl/sharedStrings.xml"] = repeated(`<?xml version="1.0" encoding="UTF-8"?><sst xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main">`, "<si/>", "</sst>", 16<<20)
 	bomb := zipWith(t, parts)
