@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/google/uuid"
@@ -52,5 +53,12 @@ func (w *DeliverWorker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
 
 // Work implements river.Worker.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
-	return w.D.Deliver(ctx, job.Args.OrgID, job.Args.DeliveryID, job.Attempt, job.Attempt >= job.MaxAttempts)
+	err := w.D.Deliver(ctx, job.Args.OrgID, job.Args.DeliveryID, job.Attempt, job.Attempt >= job.MaxAttempts)
+	if errors.Is(err, webhook.ErrInterrupted) {
+		// Cut short by shutdown: run again as soon as a worker can,
+		// without spending one of the delivery's attempts (River's
+		// advice for interrupted jobs).
+		return river.JobSnooze(0)
+	}
+	return err
 }

@@ -301,6 +301,9 @@ func TestDeliveryResumesAfterRestart(t *testing.T) {
 	ds := f.deliveries(t, hook.GetId())
 	require.Len(t, ds, 1)
 	require.Equal(t, "pending", ds[0].GetStatus())
+	// The attempt says what happened to it, not that the endpoint failed.
+	require.Len(t, ds[0].GetAttempts(), 1)
+	require.Equal(t, webhook.Interrupted, ds[0].GetAttempts()[0].GetError())
 	require.Len(t, rc.requests(), 1)
 
 	f.run(t)

@@ -123,6 +123,14 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 	took := time.Since(start)
 	status, problem := 0, ""
 	switch {
+	case sendErr != nil && ctx.Err() != nil:
+		// The worker is stopping: the endpoint did not fail, so the
+		// attempt neither fails the delivery nor marks the endpoint
+		// failing, and it is sent again when a worker runs.
+		if err := d.record(ctx, org, t, attempt, 0, took, Interrupted, "pending"); err != nil {
+			return ended(err)
+		}
+		return ErrInterrupted
 	case sendErr != nil:
 		problem = short(sendErr.Error())
 		if errors.Is(sendErr, context.DeadlineExceeded) || actx.Err() != nil && ctx.Err() == nil {
@@ -149,6 +157,14 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 	}
 	return nil
 }
+
+// Interrupted is the error recorded for an attempt cut short by its
+// worker stopping (Parley shutting down) before the endpoint answered.
+const Interrupted = "interrupted: Parley stopped before the endpoint answered; it will be sent again"
+
+// ErrInterrupted is Deliver's answer for such an attempt: the delivery is
+// to be run again without counting it (the jobs' worker snoozes it).
+var ErrInterrupted = errors.New("webhook delivery interrupted")
 
 // errGone is record's answer when the delivery's endpoint was deleted
 // meanwhile (and the delivery with it): nothing is left to record or retry.
