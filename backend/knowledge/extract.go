@@ -307,18 +307,28 @@ func empty(d Document) bool {
 func Markdown(text string) Document {
 	var doc Document
 	var path []string
-	var b strings.Builder
+	// A section's text is the run of lines between two headings: a slice
+	// of text, from its first line up to where the next line starts.
+	from, to := 0, 0 // the section so far is text[from:to]
+	var rest string  // the text from the line being read on
+	write := func(line string) {
+		at := len(text) - len(rest) // where line starts
+		if from == to {
+			from = at
+		}
+		to = at + len(line)
+	}
 	flush := func() {
-		if strings.TrimSpace(b.String()) != "" {
+		if section := text[from:to]; strings.TrimSpace(section) != "" {
 			var names []string
 			for _, p := range path {
 				if p != "" {
 					names = append(names, p)
 				}
 			}
-			doc.Sections = append(doc.Sections, Section{Heading: strings.Join(names, " > "), Text: b.String()})
+			doc.Sections = append(doc.Sections, Section{Heading: strings.Join(names, " > "), Text: section})
 		}
-		b.Reset()
+		from, to = 0, 0
 	}
 	heading := func(level int, title string) {
 		flush()
@@ -333,23 +343,27 @@ func Markdown(text string) Document {
 			doc.Title = title
 		}
 	}
-	lines := strings.SplitAfter(text, "\n")
+	// Lines are cut from the text as the loop reaches them, each with its
+	// "\n" (a slice of every line would cost 16 bytes a line: 320 MB for
+	// 20 MB of blank lines).
 	fence := ""       // the fence that opened the code block we are in
 	underlines := ""  // underline characters in order of first use
 	prevBlank := true // the line before the current one is blank
-	for i := 0; i < len(lines); i++ {
-		line := lines[i]
+	for rest = text; rest != ""; {
+		line, after := cutLine(rest)
 		trim := strings.TrimSpace(line)
 		if fence != "" {
 			if strings.HasPrefix(trim, fence) {
 				fence = ""
 			}
-			b.WriteString(line)
+			write(line)
+			rest = after
 			continue
 		}
 		if strings.HasPrefix(trim, "```") || strings.HasPrefix(trim, "~~~") {
 			fence = trim[:3]
-			b.WriteString(line)
+			write(line)
+			rest = after
 			continue
 		}
 		level := 0
@@ -359,36 +373,60 @@ func Markdown(text string) Document {
 		if level > 0 && level <= 6 && len(trim) > level && trim[level] == ' ' {
 			heading(level, strings.TrimSpace(trim[level:]))
 			prevBlank = true
+			rest = after
 			continue
 		}
 		// A numbered heading of plain text ("7.12. How do I put a package
 		// on hold?", "Chapter 7. Basics"), wrapped over up to 3 lines.
 		if prevBlank && trim != "" && line[0] != ' ' && line[0] != '\t' {
-			if level, title, n := numberedHeading(lines[i:]); n > 0 {
+			var ahead [4]string
+			if level, title, n := numberedHeading(firstLines(ahead[:0], rest)); n > 0 {
 				heading(level, title)
-				i += n - 1
+				for range n {
+					_, rest = cutLine(rest)
+				}
 				prevBlank = true
 				continue
 			}
 		}
 		// An underlined heading: a short text line after a blank line (or
 		// the start), starting at the margin, followed by its underline.
-		if i+1 < len(lines) && prevBlank && trim != "" && line[0] != ' ' && line[0] != '\t' && utf8.RuneCountInString(trim) <= 120 {
-			if c, ok := underline(strings.TrimSpace(lines[i+1]), utf8.RuneCountInString(trim)); ok {
+		if after != "" && prevBlank && trim != "" && line[0] != ' ' && line[0] != '\t' && utf8.RuneCountInString(trim) <= 120 {
+			next, afterNext := cutLine(after)
+			if c, ok := underline(strings.TrimSpace(next), utf8.RuneCountInString(trim)); ok {
 				if !strings.ContainsRune(underlines, c) {
 					underlines += string(c)
 				}
 				heading(min(strings.IndexRune(underlines, c)+1, 6), trim)
-				i++
+				rest = afterNext
 				prevBlank = true
 				continue
 			}
 		}
 		prevBlank = trim == ""
-		b.WriteString(line)
+		write(line)
+		rest = after
 	}
 	flush()
 	return doc
+}
+
+// cutLine splits s after its first line, whose "\n" it keeps.
+func cutLine(s string) (line, rest string) {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i+1], s[i+1:]
+	}
+	return s, ""
+}
+
+// firstLines appends s's first lines to dst, up to its capacity.
+func firstLines(dst []string, s string) []string {
+	for s != "" && len(dst) < cap(dst) {
+		var line string
+		line, s = cutLine(s)
+		dst = append(dst, line)
+	}
+	return dst
 }
 
 // numberedRE matches the start of a numbered heading: "Chapter 7. " (or

@@ -291,3 +291,22 @@ func TestExtractXLSXSharedStringsBomb(t *testing.T) {
 	require.Contains(t, headErr.Error(), "shared strings")
 	require.Less(t, n, uint64(256<<20), "allocated %d MiB", n>>20)
 }
+
+// Markdown reads its lines one by one and its sections are slices of the
+// text: 20 MB of blank lines, or of short ones, allocate next to nothing
+// (a slice of every line and a copy of each section cost 320 to 440 MB).
+func TestMarkdownManyLines(t *testing.T) {
+	for name, text := range map[string]string{
+		"blank": strings.Repeat("\n", 20<<20),
+		"short": strings.Repeat("a\n", 10<<20),
+	} {
+		var doc Document
+		n := allocated(func() { doc = Markdown(text) })
+		t.Logf("%s: %d MiB allocated", name, n>>20)
+		require.Less(t, n, uint64(8<<20), name)
+		if name == "short" {
+			require.Len(t, doc.Sections, 1)
+			require.Len(t, doc.Sections[0].Text, len(text))
+		}
+	}
+}
