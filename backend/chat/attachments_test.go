@@ -2,6 +2,7 @@ package chat_test
 
 import (
 	"bytes"
+	"encoding/base64"
 	"fmt"
 	"net"
 	"net/http"
@@ -48,6 +49,9 @@ func (f *files) got() []string {
 	defer f.mu.Unlock()
 	return append([]string{}, f.fetched...)
 }
+
+// pngBytes is a 1×1 PNG.
+var pngBytes, _ = base64.StdEncoding.DecodeString("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==")
 
 // minimalPDF is a valid one-page PDF showing text.
 func minimalPDF(text string) []byte {
@@ -98,8 +102,9 @@ func userText(t *testing.T, fake *testenv.FakeProvider, i int) (text string, ima
 }
 
 // Document attachments reach the model as delimited, size-capped text;
-// images still go by URL; one that cannot be fetched or read is 400 naming
-// it, and the model is not called.
+// images as their bytes, fetched by Parley (never a URL for the provider to
+// fetch); one that cannot be fetched or read is 400 naming it, and the
+// model is not called.
 func TestDocumentAttachments(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
@@ -117,6 +122,9 @@ func TestDocumentAttachments(t *testing.T) {
 		"/blob.bin":   {0x00, 0x01, 0x02, 0xff, 0xfe, 0x00, 0x10},
 		"/empty.txt":  []byte("   \n"),
 		"/report.pdf": []byte("%PDF-1.4\ngarbage"),
+		"/photo.png":  pngBytes,
+		"/page.png":   []byte("<!doctype html><html><body>not an image</body></html>"),
+		"/big.jpg":    append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 4<<20)...),
 	})
 	att := func(path string, extra ...string) string {
 		s := `{"url":"` + srv.URL + path + `"`
@@ -138,8 +146,8 @@ func TestDocumentAttachments(t *testing.T) {
 	require.Contains(t, text, "<attachment index=\"1\" name=\"Returns guide.pdf\"")
 	require.Contains(t, text, "Returns are accepted within 30 days")
 	require.Equal(t, 2, strings.Count(text, "</attachment>"), "the file's own closing tag is defused: %s", text)
-	require.Equal(t, []string{srv.URL + "/photo.png"}, images, "images go by URL")
-	require.ElementsMatch(t, []string{"/notes.txt", "/guide.pdf"}, srv.got(), "images are not fetched")
+	require.Equal(t, []string{"data:image/png;base64," + base64.StdEncoding.EncodeToString(pngBytes)}, images, "images go as bytes")
+	require.ElementsMatch(t, []string{"/notes.txt", "/guide.pdf", "/photo.png"}, srv.got(), "Parley fetched each")
 	msgs := promptOf(t, fake, 0)
 	require.Contains(t, msgs[0]["content"], "Files the visitor attached reach you between <attachment> and </attachment> tags")
 
@@ -166,6 +174,11 @@ func TestDocumentAttachments(t *testing.T) {
 		{"binary", att("/blob.bin"), "attachments[0]", "cannot be read"},
 		{"no text", att("/empty.txt"), "attachments[0]", "holds no text"},
 		{"broken pdf", att("/report.pdf"), "attachments[0]", "cannot be read"},
+		{"image not found", att("/missing.png"), "attachments[0]", "the image could not be fetched: " + strings.TrimPrefix(srv.URL, "http://") + " answered 404 Not Found"},
+		{"not an image", att("/page.png", `"type":"image/png"`), "attachments[0]",
+			"the file is not a PNG, JPEG, GIF or WebP image (its bytes read as text/html)"},
+		{"images too large together", att("/big.jpg") + "," + att("/big.jpg") + "," + att("/big.jpg"), "attachments[2]",
+			"a message's images together may not be larger than 10 MiB"},
 	} {
 		status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"bad","attachments":[`+c.atts+`]}`)
 		require.Equal(t, http.StatusBadRequest, status, "%s: %s", c.name, raw.Body)
@@ -226,28 +239,26 @@ func TestDocumentAttachmentOnLoopbackIsRefused(t *testing.T) {
 	require.Empty(t, f.fake.Requests())
 }
 
-// An image goes to the model by URL and the provider fetches it: one on an
-// address the guard may not reach is refused the same way, before anything
-// is stored or the model is called, so that a self-hosted provider inside
-// the operator's network is not made to fetch it.
+// An image is fetched through the guard like any attachment: one on an
+// address the guard may not reach is refused, before anything is stored or
+// the model is called.
 func TestImageAttachmentOnAPrivateAddressIsRefused(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
-	for _, u := range []string{
-		"http://169.254.169.254/latest/meta-data/iam.png",
-		"http://127.0.0.1:9/admin.png",
-		"http://[::1]/x.jpg",
-		"http://localhost/x.png",
-		"http://2130706433/x.png",
-		// A name that does not resolve here: the provider's resolver might
-		// answer otherwise (a name server failing or stalling on purpose).
-		"http://no-such-host.invalid/x.png",
+	for u, why := range map[string]string{
+		"http://169.254.169.254/latest/meta-data/iam.png": "169.254.169.254 is not a public address",
+		"http://127.0.0.1:9/admin.png":                    "127.0.0.1 is not a public address",
+		"http://[::1]/x.jpg":                              "::1 is not a public address",
+		"http://localhost/x.png":                          "localhost does not resolve to a public address",
+		"http://2130706433/x.png":                         "an address in a non-standard notation",
+		"http://no-such-host.invalid/x.png":               "no-such-host.invalid does not resolve to a public address",
 	} {
 		status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"img-guard","attachments":[{"url":"`+u+`","type":"image/png"}]}`)
 		require.Equal(t, http.StatusBadRequest, status, "%s: %s", u, raw.Body)
 		b := raw.Err(t)
 		require.Equal(t, "attachments[0]", b.Error.Field, u)
-		require.Contains(t, b.Error.Message, "the image cannot be given to the model", u)
+		require.Contains(t, b.Error.Message, "the image could not be fetched: ", u)
+		require.Contains(t, b.Error.Message, why, u)
 	}
 	require.Empty(t, f.fake.Requests())
 	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"img-guard"}`)

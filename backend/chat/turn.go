@@ -98,10 +98,7 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkImages(ctx, req.GetAttachments()); err != nil {
-		return nil, err
-	}
-	if t.documents, err = s.readDocuments(ctx, req.GetAttachments()); err != nil {
+	if t.documents, t.images, err = s.readAttachments(ctx, req.GetAttachments()); err != nil {
 		return nil, err
 	}
 	releaseLoad, err := s.Queue.acquireLoad(ctx)
@@ -171,6 +168,8 @@ type turn struct {
 	filter    []uuid.UUID
 	// documents is the text of the document attachments, delimited.
 	documents string
+	// images are the image attachments, fetched.
+	images []llm.Image
 
 	// Load.
 	conv    dbq.Conversation
@@ -511,7 +510,7 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 		Knowledge: knowledge.Passages(t.found),
 		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature,
 		Messages: append(promptHistory(t.history, t.route.HistoryBudget(system, query)),
-			llm.Message{Role: llm.RoleUser, Content: query, ImageURLs: imageURLs(t.req.GetAttachments())}),
+			llm.Message{Role: llm.RoleUser, Content: query, Images: t.images}),
 	}
 }
 
@@ -987,17 +986,6 @@ func attachmentsJSON(atts []*parleyv1.Attachment) []attachmentJSON {
 	out := make([]attachmentJSON, 0, len(atts))
 	for _, a := range atts {
 		out = append(out, attachmentJSON{URL: a.GetUrl(), Name: a.GetName(), Type: a.GetType(), Size: a.GetSize()})
-	}
-	return out
-}
-
-// imageURLs are the attachments a vision model can look at.
-func imageURLs(atts []*parleyv1.Attachment) []string {
-	var out []string
-	for _, a := range atts {
-		if isImage(a) {
-			out = append(out, a.GetUrl())
-		}
 	}
 	return out
 }

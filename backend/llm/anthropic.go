@@ -71,8 +71,8 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 			params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
 			continue
 		}
-		for _, u := range m.ImageURLs {
-			blocks = append(blocks, anthropic.NewImageBlock(anthropic.URLImageSourceParam{URL: u}))
+		for _, img := range m.Images {
+			blocks = append(blocks, anthropic.NewImageBlockBase64(img.MIMEType, img.Base64()))
 		}
 		params.Messages = append(params.Messages, anthropic.NewUserMessage(blocks...))
 	}

@@ -72,8 +72,8 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 			}
 			parts = append(parts, &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: r.CallID, Name: r.Name, Response: map[string]any{key: r.Content}}})
 		}
-		for _, u := range m.ImageURLs {
-			parts = append(parts, &genai.Part{FileData: &genai.FileData{FileURI: u, MIMEType: imageMIME(u)}})
+		for _, img := range m.Images {
+			parts = append(parts, &genai.Part{InlineData: &genai.Blob{MIMEType: img.MIMEType, Data: img.Data}})
 		}
 		contents = append(contents, &genai.Content{Role: role, Parts: parts})
 	}
@@ -155,16 +155,4 @@ func (g *Gemini) wrap(ctx context.Context, err error) error {
 		}
 	}
 	return pe
-}
-
-func imageMIME(u string) string {
-	switch l := strings.ToLower(u); {
-	case strings.HasSuffix(l, ".png"):
-		return "image/png"
-	case strings.HasSuffix(l, ".webp"):
-		return "image/webp"
-	case strings.HasSuffix(l, ".gif"):
-		return "image/gif"
-	}
-	return "image/jpeg"
 }

@@ -8,6 +8,7 @@ package llm
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -30,13 +31,30 @@ const (
 type Message struct {
 	Role    Role
 	Content string
-	// ImageURLs are given to models that accept images.
-	ImageURLs []string
+	// Images are given to models that accept images.
+	Images []Image
 	// ToolCalls are the calls an assistant message made.
 	ToolCalls []ToolCall
 	// ToolResults answer them, in a RoleTool message.
 	ToolResults []ToolResult
 }
+
+// Image is an image the model is given: its bytes, which Parley fetched
+// (never a URL for the provider to fetch: see chat's readAttachments), and
+// their type, one of ImageTypes.
+type Image struct {
+	MIMEType string
+	Data     []byte
+}
+
+// ImageTypes are the image types every provider here accepts.
+var ImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+
+// Base64 is the image's bytes in standard base64 (Anthropic's form).
+func (i Image) Base64() string { return base64.StdEncoding.EncodeToString(i.Data) }
+
+// DataURL is the image as a data: URL (OpenAI's form).
+func (i Image) DataURL() string { return "data:" + i.MIMEType + ";base64," + i.Base64() }
 
 // ToolResult is what running a tool call gave, as text for the model.
 type ToolResult struct {

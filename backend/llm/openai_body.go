@@ -37,14 +37,14 @@ func openAIBody(req Request) ([]byte, error) {
 				body.Messages = append(body.Messages, oaMessage{Role: "tool", Content: r.Content, ToolCallID: r.CallID})
 			}
 		default:
-			if len(m.ImageURLs) == 0 {
+			if len(m.Images) == 0 {
 				body.Messages = append(body.Messages, oaMessage{Role: "user", Content: m.Content})
 				continue
 			}
-			parts := make([]any, 0, len(m.ImageURLs)+1)
+			parts := make([]any, 0, len(m.Images)+1)
 			parts = append(parts, oaTextPart{Type: "text", Text: m.Content})
-			for _, u := range m.ImageURLs {
-				parts = append(parts, oaImagePart{Type: "image_url", ImageURL: oaImageURL{URL: u}})
+			for _, img := range m.Images {
+				parts = append(parts, oaImagePart{Type: "image_url", ImageURL: oaImageURL{URL: img.DataURL()}})
 			}
 			body.Messages = append(body.Messages, oaMessage{Role: "user", Content: parts})
 		}

@@ -45,13 +45,13 @@ func sdkParams(req Request) openai.ChatCompletionNewParams {
 				params.Messages = append(params.Messages, openai.ToolMessage(r.Content, r.CallID))
 			}
 		default:
-			if len(m.ImageURLs) == 0 {
+			if len(m.Images) == 0 {
 				params.Messages = append(params.Messages, openai.UserMessage(m.Content))
 				continue
 			}
 			parts := []openai.ChatCompletionContentPartUnionParam{openai.TextContentPart(m.Content)}
-			for _, u := range m.ImageURLs {
-				parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: u}))
+			for _, img := range m.Images {
+				parts = append(parts, openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: img.DataURL()}))
 			}
 			params.Messages = append(params.Messages, openai.UserMessage(parts))
 		}
@@ -84,7 +84,7 @@ var fullRequest = Request{
 	Model: "gpt-4o-mini", System: "Be brief. <b>\"quoted\"</b> & \u2028", Temperature: 0,
 	Knowledge: []Passage{{Source: "Returns policy", Text: "Refunds within 30 days."}},
 	Messages: []Message{
-		{Role: RoleUser, Content: "what is in this picture?", ImageURLs: []string{"https://example.com/a.png", "data:image/png;base64,iVBORw0KGgo="}},
+		{Role: RoleUser, Content: "what is in this picture?", Images: []Image{{MIMEType: "image/png", Data: []byte("\x89PNG\r\n\x1a\n")}, {MIMEType: "image/webp", Data: []byte("RIFF\x00\x00\x00\x00WEBPVP")}}},
 		{Role: RoleAssistant, Content: "A cat."},
 		{Role: RoleUser, Content: ""},
 		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "call_1", Name: "web_search", Arguments: `{"query":"cats"}`}, {ID: "call_2", Name: "lookup", Arguments: "{}"}}},
@@ -105,7 +105,7 @@ func TestOpenAIBodyIsTheSDKs(t *testing.T) {
 		"every kind": fullRequest,
 		"plain":      {Model: "gpt-4o", System: "s", Temperature: 0.7, Messages: []Message{{Role: RoleUser, Content: "hi"}}},
 		"no system":  {Model: "m", Temperature: 1.25, Messages: []Message{{Role: RoleUser, Content: "hi"}, {Role: RoleAssistant, Content: ""}}},
-		"images only, a tool without parameters": {Model: "m", Messages: []Message{{Role: RoleUser, ImageURLs: []string{"https://example.com/a.png"}}},
+		"images only, a tool without parameters": {Model: "m", Messages: []Message{{Role: RoleUser, Images: []Image{{MIMEType: "image/jpeg", Data: []byte{0xff, 0xd8, 0xff}}}}},
 			Tools: []Tool{{Name: "now", Parameters: map[string]any{}}}},
 	} {
 		t.Run(name, func(t *testing.T) {

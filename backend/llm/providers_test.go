@@ -1,7 +1,10 @@
 package llm_test
 
 import (
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -25,7 +28,12 @@ type wire struct {
 	broken   func(w http.ResponseWriter)
 	// cut writes pieces and leaves the stream unfinished.
 	cut func(w http.ResponseWriter, pieces []string)
+	// images reads the images of a request body's last message, as the
+	// provider's API defines them: type and base64 bytes.
+	images func(t *testing.T, body []byte) []wireImage
 }
+
+type wireImage struct{ MIMEType, Data string }
 
 func sse(w http.ResponseWriter, event, data string) {
 	if event != "" {
@@ -38,8 +46,9 @@ func sse(w http.ResponseWriter, event, data string) {
 func jsonStr(s string) string { return fmt.Sprintf("%q", s) }
 
 var anthropicWire = wire{
-	name: "anthropic",
-	path: "/v1/messages",
+	name:   "anthropic",
+	path:   "/v1/messages",
+	images: anthropicImages,
 	newModel: func(u string) llm.Model {
 		return llm.Retry(llm.NewAnthropic(llm.AnthropicConfig{APIKey: "sk-ant-test", BaseURL: u}), 3, 10*time.Millisecond, 2*time.Second)
 	},
@@ -87,9 +96,56 @@ var anthropicWire = wire{
 	},
 }
 
+// anthropicImages: image blocks with a base64 source.
+func anthropicImages(t *testing.T, body []byte) []wireImage {
+	var req struct {
+		Messages []struct {
+			Content []struct {
+				Type   string
+				Source struct {
+					Type      string `json:"type"`
+					MediaType string `json:"media_type"`
+					Data      string `json:"data"`
+				} `json:"source"`
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	var out []wireImage
+	for _, b := range req.Messages[len(req.Messages)-1].Content {
+		if b.Type == "image" {
+			require.Equal(t, "base64", b.Source.Type)
+			out = append(out, wireImage{b.Source.MediaType, b.Source.Data})
+		}
+	}
+	return out
+}
+
+// geminiImages: inline data parts.
+func geminiImages(t *testing.T, body []byte) []wireImage {
+	var req struct {
+		Contents []struct {
+			Parts []struct {
+				InlineData *struct{ MIMEType, Data string } `json:"inlineData"`
+				FileData   any                              `json:"fileData"`
+			}
+		}
+	}
+	require.NoError(t, json.Unmarshal(body, &req))
+	var out []wireImage
+	for _, p := range req.Contents[len(req.Contents)-1].Parts {
+		require.Nil(t, p.FileData, "no URL for the provider to fetch")
+		if p.InlineData != nil {
+			out = append(out, wireImage{p.InlineData.MIMEType, p.InlineData.Data})
+		}
+	}
+	return out
+}
+
 var geminiWire = wire{
-	name: "gemini",
-	path: "/v1beta/models/gemini-1.5-pro:streamGenerateContent",
+	name:   "gemini",
+	path:   "/v1beta/models/gemini-1.5-pro:streamGenerateContent",
+	images: geminiImages,
 	newModel: func(u string) llm.Model {
 		g, err := llm.NewGemini(llm.GeminiConfig{APIKey: "gm-test", BaseURL: u})
 		if err != nil {
@@ -178,6 +234,27 @@ func TestProviderWireFormats(t *testing.T) {
 			require.Equal(t, "web_search", calls[0].Name)
 			require.Equal(t, "call_9", calls[0].ID)
 			require.JSONEq(t, `{"query":"parley"}`, calls[0].Arguments)
+		})
+		t.Run(wr.name+"/images as bytes", func(t *testing.T) {
+			t.Parallel()
+			var body []byte
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ = io.ReadAll(r.Body)
+				wr.text(w, []string{"A cat."}, 1, 1)
+			}))
+			t.Cleanup(srv.Close)
+			png, webp := []byte("\x89PNG\r\n\x1a\n\x00\x01"), []byte("RIFF\x00\x00\x00\x00WEBPVP8 ")
+			r := req
+			r.Messages = []llm.Message{{Role: llm.RoleUser, Content: "what is this?", Images: []llm.Image{
+				{MIMEType: "image/png", Data: png}, {MIMEType: "image/webp", Data: webp},
+			}}}
+			text, _, _, err := collect(t, wr.newModel(srv.URL), r)
+			require.NoError(t, err)
+			require.Equal(t, "A cat.", text)
+			require.Equal(t, []wireImage{
+				{"image/png", base64.StdEncoding.EncodeToString(png)},
+				{"image/webp", base64.StdEncoding.EncodeToString(webp)},
+			}, wr.images(t, body))
 		})
 		t.Run(wr.name+"/429 with retry-after", func(t *testing.T) {
 			t.Parallel()

@@ -357,20 +357,6 @@ const resolveTimeout = 3 * time.Second
 // that does not resolve now passes: the check at dial time still applies
 // to whatever it resolves to later.
 func (c *Client) CheckDestination(ctx context.Context, raw string) error {
-	return c.checkDestination(ctx, raw, false)
-}
-
-// CheckResolved is CheckDestination for a URL that someone else fetches
-// (an image a model's provider fetches): no dial-time check follows, so a
-// name that does not resolve now (or not within the lookup's bound: a
-// name server that stalls or fails on purpose, to answer otherwise to
-// the provider) is refused too. A public address that redirects, or a name
-// whose answer changes later, stays beyond any check made here.
-func (c *Client) CheckResolved(ctx context.Context, raw string) error {
-	return c.checkDestination(ctx, raw, true)
-}
-
-func (c *Client) checkDestination(ctx context.Context, raw string, mustResolve bool) error {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("invalid URL: %w", err)
@@ -389,9 +375,6 @@ func (c *Client) checkDestination(ctx context.Context, raw string, mustResolve b
 	defer cancel()
 	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
 	if err != nil {
-		if mustResolve {
-			return fmt.Errorf("%w: %s", ErrBlocked, notPublic(host))
-		}
 		return nil
 	}
 	for _, a := range addrs {
