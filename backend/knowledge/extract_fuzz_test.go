@@ -138,9 +138,15 @@ func TestExtractPDFTextBombs(t *testing.T) {
 		// runes (GiBs of them).
 		{"tounicode long destination", pdfOf(bombPage([]byte(shown),
 			[]byte("1 begincodespacerange <00> <FF> endcodespacerange 1 beginbfchar <41> <"+strings.Repeat("0041", 1<<16)+"> endbfchar")), nil)},
-		// 300,000 bfranges, each scanned for each of 1 Mi codes shown.
+		// 300,000 bfranges, each scanned for each of 1 Mi codes shown
+		// (now looked up in an index: the page's text is read).
 		{"tounicode many ranges", pdfOf(bombPage([]byte(strings.Repeat(shown, 256)),
 			[]byte("1 begincodespacerange <00> <FF> endcodespacerange "+strings.Repeat("3 beginbfrange <42> <42> <0041> <42> <42> <0041> <42> <42> <0041> endbfrange\n", 100000))), nil)},
+		// 300,000 codespace ranges, each scanned for each of 1 Mi codes
+		// shown.
+		{"tounicode many codespaces", pdfOf(bombPage([]byte(strings.Repeat(shown, 256)),
+			[]byte(strings.Repeat("3 begincodespacerange <43> <FF> <00> <FF> <00> <FF> endcodespacerange\n", 100000)+
+				"1 beginbfrange <41> <42> <0041> endbfrange")), nil)},
 		// 300,000 bfchars, each scanned for each of 1 Mi codes shown.
 		{"tounicode many chars", pdfOf(bombPage([]byte(strings.Repeat(shown, 256)),
 			[]byte("1 begincodespacerange <00> <FF> endcodespacerange "+strings.Repeat("3 beginbfchar <42> <0041> <42> <0041> <42> <0041> endbfchar\n", 100000))), nil)},

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -361,6 +362,126 @@ type cmap struct {
 	// wins, as in upstream's scan), and the comparisons Decode has made.
 	chars map[string]string
 	work  int
+	// PATCHED (parley): the codespace ranges and bfranges of codes of n
+	// bytes, indexed for lookup (see codeIndex), made when first needed.
+	spaceIndex, rangeIndex [4]*codeIndex
+}
+
+// codeIndex (PATCHED, parley) answers which range, among ranges of codes of
+// one length, is the first (in the cmap's order) to hold a code, in
+// O(log n) where upstream scanned them all: the codes are cut into
+// intervals at every range's ends, and each interval knows the first range
+// over it.
+type codeIndex struct {
+	start []uint64 // each interval's first code, ascending
+	first []int32  // the first range over it, -1 for none
+}
+
+// codeRange is a range of codes [lo, end), the ith of its cmap.
+type codeRange struct {
+	lo, end uint64
+	i       int32
+}
+
+// codeNum is a code's big-endian number: for codes of one length, numbers
+// order as the strings do.
+func codeNum(s string) uint64 {
+	var v uint64
+	for i := 0; i < len(s); i++ {
+		v = v<<8 | uint64(s[i])
+	}
+	return v
+}
+
+// codeEnd is one past the last code of n bytes that compares <= hi as a
+// string, as upstream compared them (hi may be of another length).
+func codeEnd(hi string, n int) uint64 {
+	if len(hi) >= n {
+		return codeNum(hi[:n]) + 1 // a code equal to hi's first n bytes is shorter, so less
+	}
+	return codeNum(hi) << (8 * (n - len(hi))) // a code starting with hi is longer, so greater
+}
+
+// newCodeIndex indexes ranges, given in their order. Ranges paint the
+// intervals they cover, first come first, each interval once: a painted
+// interval is skipped by a union-find over the intervals.
+func newCodeIndex(ranges []codeRange) *codeIndex {
+	points := make([]uint64, 0, 2*len(ranges))
+	for _, r := range ranges {
+		points = append(points, r.lo, r.end)
+	}
+	slices.Sort(points)
+	points = slices.Compact(points)
+	x := &codeIndex{start: points, first: make([]int32, len(points))}
+	next := make([]int32, len(points)+1) // next[k]: an interval at or after k, not painted unless it is k's root
+	for k := range next {
+		next[k] = int32(k)
+	}
+	unpainted := func(k int32) int32 { // the first interval at or after k not painted
+		root := k
+		for next[root] != root {
+			root = next[root]
+		}
+		for next[k] != root {
+			next[k], k = root, next[k]
+		}
+		return root
+	}
+	for k := range x.first {
+		x.first[k] = -1
+	}
+	for _, r := range ranges {
+		a, _ := slices.BinarySearch(points, r.lo)
+		b, _ := slices.BinarySearch(points, r.end)
+		for k := unpainted(int32(a)); k < int32(b); k = unpainted(k + 1) {
+			x.first[k] = r.i
+			next[k] = k + 1
+		}
+	}
+	return x
+}
+
+// find is the first range holding code, -1 for none.
+func (x *codeIndex) find(code string) int {
+	c := codeNum(code)
+	k := sort.Search(len(x.start), func(k int) bool { return x.start[k] > c }) - 1
+	if k < 0 {
+		return -1
+	}
+	return int(x.first[k])
+}
+
+// spaces is the index of the codespace ranges of codes of n bytes.
+func (m *cmap) spaces(n int) *codeIndex {
+	if m.spaceIndex[n-1] == nil {
+		rs := make([]codeRange, 0, len(m.space[n-1]))
+		for i, sp := range m.space[n-1] {
+			if lo, end := codeNum(sp.low), codeEnd(sp.high, n); lo < end {
+				rs = append(rs, codeRange{lo, end, int32(i)})
+			}
+		}
+		m.spend(len(rs))
+		m.spaceIndex[n-1] = newCodeIndex(rs)
+	}
+	return m.spaceIndex[n-1]
+}
+
+// ranges is the index of the bfranges whose first code has n bytes.
+func (m *cmap) ranges(n int) *codeIndex {
+	if m.rangeIndex[n-1] == nil {
+		rs := make([]codeRange, 0, len(m.bfrange))
+		for i, r := range m.bfrange {
+			if len(r.lo) != n {
+				continue
+			}
+			if lo, end := codeNum(r.lo), codeEnd(r.hi, n); lo < end {
+				rs = append(rs, codeRange{lo, end, int32(i)})
+			}
+		}
+		m.spend(len(m.bfrange))
+		m.rangeIndex[n-1] = newCodeIndex(rs)
+	}
+	return m.rangeIndex[n-1]
 }
 
 // PATCHED (parley): a CMap's entries and the text it maps to come from
@@ -398,51 +519,47 @@ Parse:
 			panic(&limitError{"a page's text is too long"})
 		}
 		for n := 1; n <= 4 && n <= len(raw); n++ { // number of digits in character replacement (1-4 possible)
-			m.spend(len(m.space[n-1]))           // PATCHED (parley)
-			for _, space := range m.space[n-1] { // find matching codespace Ranges for number of digits
-				if space.low <= raw[:n] && raw[:n] <= space.high { // see if value is in range
-					text := raw[:n]
-					raw = raw[n:]
-					if repl, ok := m.chars[text]; ok { // PATCHED (parley): was a scan of m.bfchar
-						r = append(r, []rune(utf16Decode(repl))...)
+			m.spend(1)                          // PATCHED (parley): ranges are looked up in an index (see codeIndex), not scanned
+			if m.spaces(n).find(raw[:n]) >= 0 { // see if value is in range
+				text := raw[:n]
+				raw = raw[n:]
+				if repl, ok := m.chars[text]; ok { // PATCHED (parley): was a scan of m.bfchar
+					r = appendUTF16(r, repl) // PATCHED (parley): see appendUTF16
+					continue Parse
+				}
+				if i := m.ranges(n).find(text); i >= 0 { // check for matching bfrange
+					bfrange := m.bfrange[i]
+					if bfrange.dst.Kind() == String {
+						s := bfrange.dst.RawString()
+						if bfrange.lo != text { // value isn't at the beginning of the range so scale result
+							b := []byte(s)
+							b[len(b)-1] += text[len(text)-1] - bfrange.lo[len(bfrange.lo)-1] // increment last byte by difference
+							s = string(b)
+						}
+						r = appendUTF16(r, s)
 						continue Parse
 					}
-					m.spend(len(m.bfrange))             // PATCHED (parley)
-					for _, bfrange := range m.bfrange { // check for matching bfrange
-						if len(bfrange.lo) == n && bfrange.lo <= text && text <= bfrange.hi {
-							if bfrange.dst.Kind() == String {
-								s := bfrange.dst.RawString()
-								if bfrange.lo != text { // value isn't at the beginning of the range so scale result
-									b := []byte(s)
-									b[len(b)-1] += text[len(text)-1] - bfrange.lo[len(bfrange.lo)-1] // increment last byte by difference
-									s = string(b)
-								}
-								r = append(r, []rune(utf16Decode(s))...)
-								continue Parse
-							}
-							if bfrange.dst.Kind() == Array {
-								n := text[len(text)-1] - bfrange.lo[len(bfrange.lo)-1]
-								v := bfrange.dst.Index(int(n))
-								if v.Kind() == String {
-									s := v.RawString()
-									r = append(r, []rune(utf16Decode(s))...)
-									continue Parse
-								}
-								if DebugOn {
-									fmt.Printf("array %v\n", bfrange.dst)
-								}
-							} else {
-								if DebugOn {
-									fmt.Printf("unknown dst %v\n", bfrange.dst)
-								}
-							}
-							r = append(r, noRune)
+					if bfrange.dst.Kind() == Array {
+						n := text[len(text)-1] - bfrange.lo[len(bfrange.lo)-1]
+						v := bfrange.dst.Index(int(n))
+						if v.Kind() == String {
+							s := v.RawString()
+							r = appendUTF16(r, s)
 							continue Parse
+						}
+						if DebugOn {
+							fmt.Printf("array %v\n", bfrange.dst)
+						}
+					} else {
+						if DebugOn {
+							fmt.Printf("unknown dst %v\n", bfrange.dst)
 						}
 					}
 					r = append(r, noRune)
 					continue Parse
 				}
+				r = append(r, noRune)
+				continue Parse
 			}
 		}
 		if DebugOn {

@@ -52,6 +52,28 @@ func utf16Decode(s string) string {
 	return string(utf16.Decode(u))
 }
 
+// appendUTF16 (PATCHED, parley) is append(r, []rune(utf16Decode(s))...)
+// without its four allocations for each code a CMap maps (a page of a
+// million codes allocated 250 MiB); a last odd byte is left out, where
+// utf16Decode panicked.
+func appendUTF16(r []rune, s string) []rune {
+	for i := 0; i+1 < len(s); i += 2 {
+		c := rune(uint16(s[i])<<8 | uint16(s[i+1]))
+		if utf16.IsSurrogate(c) {
+			if i+3 < len(s) {
+				if d := utf16.DecodeRune(c, rune(uint16(s[i+2])<<8|uint16(s[i+3]))); d != unicode.ReplacementChar {
+					r = append(r, d)
+					i += 2
+					continue
+				}
+			}
+			c = unicode.ReplacementChar
+		}
+		r = append(r, c)
+	}
+	return r
+}
+
 // See PDF 32000-1:2008, Table D.2
 var pdfDocEncoding = [256]rune{
 	noRune, noRune, noRune, noRune, noRune, noRune, noRune, noRune,
