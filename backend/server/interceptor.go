@@ -73,7 +73,9 @@ func (errorInterceptor) WrapStreamingClient(next connect.StreamingClientFunc) co
 
 func (errorInterceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) connect.StreamingHandlerFunc {
 	return func(ctx context.Context, conn connect.StreamingHandlerConn) error {
-		return apperr.ToConnect(ctx, next(ctx, conn))
+		got, whole := 0, false
+		err := next(ctx, receivedConn{conn, &got, &whole})
+		return apperr.ToConnect(ctx, streamInputError(ctx, whole, err))
 	}
 }
 

@@ -39,8 +39,14 @@ func unknownRPC(mux *http.ServeMux) http.Handler {
 		}, connect.WithIdempotency(connect.IdempotencyNoSideEffects))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		kind := rpcKind(r)
-		if kind == notRPC || served(mux, r) {
+		if kind == notRPC {
 			mux.ServeHTTP(w, r)
+			return
+		}
+		if served(mux, r) {
+			if checkRPCInput(w, r) {
+				mux.ServeHTTP(w, r)
+			}
 			return
 		}
 		r = r.WithContext(context.WithValue(r.Context(), rpcPathKey{}, r.URL.Path))

@@ -1,0 +1,106 @@
+package server
+
+import (
+	"context"
+	"encoding/base64"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"connectrpc.com/connect"
+)
+
+// connect-go reads a unary call's request, and a server stream's one
+// message, before Parley's interceptors: a body it cannot read (a broken
+// chunked encoding, a client that stops sending until the read timeout), a
+// Connect GET whose base64 message does not decode, or a malformed
+// envelope, was answered as the server's fault (500 unknown, 504
+// deadline_exceeded naming the server's socket, 500 internal or 501
+// unimplemented), where the REST paths answer 400. These are the caller's
+// faults, answered invalid_argument (400, gRPC status 3) without detail
+// about the server.
+
+// rpcErrors writes an error in the protocol of the call.
+var rpcErrors = connect.NewErrorWriter()
+
+// errUnreadableBody is what a call whose body cannot be read is answered
+// (a new error each time: connect-go may add to it).
+func errUnreadableBody() error {
+	return connect.NewError(connect.CodeInvalidArgument, errors.New("the request body could not be read: it ended early, was malformed, or came too slowly"))
+}
+
+// checkRPCInput prepares a served RPC's request: read errors of its body
+// become errUnreadableBody, and a Connect GET's base64 message is checked
+// first. It reports false when it has answered the call.
+func checkRPCInput(w http.ResponseWriter, r *http.Request) bool {
+	if r.Method == http.MethodGet {
+		q := r.URL.Query()
+		if q.Get("base64") == "1" && !queryBase64(q.Get("message")) {
+			_ = rpcErrors.Write(w, r, connect.NewError(connect.CodeInvalidArgument, errors.New("message: not URL-safe base64")))
+			return false
+		}
+		return true
+	}
+	r.Body = rpcBody{r.Body}
+	return true
+}
+
+// queryBase64 reports whether s decodes as connect-go decodes a GET's
+// message: URL-safe base64, padded or not.
+func queryBase64(s string) bool {
+	enc := base64.URLEncoding
+	if len(s)%4 != 0 {
+		enc = base64.RawURLEncoding
+	}
+	_, err := io.Copy(io.Discard, base64.NewDecoder(enc, strings.NewReader(s)))
+	return err == nil
+}
+
+// rpcBody is a request body whose read errors are the caller's: all but
+// the end of the body and a body over the size limit (which connect-go
+// answers itself).
+type rpcBody struct{ io.ReadCloser }
+
+func (b rpcBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	var tooLarge *http.MaxBytesError
+	if err == nil || errors.Is(err, io.EOF) || errors.As(err, &tooLarge) {
+		return n, err
+	}
+	return n, errUnreadableBody()
+}
+
+// receivedConn notes whether a stream's request was read whole: one
+// message, then the end of the body.
+type receivedConn struct {
+	connect.StreamingHandlerConn
+	got   *int // messages received
+	whole *bool
+}
+
+func (c receivedConn) Receive(m any) error {
+	err := c.StreamingHandlerConn.Receive(m)
+	switch {
+	case err == nil:
+		*c.got++
+	case errors.Is(err, io.EOF) && *c.got == 1:
+		*c.whole = true
+	}
+	return err
+}
+
+// streamInputError is a stream's error as the caller is answered: the
+// protocol errors connect-go reports while reading the request (internal
+// for a malformed envelope, unimplemented for none or two messages) are
+// invalid_argument. Once the request was read whole, err is the handler's.
+func streamInputError(ctx context.Context, whole bool, err error) error {
+	var ce *connect.Error
+	if whole || !errors.As(err, &ce) || ctx.Err() != nil {
+		return err
+	}
+	if c := ce.Code(); c == connect.CodeInternal || c == connect.CodeUnimplemented {
+		return connect.NewError(connect.CodeInvalidArgument, errors.New("the request could not be read: "+ce.Message()))
+	}
+	return err
+}
