@@ -195,8 +195,12 @@ func (e *Emitter) payload(event string, msg proto.Message) ([]byte, error) {
 		Type      string          `json:"type"`
 		Timestamp string          `json:"timestamp"`
 		Data      json.RawMessage `json:"data"`
-	}{event, now().UTC().Format(time.RFC3339Nano), data})
+	}{event, now().UTC().Format(timestampLayout), data})
 }
+
+// timestampLayout is a payload's timestamp: RFC 3339 in UTC, to the
+// millisecond, always three digits (2026-05-04T10:00:00.120Z).
+const timestampLayout = "2006-01-02T15:04:05.000Z07:00"
 
 // newEventID is a webhook-id: msg_ and a time-ordered unique id.
 func newEventID() (string, error) {

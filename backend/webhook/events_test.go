@@ -43,6 +43,8 @@ func (s *sink) events(t *testing.T) []event {
 	for _, b := range s.bod {
 		var ev event
 		require.NoError(t, json.Unmarshal(b, &ev), "%s", b)
+		// As the README shows it: UTC, to the millisecond.
+		require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$`, ev.Timestamp)
 		out = append(out, ev)
 	}
 	return out
