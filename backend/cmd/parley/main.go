@@ -56,9 +56,10 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		if !errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintln(os.Stderr, "parley:", err)
+		if errors.Is(err, flag.ErrHelp) {
+			return // --help asked for, and given: not a failure
 		}
+		fmt.Fprintln(os.Stderr, "parley:", err)
 		os.Exit(2)
 	}
 }
@@ -93,7 +94,11 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return createKey(ctx, args[2:], stdout, stderr)
 		case "operator":
 			return operator(ctx, args[2:], stdout, stderr)
+		case "help", "-h", "--help":
+			fmt.Fprint(stdout, usage)
+			return nil
 		}
+		fmt.Fprint(stderr, usage)
 		return fmt.Errorf("unknown admin command %q", args[1])
 	case "help", "-h", "--help":
 		fmt.Fprint(stdout, usage)

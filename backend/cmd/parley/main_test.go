@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"io"
 	"net"
 	"net/http"
@@ -418,4 +419,21 @@ func TestShutdownDuringJSONChat(t *testing.T) {
 		require.Equal(t, want, incomplete, conv)
 		require.NotEmpty(t, content, conv)
 	}
+}
+
+// Help is asked for and given, for the commands and for admin's; an
+// unknown admin command shows the usage too.
+func TestHelp(t *testing.T) {
+	for _, args := range [][]string{{"--help"}, {"help"}, {"admin", "--help"}, {"admin", "-h"}} {
+		var out, errs bytes.Buffer
+		require.NoError(t, run(context.Background(), args, &out, &errs), "%v", args)
+		require.Contains(t, out.String(), "parley admin bootstrap", "%v", args)
+	}
+	var out, errs bytes.Buffer
+	err := run(context.Background(), []string{"admin", "nope"}, &out, &errs)
+	require.ErrorContains(t, err, `unknown admin command "nope"`)
+	require.Contains(t, errs.String(), "parley admin bootstrap")
+	// serve's flags: ErrHelp, which main does not count as a failure.
+	err = run(context.Background(), []string{"serve", "--help"}, &out, &errs)
+	require.ErrorIs(t, err, flag.ErrHelp)
 }
