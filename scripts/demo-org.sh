@@ -1,10 +1,38 @@
 #!/usr/bin/env bash
-# Creates a demo organization (pro plan) with its owner, and prints its API
-# key and a one-time console sign-in link, for `make run`.
+# Creates a demo organization (pro plan) with its owner on the first
+# `make run`, and prints its API key and a one-time console sign-in link.
+# Later runs find it again (its id and owner in .parley/demo-org) and print
+# a fresh sign-in link: the key was shown once, on the first run. A database
+# made anew (the organization gone) gets a new demo organization.
 set -euo pipefail
 parley=${1:-bin/parley}
+state=.parley/demo-org
+
+if [ -s "$state" ]; then
+  read -r org email <"$state"
+  if link=$("$parley" admin signin-link --org "$org" --email "$email" 2>/dev/null); then
+    cat <<MSG
+
+  Demo organization $org (made by an earlier run).
+
+  Console: open this link within 15 minutes (once) to sign in as its owner,
+  $email:
+
+    $link
+
+  Its API key was shown on the first run. Another (admin + chat scopes):
+
+    bin/parley admin create-key --org $org
+
+MSG
+    exit 0
+  fi
+fi
+
 out=$("$parley" admin bootstrap --org "Demo" --plan pro --json)
 field() { printf '%s' "$out" | sed -E "s/.*\"$1\":\"([^\"]+)\".*/\\1/"; }
+mkdir -p "$(dirname "$state")"
+printf '%s %s\n' "$(field organizationId)" "$(field ownerEmail)" >"$state"
 cat <<MSG
 
   Demo organization created.
