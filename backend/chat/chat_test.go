@@ -392,6 +392,16 @@ func TestChatRules(t *testing.T) {
 	}
 	require.Empty(t, f.fake.Requests(), "no refused request reached the model")
 
+	// Messages that say what to send, not which rules failed.
+	for body, want := range map[string]string{
+		`{"query":"q"}`: "conversationId: value is required",
+		`{"query":"q","conversationId":"c","contact":{"phoneNumber":"0612345678"}}`: "contact.phoneNumber: must be in international (E.164) format: " +
+			"a plus, the country code and the number, e.g. +33612345678",
+	} {
+		r := f.Do("POST", "/api/v2/agent/"+f.private+"/chat", f.A.Key, body)
+		require.Equal(t, want, r.Err(t).Error.Message, body)
+	}
+
 	t.Run("a key without the chat scope", func(t *testing.T) {
 		keys := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.A.Key)))
 		k, err := keys.CreateApiKey(context.Background(), &parleyv1.CreateApiKeyRequest{Name: "admin only", Scopes: []string{"admin"}})

@@ -972,14 +972,14 @@ var File_parley_v1_chat_proto protoreflect.FileDescriptor
 
 const file_parley_v1_chat_proto_rawDesc = "" +
 	"\n" +
-	"\x14parley/v1/chat.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16parley/v1/access.proto\"\xf3\x06\n" +
+	"\x14parley/v1/chat.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16parley/v1/access.proto\"\xf4\x06\n" +
 	"\vChatRequest\x12$\n" +
 	"\bagent_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\aagentId\x12\xa9\x01\n" +
 	"\x05query\x18\x02 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x05query\x12\xc4\x01\n" +
-	"\x0fconversation_id\x18\x03 \x01(\tB\x9a\x01\xbaH\x96\x01\xba\x01w\n" +
-	"\x18conversation_id.not_dots\x12Bmust hold a character other than dots (. and .. are path segments)\x1a\x17!this.matches('^[.]+$')r\x1a\x10\x01\x18\xc8\x012\x13^[A-Za-z0-9._:@-]+$R\x0econversationId\x12?\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x05query\x12\xc5\x01\n" +
+	"\x0fconversation_id\x18\x03 \x01(\tB\x9b\x01\xbaH\x97\x01\xba\x01w\n" +
+	"\x18conversation_id.not_dots\x12Bmust hold a character other than dots (. and .. are path segments)\x1a\x17!this.matches('^[.]+$')\xc8\x01\x01r\x18\x18\xc8\x012\x13^[A-Za-z0-9._:@-]+$R\x0econversationId\x12?\n" +
 	"\n" +
 	"visitor_id\x18\x04 \x01(\tB \xbaH\x1d\xd8\x01\x01r\x18\x18\xc8\x012\x13^[A-Za-z0-9._:@-]+$R\tvisitorId\x12~\n" +
 	"\achannel\x18\x05 \x01(\tBd\xbaHa\xd8\x01\x01r\\R\x03apiR\awebsiteR\x03webR\x06widgetR\tdashboardR\bwhatsappR\x05slackR\btelegramR\x04mailR\x04formR\x05crispR\x06zapierR\achannel\x12,\n" +
@@ -987,14 +987,15 @@ const file_parley_v1_chat_proto_rawDesc = "" +
 	"\afilters\x18\a \x01(\v2\x16.parley.v1.ChatFiltersR\afilters\x12A\n" +
 	"\vattachments\x18\b \x03(\v2\x15.parley.v1.AttachmentB\b\xbaH\x05\x92\x01\x02\x10\n" +
 	"R\vattachments\x12g\n" +
-	"\x0eselected_model\x18\t \x01(\tB@\xbaH=\xd8\x01\x01r8R\x06gpt-4oR\vgpt-4o-miniR\x11claude-3-5-sonnetR\x0egemini-1-5-proR\rselectedModel\"\x85\x02\n" +
+	"\x0eselected_model\x18\t \x01(\tB@\xbaH=\xd8\x01\x01r8R\x06gpt-4oR\vgpt-4o-miniR\x11claude-3-5-sonnetR\x0egemini-1-5-proR\rselectedModel\"\x93\x03\n" +
 	"\aContact\x12#\n" +
 	"\x05email\x18\x01 \x01(\tB\r\xbaH\n" +
 	"\xd8\x01\x01r\x05\x18\xc0\x02`\x01R\x05email\x12'\n" +
 	"\n" +
 	"first_name\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\tfirstName\x12%\n" +
-	"\tlast_name\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\blastName\x12G\n" +
-	"\fphone_number\x18\x04 \x01(\tB$\xbaH!\xd8\x01\x01r\x1c2\x1a^\\+[1-9][0-9 .()/-]{6,30}$R\vphoneNumber\x12<\n" +
+	"\tlast_name\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\blastName\x12\xd4\x01\n" +
+	"\fphone_number\x18\x04 \x01(\tB\xb0\x01\xbaH\xac\x01\xba\x01\xa5\x01\n" +
+	"\x11phone_number.e164\x12cmust be in international (E.164) format: a plus, the country code and the number, e.g. +33612345678\x1a+this.matches('^\\\\+[1-9][0-9 .()/-]{6,30}$')\xd8\x01\x01R\vphoneNumber\x12<\n" +
 	"\rcustom_fields\x18\x05 \x01(\v2\x17.google.protobuf.StructR\fcustomFields\"F\n" +
 	"\vChatFilters\x127\n" +
 	"\x0edatasource_ids\x18\x01 \x03(\tB\x10\xbaH\r\x92\x01\n" +
