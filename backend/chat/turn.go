@@ -121,7 +121,7 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		if g.drained {
 			return nil, errShuttingDown
 		}
-		return nil, upstreamError(g.err)
+		return nil, t.modelError(ctx, g.err)
 	}
 	resp, err := s.persist(ctx, t, g)
 	if err != nil {
@@ -816,7 +816,7 @@ func (t *turn) finish(ctx context.Context, resp *parleyv1.ChatResponse, g genera
 		// the client is told to send the message again.
 		return nil, errShuttingDown
 	case g.err != nil && t.emit == nil:
-		return nil, upstreamError(g.err)
+		return nil, t.modelError(ctx, g.err)
 	case g.err != nil:
 		code, msg := "UPSTREAM_ERROR", "the model provider failed mid-answer; what was generated is stored as incomplete"
 		switch {
@@ -954,6 +954,15 @@ func promptTokens(r llm.Request) int {
 		}
 	}
 	return n
+}
+
+// modelError is a failed model call as the client is told it
+// (upstreamError), logged with its cause, which the client's message
+// leaves out: a provider refusing the connection or the key is the
+// operator's to see.
+func (t *turn) modelError(ctx context.Context, err error) error {
+	slog.WarnContext(ctx, "model call failed", "provider", t.route.Model.Provider(), "model", t.route.Upstream, "err", err)
+	return upstreamError(err)
 }
 
 // upstreamError is the client-facing error of a failed model call.
