@@ -34,6 +34,10 @@ const (
 	AttachmentMaxBytes = 5 << 20
 	// AttachmentTimeout bounds fetching one (the Fetch client's Timeout).
 	AttachmentTimeout = 15 * time.Second
+	// AttachmentsInFlight is the attachment budget of an instance's turns
+	// (TurnQueue.LimitAttachments): about a hundred attachments fetched at
+	// once, or fifty messages of the most images awaiting their answers.
+	AttachmentsInFlight = 512 << 20
 	// imagesMaxBytes bounds a message's images together: held for the
 	// model call, and sent in base64 (a third more) within the providers'
 	// request limits (Gemini's 20 MB for inline data is the least).
@@ -65,13 +69,36 @@ const attachmentNote = "Files the visitor attached reach you between <attachment
 // the operator's network (PARLEY_OPENAI_BASE_URL) could be made to fetch
 // an internal address, such as a cloud metadata endpoint, through a public
 // URL that redirects there or a name whose answer changes.
-func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachment) (string, []llm.Image, error) {
+//
+// Each attachment holds AttachmentMaxBytes of the queue's attachment budget
+// while it is fetched and read (TurnQueue.LimitAttachments); the images
+// keep their size of it in held until the turn releases it.
+func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachment) (docsText string, images []llm.Image, held *heldBytes, err error) {
 	if len(atts) == 0 {
-		return "", nil, nil
+		return "", nil, &heldBytes{}, nil
 	}
 	if s.Fetch == nil {
-		return "", nil, apperr.InvalidField(fieldOf(0), "this server reads no attachments")
+		return "", nil, nil, apperr.InvalidField(fieldOf(0), "this server reads no attachments")
 	}
+	held, err = s.Queue.holdBytes(ctx, s.Drain, s.TurnTimeout, int64(len(atts))*AttachmentMaxBytes)
+	if err != nil {
+		return "", nil, nil, err
+	}
+	docsText, images, err = s.fetchAttachments(ctx, atts)
+	if err != nil {
+		held.release()
+		return "", nil, nil, err
+	}
+	var kept int64
+	for _, img := range images {
+		kept += int64(len(img.Data))
+	}
+	held.keep(kept)
+	return docsText, images, held, nil
+}
+
+// fetchAttachments fetches and reads the attachments, all at once.
+func (s *Service) fetchAttachments(ctx context.Context, atts []*parleyv1.Attachment) (string, []llm.Image, error) {
 	var docs, imgs []int
 	for i, a := range atts {
 		if isImage(a) {

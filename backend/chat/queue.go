@@ -5,6 +5,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/semaphore"
+
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/metrics"
 )
@@ -34,7 +36,73 @@ type TurnQueue struct {
 	// loads holds a token per turn in its load phase (LimitLoads); nil:
 	// no bound.
 	loads chan struct{}
+	// attachmentBytes bounds the attachments' bytes the turns hold
+	// (LimitAttachments); nil: no bound.
+	attachmentBytes *semaphore.Weighted
 }
+
+// LimitAttachments bounds the bytes of attachments the running turns hold
+// at once: each attachment counts AttachmentMaxBytes while it is fetched
+// and read, and an image its size until its turn ends (it is sent to the
+// model as bytes). A turn waits for room as for a slot. Without it, a
+// public agent's visitors could make an instance hold 10 MiB of images a
+// turn for as long as the model answers, times every turn running.
+// Call it before the queue is used.
+func (q *TurnQueue) LimitAttachments(bytes int64) *TurnQueue {
+	if bytes > 0 {
+		q.attachmentBytes = semaphore.NewWeighted(bytes)
+	}
+	return q
+}
+
+// heldBytes is room taken in the attachments' budget.
+type heldBytes struct {
+	sem *semaphore.Weighted
+	n   int64
+}
+
+// holdBytes takes room for n bytes of attachments, waiting while ctx
+// lasts, drain does not end and wait (0: no bound) has not passed.
+func (q *TurnQueue) holdBytes(ctx, drain context.Context, wait time.Duration, n int64) (*heldBytes, error) {
+	if q == nil || q.attachmentBytes == nil || n == 0 {
+		return &heldBytes{}, nil
+	}
+	if q.attachmentBytes.TryAcquire(n) {
+		return &heldBytes{q.attachmentBytes, n}, nil
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if wait > 0 {
+		wctx, cancel = context.WithTimeout(wctx, wait)
+		defer cancel()
+	}
+	if drain != nil {
+		stop := context.AfterFunc(drain, cancel)
+		defer stop()
+	}
+	if err := q.attachmentBytes.Acquire(wctx, n); err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, ctx.Err()
+		case drain != nil && drain.Err() != nil:
+			return nil, errShuttingDown
+		}
+		metrics.TurnRejected("attachments_wait")
+		return nil, overloaded("no room for more attachments freed within %s on this server; try again shortly", wait)
+	}
+	return &heldBytes{q.attachmentBytes, n}, nil
+}
+
+// keep gives back all but n of the bytes held.
+func (h *heldBytes) keep(n int64) {
+	if h.sem != nil && n < h.n {
+		h.sem.Release(h.n - n)
+		h.n = n
+	}
+}
+
+// release gives back the bytes held.
+func (h *heldBytes) release() { h.keep(0) }
 
 // LimitLoads bounds how many running turns are in their load phase at once
 // (reading the conversation, storing the question: the database work

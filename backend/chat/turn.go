@@ -51,8 +51,8 @@ type Service struct {
 	// backend, outbound HTTP); nil: datastore_query alone, over Store and
 	// Knowledge.
 	Tools *tool.Deps
-	// Fetch reads document attachments (NewAttachmentFetcher); nil: they
-	// are refused, and only images are taken.
+	// Fetch reads attachments, documents and images (NewAttachmentFetcher);
+	// nil: they are refused.
 	Fetch *netguard.Client
 	// Drain ends when the server shuts down: turns still running stop their
 	// model call, send an error event and store what they generated.
@@ -98,9 +98,11 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	if err != nil {
 		return nil, err
 	}
-	if t.documents, t.images, err = s.readAttachments(ctx, req.GetAttachments()); err != nil {
+	var images *heldBytes
+	if t.documents, t.images, images, err = s.readAttachments(ctx, req.GetAttachments()); err != nil {
 		return nil, err
 	}
+	defer images.release()
 	releaseLoad, err := s.Queue.acquireLoad(ctx)
 	if err != nil {
 		return nil, err

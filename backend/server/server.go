@@ -111,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, fmt.Errorf("--max-turns %d, --turn-queue %d: give positive counts, or 0 for the defaults", cfg.MaxTurns, cfg.TurnQueue)
 	}
 	a := &App{cfg: cfg}
-	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).LimitLoads(cfg.LoadLimit())
+	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).LimitLoads(cfg.LoadLimit()).LimitAttachments(chat.AttachmentsInFlight)
 	a.drain, a.startDrain = context.WithCancel(context.Background())
 	a.stopping, a.startStopping = context.WithCancel(context.Background())
 	a.catalog = cfg.Catalog
