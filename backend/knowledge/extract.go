@@ -148,6 +148,16 @@ func ExtractHead(ctx context.Context, name string, b []byte, pageURL string, lim
 type extraction struct {
 	ctx         context.Context
 	used, limit int
+	tokens      int // XML tokens of Office parts read (markup)
+}
+
+// markup counts an XML token of an Office part: a limitError once past
+// limit/bytesPerToken of them.
+func (x *extraction) markup() error {
+	if x.tokens++; x.tokens > x.limit/bytesPerToken {
+		return limitError(fmt.Sprintf("the document's markup is longer than %d XML elements and runs of text", x.limit/bytesPerToken))
+	}
+	return nil
 }
 
 // take counts n more bytes of text: errFull once past the limit, or ctx's
@@ -671,22 +681,23 @@ func zipPart(x *extraction, f *zip.File, each func(text, style string)) error {
 // a line of output, and must not be free.
 const paragraphCost = 16
 
-// tokenCost is what each XML token (an element's start or end, a comment,
-// a run of characters) of an Office part costs besides any text it adds:
-// a part of 16 M empty runs (<w:r/>, 143 KB zipped) took 7 s and 3 GiB of
-// allocations to parse for no text at all, and now stops after 4 M tokens
-// (1.3 s). A real document's markup then costs about as much as its text
-// (a run of a few words with its properties is about 10 tokens), so an
-// extraction reads about half the text its limit names (16 MiB or 4 bytes
-// a byte of the file, a chat attachment's head 64 KB at most).
-const tokenCost = 4
+// bytesPerToken sets how many XML tokens (an element's start or end, a
+// comment, a run of characters) the Office parts of an extraction may hold:
+// one per bytesPerToken bytes of its text limit, counted apart from the
+// text. A part of 16 M empty runs (<w:r/>, 143 KB zipped) took 7 s and
+// 3 GiB of allocations to parse for no text at all; it now stops after
+// 4 M tokens (1.3 s), a file of up to 4 MiB being allowed 16 MiB of text.
+// Real markup is about 14 tokens a run of a few words with its properties
+// (about 3 bytes of text a token), so the text limit is reached first, or
+// about then; a chat attachment's head stops at whichever comes first.
+const bytesPerToken = 4
 
 // ooxmlParagraphs reads the text runs (w:t or a:t) of an Office Open XML
 // part, calling each with every paragraph (w:p or a:p) and its style. It
 // charges x each paragraph's text and paragraphCost as it goes, keeping
-// only the paragraph it is in, and tokenCost for each token; once x is
-// full it calls each with what it has of that paragraph and stops with
-// errFull.
+// only the paragraph it is in, and each token (markup); once x is full it
+// calls each with what it has of that paragraph and stops with errFull (or
+// a limitError, which is one).
 func ooxmlParagraphs(x *extraction, r io.Reader, each func(text, style string)) error {
 	dec := xml.NewDecoder(r)
 	var cur strings.Builder
@@ -700,7 +711,7 @@ func ooxmlParagraphs(x *extraction, r io.Reader, each func(text, style string)) 
 		if err != nil {
 			return err
 		}
-		n := tokenCost // the token, and what it adds to the paragraph
+		n := 0 // text added to the paragraph
 		switch t := tok.(type) {
 		case xml.StartElement:
 			switch t.Name.Local {
@@ -714,10 +725,10 @@ func ooxmlParagraphs(x *extraction, r io.Reader, each func(text, style string)) 
 				}
 			case "tab":
 				cur.WriteByte('\t')
-				n++
+				n = 1
 			case "br":
 				cur.WriteByte('\n')
-				n++
+				n = 1
 			}
 		case xml.EndElement:
 			switch t.Name.Local {
@@ -727,15 +738,19 @@ func ooxmlParagraphs(x *extraction, r io.Reader, each func(text, style string)) 
 				each(cur.String(), style)
 				cur.Reset()
 				style = ""
-				n += paragraphCost
+				n = paragraphCost
 			}
 		case xml.CharData:
 			if inText {
 				cur.Write(t)
-				n += len(t)
+				n = len(t)
 			}
 		}
-		if err := x.take(n); err != nil {
+		err = x.markup()
+		if err == nil {
+			err = x.take(n)
+		}
+		if err != nil {
 			if cur.Len() > 0 {
 				each(cur.String(), style)
 			}
