@@ -152,8 +152,8 @@ func (s *Service) fetchAttachments(ctx context.Context, atts []*parleyv1.Attachm
 }
 
 // readImage fetches an image attachment; its type is read from its bytes
-// (a header or a name can say anything), and must be one every provider
-// takes.
+// (a header or a name can say anything), and it must be of a type and a
+// size every provider takes.
 func (s *Service) readImage(ctx context.Context, a *parleyv1.Attachment) (llm.Image, error) {
 	p, err := s.Fetch.Get(ctx, a.GetUrl())
 	if err != nil {
@@ -161,7 +161,10 @@ func (s *Service) readImage(ctx context.Context, a *parleyv1.Attachment) (llm.Im
 	}
 	mime, _, _ := strings.Cut(http.DetectContentType(p.Body), ";")
 	if !slices.Contains(llm.ImageTypes, mime) {
-		return llm.Image{}, fmt.Errorf("the file is not a PNG, JPEG, GIF or WebP image (its bytes read as %s)", mime)
+		return llm.Image{}, fmt.Errorf("the file is not a PNG, JPEG or WebP image (its bytes read as %s)", mime)
+	}
+	if len(p.Body) > llm.ImageMaxBytes {
+		return llm.Image{}, fmt.Errorf("the image is larger than the %d bytes (3.75 MiB) the models take", llm.ImageMaxBytes)
 	}
 	return llm.Image{MIMEType: mime, Data: p.Body}, nil
 }

@@ -124,7 +124,9 @@ func TestDocumentAttachments(t *testing.T) {
 		"/report.pdf": []byte("%PDF-1.4\ngarbage"),
 		"/photo.png":  pngBytes,
 		"/page.png":   []byte("<!doctype html><html><body>not an image</body></html>"),
-		"/big.jpg":    append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 4<<20)...),
+		"/big.jpg":    append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 7<<19)...),
+		"/huge.jpg":   append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 4<<20)...),
+		"/anim.gif":   []byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"),
 	})
 	att := func(path string, extra ...string) string {
 		s := `{"url":"` + srv.URL + path + `"`
@@ -176,7 +178,9 @@ func TestDocumentAttachments(t *testing.T) {
 		{"broken pdf", att("/report.pdf"), "attachments[0]", "cannot be read"},
 		{"image not found", att("/missing.png"), "attachments[0]", "the image could not be fetched: " + strings.TrimPrefix(srv.URL, "http://") + " answered 404 Not Found"},
 		{"not an image", att("/page.png", `"type":"image/png"`), "attachments[0]",
-			"the file is not a PNG, JPEG, GIF or WebP image (its bytes read as text/html)"},
+			"the file is not a PNG, JPEG or WebP image (its bytes read as text/html)"},
+		{"gif", att("/anim.gif"), "attachments[0]", "the file is not a PNG, JPEG or WebP image (its bytes read as image/gif)"},
+		{"image too large", att("/huge.jpg"), "attachments[0]", "the image is larger than the 3932160 bytes (3.75 MiB) the models take"},
 		{"images too large together", att("/big.jpg") + "," + att("/big.jpg") + "," + att("/big.jpg"), "attachments[2]",
 			"a message's images together may not be larger than 10 MiB"},
 	} {

@@ -47,8 +47,13 @@ type Image struct {
 	Data     []byte
 }
 
-// ImageTypes are the image types every provider here accepts.
-var ImageTypes = []string{"image/png", "image/jpeg", "image/gif", "image/webp"}
+// ImageTypes are the image types every provider here accepts (Gemini
+// takes no GIF).
+var ImageTypes = []string{"image/png", "image/jpeg", "image/webp"}
+
+// ImageMaxBytes bounds an image every provider here accepts: Anthropic's
+// 5 MiB, which it counts in base64 (a third more than the bytes).
+const ImageMaxBytes = 5 << 20 * 3 / 4
 
 // Base64 is the image's bytes in standard base64 (Anthropic's form).
 func (i Image) Base64() string { return base64.StdEncoding.EncodeToString(i.Data) }
