@@ -123,10 +123,11 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 	took := time.Since(start)
 	status, problem := 0, ""
 	switch {
-	case sendErr != nil && ctx.Err() != nil:
+	case sendErr != nil && errors.Is(ctx.Err(), context.Canceled):
 		// The worker is stopping: the endpoint did not fail, so the
 		// attempt neither fails the delivery nor marks the endpoint
-		// failing, and it is sent again when a worker runs.
+		// failing, and it is sent again when a worker runs. (The job's
+		// own deadline passing is a failed attempt, retried later.)
 		if err := d.record(ctx, org, t, attempt, 0, took, Interrupted, "pending"); err != nil {
 			return ended(err)
 		}
