@@ -10,7 +10,7 @@ state=.parley/demo-org
 
 if [ -s "$state" ]; then
   read -r org email <"$state"
-  if link=$("$parley" admin signin-link --org "$org" --email "$email" 2>/dev/null); then
+  if link=$("$parley" admin signin-link --org "$org" --email "$email" 2>.parley/demo-org.err); then
     cat <<MSG
 
   Demo organization $org (made by an earlier run).
@@ -22,10 +22,16 @@ if [ -s "$state" ]; then
 
   Its API key was shown on the first run. Another (admin + chat scopes):
 
-    bin/parley admin create-key --org $org
+    $parley admin create-key --org $org
 
 MSG
     exit 0
+  fi
+  # Only an organization that is gone (a database made anew) is made again;
+  # any other failure (the database down, a wrong URL) is shown.
+  if ! grep -q "is not a member of this organization" .parley/demo-org.err; then
+    cat .parley/demo-org.err >&2
+    exit 1
   fi
 fi
 
@@ -49,6 +55,6 @@ cat <<MSG
   Then, for example:
     curl -s localhost:8080/api/agents -H "Authorization: Bearer \$PARLEY_KEY"
 
-  A new sign-in link later: bin/parley admin signin-link --org $(field organizationId) --email $(field ownerEmail)
+  A new sign-in link later: $parley admin signin-link --org $(field organizationId) --email $(field ownerEmail)
 
 MSG
