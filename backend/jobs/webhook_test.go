@@ -354,6 +354,28 @@ func TestDialToPrivateAddressRefused(t *testing.T) {
 	require.Empty(t, rc.requests())
 }
 
+// An attempt cut by the job's own deadline (not by the worker stopping) is
+// a failed attempt like any: on the last one the delivery fails, rather
+// than being run again at once as an interrupted one is.
+func TestDeadlineIsAFailedAttempt(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		<-r.Context().Done() // no answer
+	})
+	hook, _ := f.create(t, rc.URL, webhook.FormSubmitted)
+	require.NoError(t, f.emit(t, false))
+	id := uuid.MustParse(f.deliveries(t, hook.GetId())[0].GetId())
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	err := f.d.Deliver(ctx, f.org, id, webhook.MaxAttempts, true)
+	require.ErrorIs(t, err, webhook.ErrAttempt)
+	require.NotErrorIs(t, err, webhook.ErrInterrupted)
+	d := f.deliveries(t, hook.GetId())[0]
+	require.Equal(t, "failed", d.GetStatus())
+	require.NotEqual(t, webhook.Interrupted, d.GetAttempts()[0].GetError())
+}
+
 // The last attempt's failure settles the delivery as failed and marks its
 // endpoint failing, until a delivery succeeds; a redirect is an answer,
 // not followed.
