@@ -128,6 +128,10 @@ func TestDocumentAttachments(t *testing.T) {
 		"/huge.jpg":   append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 4<<20)...),
 		"/anim.gif":   []byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"),
 	})
+	// A public image that redirects inside (here loopback, opened to
+	// attachments, stands for the public address).
+	redirect := httptest.NewServer(http.RedirectHandler("http://169.254.169.254/latest/meta-data/x.png", http.StatusFound))
+	t.Cleanup(redirect.Close)
 	att := func(path string, extra ...string) string {
 		s := `{"url":"` + srv.URL + path + `"`
 		for _, x := range extra {
@@ -179,6 +183,7 @@ func TestDocumentAttachments(t *testing.T) {
 		{"image not found", att("/missing.png"), "attachments[0]", "the image could not be fetched: " + strings.TrimPrefix(srv.URL, "http://") + " answered 404 Not Found"},
 		{"not an image", att("/page.png", `"type":"image/png"`), "attachments[0]",
 			"the file is not a PNG, JPEG or WebP image (its bytes read as text/html)"},
+		{"image redirected inside", `{"url":"` + redirect.URL + `/cat.png"}`, "attachments[0]", "169.254.169.254 is not a public address"},
 		{"gif", att("/anim.gif"), "attachments[0]", "the file is not a PNG, JPEG or WebP image (its bytes read as image/gif)"},
 		{"image too large", att("/huge.jpg"), "attachments[0]", "the image is larger than the 3932160 bytes (3.75 MiB) the models take"},
 		{"images too large together", att("/big.jpg") + "," + att("/big.jpg") + "," + att("/big.jpg"), "attachments[2]",
