@@ -46,7 +46,9 @@ type TurnQueue struct {
 // and read, and an image its size until its turn ends (it is sent to the
 // model as bytes). A turn waits for room as for a slot. Without it, a
 // public agent's visitors could make an instance hold 10 MiB of images a
-// turn for as long as the model answers, times every turn running.
+// turn for as long as the model answers, times every turn running. What
+// reading a document allocates beside its bytes is not counted here: it is
+// bounded for each file by knowledge's extraction limits.
 // Call it before the queue is used.
 func (q *TurnQueue) LimitAttachments(bytes int64) *TurnQueue {
 	if bytes > 0 {
