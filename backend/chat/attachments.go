@@ -72,15 +72,16 @@ const attachmentNote = "Files the visitor attached reach you between <attachment
 //
 // Each attachment holds AttachmentMaxBytes of the queue's attachment budget
 // while it is fetched and read (TurnQueue.LimitAttachments); the images
-// keep their size of it in held until the turn releases it.
-func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachment) (docsText string, images []llm.Image, held *heldBytes, err error) {
+// keep their size of it in held until the turn releases it. It waits for
+// room at most wait (0: no bound), what is left of the turn's time.
+func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachment, wait time.Duration) (docsText string, images []llm.Image, held *heldBytes, err error) {
 	if len(atts) == 0 {
 		return "", nil, &heldBytes{}, nil
 	}
 	if s.Fetch == nil {
 		return "", nil, nil, apperr.InvalidField(fieldOf(0), "this server reads no attachments")
 	}
-	held, err = s.Queue.holdBytes(ctx, s.Drain, s.TurnTimeout, int64(len(atts))*AttachmentMaxBytes)
+	held, err = s.Queue.holdBytes(ctx, s.Drain, wait, int64(len(atts))*AttachmentMaxBytes)
 	if err != nil {
 		return "", nil, nil, err
 	}

@@ -99,7 +99,7 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		return nil, err
 	}
 	var images *heldBytes
-	if t.documents, t.images, images, err = s.readAttachments(ctx, req.GetAttachments()); err != nil {
+	if t.documents, t.images, images, err = s.readAttachments(ctx, req.GetAttachments(), t.left()); err != nil {
 		return nil, err
 	}
 	defer images.release()
@@ -188,6 +188,15 @@ type turn struct {
 	calls []*parleyv1.ToolCall
 	// gotText: the model produced text (its time to first token is counted).
 	gotText bool
+}
+
+// left is what remains of the turn's time (at least a millisecond), 0
+// when it has no deadline.
+func (t *turn) left() time.Duration {
+	if t.deadline.IsZero() {
+		return 0
+	}
+	return max(time.Until(t.deadline), time.Millisecond)
 }
 
 // admitTurn settles what an admitted request runs with: the model route,
