@@ -469,6 +469,7 @@ func (s *Service) retrieve(ctx context.Context, q *dbq.Queries, t *turn, storeID
 // cite adds sources to the reply, each once, and sends them as events.
 func (t *turn) cite(srcs []*parleyv1.Source) error {
 	for _, src := range srcs {
+		storableSource(src)
 		key := src.GetUrl()
 		if src.GetDatasourceId() != "" {
 			key = src.GetDatasourceId() + "\x00" + src.GetChunk()
@@ -672,13 +673,22 @@ func (t *turn) countProviderError(err error) {
 
 // runCalls runs one round's calls through the kit, in order, reporting
 // each; end is the first that ends the model's turn, nil when none does.
+// Every call of the reply runs (a lead captured beside a handoff is one
+// request), up to tool.MaxCallsPerRound: those past it get an error result.
 func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, end *tool.Ran, err error) {
-	for _, c := range calls {
-		callCtx, span := telemetry.StartToolCall(ctx, c.Name, c.ID)
-		ran, err := kit.Run(callCtx, tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)})
-		telemetry.EndToolCall(span, ran.IsError, err)
-		if err != nil {
-			return nil, nil, err
+	for i, c := range calls {
+		call := tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)}
+		var ran tool.Ran
+		switch {
+		case i >= tool.MaxCallsPerRound:
+			ran = kit.Refuse(call, fmt.Sprintf("not run: at most %d tool calls of one reply are run", tool.MaxCallsPerRound))
+		default:
+			callCtx, span := telemetry.StartToolCall(ctx, c.Name, c.ID)
+			ran, err = kit.Run(callCtx, call)
+			telemetry.EndToolCall(span, ran.IsError, err)
+			if err != nil {
+				return nil, nil, err
+			}
 		}
 		if err := t.cite(ran.Sources); err != nil {
 			return nil, nil, err
@@ -721,15 +731,35 @@ func (t *turn) reportCall(c llm.ToolCall, failed bool, summary string) error {
 	if failed {
 		status = "error"
 	}
-	call := &parleyv1.ToolCall{Id: c.ID, Name: c.Name, Arguments: c.Arguments, Status: status, Result: summary}
+	call := &parleyv1.ToolCall{Id: storable(c.ID), Name: storable(c.Name), Arguments: storable(c.Arguments), Status: status, Result: storable(summary)}
 	t.calls = append(t.calls, call)
 	return t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_ToolCall{ToolCall: call}})
+}
+
+// storable is s as Postgres stores text: without NUL, and with bytes that
+// are not UTF-8 replaced. What reaches a stored answer from outside Parley
+// (the model's text and tool calls, a search backend's results) may hold
+// either: refused by Postgres, it failed the turn with a 500 and lost the
+// answer, after the tools' effects had committed.
+func storable(s string) string {
+	if contact.Storable(s) {
+		return s
+	}
+	return strings.ToValidUTF8(strings.ReplaceAll(s, "\x00", ""), "\uFFFD")
+}
+
+// storableSource makes a source's text storable.
+func storableSource(src *parleyv1.Source) {
+	for _, f := range []*string{&src.Source, &src.DatasourceName, &src.Chunk, &src.Title, &src.Url, &src.Excerpt, &src.DatasourceId, &src.Heading} {
+		*f = storable(*f)
+	}
 }
 
 // persist stores the answer, whole or cut short, even if the client left,
 // with its usage, cost, model, provider and latency, and returns the reply.
 func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1.ChatResponse, error) {
 	latency := t.now().Sub(t.start)
+	g.text = storable(g.text)
 	usage := g.usage
 	if usage == nil {
 		usage = &llm.Usage{PromptTokens: int64(promptTokens(g.prompt)), CompletionTokens: int64(llm.CountTokens(g.text))}

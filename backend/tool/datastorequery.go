@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
+	"github.com/parleyhq/parley/backend/contact"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/knowledge"
@@ -64,6 +66,9 @@ func (*Search) Parameters() map[string]any {
 	}
 }
 
+// maxSearchQuery bounds a query's characters, as chat bounds a message's.
+const maxSearchQuery = 32000
+
 func (*Search) Traits() Traits { return Traits{Cites: true} }
 
 // Run answers one call; its passages are numbered after the call's Cited.
@@ -76,6 +81,12 @@ func (s *Search) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Query) == "" {
 		return Errorf(`the arguments must be a JSON object with a non-empty "query" string`), nil
+	}
+	// The model's query is searched as a visitor's is: text Postgres can
+	// store (a NUL failed the turn as if the visitor had sent it), and no
+	// longer than a chat message may be.
+	if !contact.Storable(args.Query) || utf8.RuneCountInString(args.Query) > maxSearchQuery {
+		return Errorf(`"query" must be text of at most %d characters, without NUL`, maxSearchQuery), nil
 	}
 	k := args.TopK
 	if k <= 0 {

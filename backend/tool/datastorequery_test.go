@@ -61,6 +61,9 @@ func TestSearchRefusesBadCalls(t *testing.T) {
 		{Call{ID: "3", Name: DatastoreQuery, Arguments: `{"query":"   "}`}, `non-empty "query"`},
 		{Call{ID: "4", Name: DatastoreQuery, Arguments: `not json`}, `non-empty "query"`},
 		{Call{ID: "5", Name: DatastoreQuery, Arguments: `{"query":7}`}, `non-empty "query"`},
+		// Searched, these failed the turn as if the visitor had sent them.
+		{Call{ID: "6", Name: DatastoreQuery, Arguments: `{"query":"a\u0000b"}`}, `"query" must be text of at most 32000 characters, without NUL`},
+		{Call{ID: "7", Name: DatastoreQuery, Arguments: `{"query":"` + strings.Repeat("a", 32001) + `"}`}, `"query" must be text`},
 	} {
 		ran, err := k.Run(context.Background(), c.call)
 		require.NoError(t, err)

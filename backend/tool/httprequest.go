@@ -259,14 +259,25 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 		return Errorf("endpoint %s has an invalid URL", e.Name), nil
 	}
 	if len(args.Query) > 0 {
-		q := u.Query()
+		// The owner's parameters stay as configured, byte for byte; the
+		// model's are added after them. A configured query that does not
+		// parse (a ";" in it) takes none: which names it holds is unsure.
+		q, err := url.ParseQuery(u.RawQuery)
+		if err != nil {
+			return Errorf("endpoint %s takes no query parameters", e.Name), nil
+		}
+		add := url.Values{}
 		for k, v := range args.Query {
-			// The owner's parameters stay as configured.
 			if !q.Has(k) {
-				q.Set(k, v)
+				add.Set(k, v)
 			}
 		}
-		u.RawQuery = q.Encode()
+		if extra := add.Encode(); extra != "" {
+			if u.RawQuery != "" {
+				u.RawQuery += "&"
+			}
+			u.RawQuery += extra
+		}
 	}
 	r := netguard.Request{Method: e.Method, URL: u.String(), Header: http.Header{"Accept": {"application/json, text/*;q=0.9, */*;q=0.5"}}}
 	// The header values are opened here only, for this request.

@@ -139,7 +139,7 @@ func TestHTTPRequestCallsConfiguredEndpoints(t *testing.T) {
 	require.Len(t, got, 2)
 	require.Equal(t, "GET", got[0].Method)
 	require.Equal(t, "/orders", got[0].Path)
-	require.Equal(t, "id=42&tenant=acme", got[0].RawQuery, "the owner's parameter stays")
+	require.Equal(t, "tenant=acme&id=42", got[0].RawQuery, "the owner's parameters stay as configured, the model's follow")
 	require.Equal(t, "secret-1", got[0].Header.Get("X-Api-Key"))
 	require.Empty(t, got[0].Body)
 	require.Equal(t, "POST", got[1].Method)

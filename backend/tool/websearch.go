@@ -35,8 +35,13 @@ var webSearch = Registration{
 // webResults is how many results a call gives the model.
 const webResults = 5
 
-// snippetMax bounds one result's snippet, in bytes.
-const snippetMax = 600
+// Bounds of one result, in bytes: its snippet and title are cut, a longer
+// URL is no result.
+const (
+	snippetMax = 600
+	titleMax   = 200
+	urlMax     = 2048
+)
 
 // WebResult is one page a search found.
 type WebResult struct {
@@ -133,8 +138,11 @@ func (w *webSearchTool) Run(ctx context.Context, call Call) (Result, error) {
 	var kept []WebResult
 	for _, r := range found {
 		// Only web pages: a javascript: or data: URL is no source to cite.
-		if u, err := url.Parse(r.URL); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-			r.Title, r.Snippet = strings.TrimSpace(r.Title), clip(strings.TrimSpace(r.Snippet), snippetMax)
+		// A result's text is the backend's (or the page's) to choose: each
+		// part is bounded (a title of 3 MiB went into the prompt and the
+		// stored answer whole).
+		if u, err := url.Parse(r.URL); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" && len(r.URL) <= urlMax {
+			r.Title, r.Snippet = clip(strings.TrimSpace(r.Title), titleMax), clip(strings.TrimSpace(r.Snippet), snippetMax)
 			kept = append(kept, r)
 		}
 		if len(kept) == webResults {
