@@ -98,23 +98,7 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 		return out, err
 	}
 
-	var row dbq.GetPublicAgentRow
-	err = a.Store.PublicAgent(ctx, id, func(q *dbq.Queries) error {
-		var err error
-		row, err = q.GetPublicAgent(ctx, id)
-		if !errors.Is(err, pgx.ErrNoRows) {
-			return err
-		}
-		exists, xerr := q.ResourceExists(ctx, dbq.ResourceExistsParams{ID: id, Kind: "agent"})
-		if xerr != nil {
-			return xerr
-		}
-		if exists {
-			// SECURITY: a private agent needs its organization's key.
-			return apperr.New(apperr.Unauthenticated, "agent %s is private: send Authorization: Bearer <API key>", id)
-		}
-		return apperr.New(apperr.NotFound, "agent %q not found", agentID)
-	})
+	row, err := a.publicAgent(ctx, id)
 	if err != nil {
 		return nil, err
 	}
@@ -139,6 +123,37 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 		return out, err
 	}
 	return out, nil
+}
+
+// StillPublic reports, without counting a request, whether agent id is
+// still public: Unauthenticated once it is private, NotFound once it is
+// gone (a visitor's stream asks it as it goes on).
+func (a *Admitter) StillPublic(ctx context.Context, id uuid.UUID) error {
+	_, err := a.publicAgent(ctx, id)
+	return err
+}
+
+// publicAgent reads public agent id: Unauthenticated when it is private,
+// NotFound when there is none.
+func (a *Admitter) publicAgent(ctx context.Context, id uuid.UUID) (dbq.GetPublicAgentRow, error) {
+	var row dbq.GetPublicAgentRow
+	err := a.Store.PublicAgent(ctx, id, func(q *dbq.Queries) error {
+		var err error
+		row, err = q.GetPublicAgent(ctx, id)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			return err
+		}
+		exists, xerr := q.ResourceExists(ctx, dbq.ResourceExistsParams{ID: id, Kind: "agent"})
+		if xerr != nil {
+			return xerr
+		}
+		if exists {
+			// SECURITY: a private agent needs its organization's key.
+			return apperr.New(apperr.Unauthenticated, "agent %s is private: send Authorization: Bearer <API key>", id)
+		}
+		return apperr.New(apperr.NotFound, "agent %q not found", id.String())
+	})
+	return row, err
 }
 
 // AdmitPrincipal lets an already authenticated principal (a console member

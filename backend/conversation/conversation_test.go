@@ -18,6 +18,7 @@ import (
 	"github.com/parleyhq/parley/backend/conversation"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -826,4 +827,56 @@ func TestConnect(t *testing.T) {
 		require.Equal(t, c.code, connect.CodeOf(s.Err()), c.name)
 		s.Close()
 	}
+}
+
+// A stream ends with its admission: a key revoked, or a public agent made
+// private, while its stream is open stops it at the next heartbeat (it
+// went on receiving replies for up to an hour).
+func TestStreamsEndWithTheirAdmission(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	f := &fixture{Env: testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) { c.WatchHeartbeat = 100 * time.Millisecond }), fake: fake}
+	f.public = f.agent(t, `{"name":"Public","instructions":"You are public.","visibility":"public"}`)
+	keys := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.A.Key)))
+	k, err := keys.CreateApiKey(context.Background(), &parleyv1.CreateApiKeyRequest{Name: "widget backend", Scopes: []string{"chat"}})
+	require.NoError(t, err)
+
+	f.chat(t, f.public, k.GetSecret(), "by-key", "", "hello")
+	f.chat(t, f.public, "", "by-visitor", "ada", "hello")
+	byKey := follow(t, f.URL, "/api/v2/conversations/by-key/events", map[string]string{"Authorization": "Bearer " + k.GetSecret()})
+	byVisitor := follow(t, f.URL, "/api/v2/conversations/by-visitor/events"+visitorQuery(f.public, "ada"), nil)
+
+	_, err = keys.RevokeApiKey(context.Background(), &parleyv1.RevokeApiKeyRequest{Id: k.GetApiKey().GetId()})
+	require.NoError(t, err)
+	r := f.Do("PUT", "/api/agents/"+f.public, f.A.Key, `{"visibility":"private"}`)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	for name, stream := range map[string]*events{"revoked key": byKey, "agent made private": byVisitor} {
+		var last streamEvent
+		for {
+			_, ev := stream.nextOrEnd(t)
+			if ev == nil {
+				break
+			}
+			last = *ev
+		}
+		require.Equal(t, "UNAUTHORIZED", last.Error.Code, name)
+	}
+}
+
+// nextOrEnd is the stream's next event, nil once it has ended.
+func (e *events) nextOrEnd(t *testing.T) (sse.Event, *streamEvent) {
+	t.Helper()
+	select {
+	case ev, ok := <-e.c:
+		if !ok {
+			return sse.Event{}, nil
+		}
+		var se streamEvent
+		require.NoError(t, json.Unmarshal([]byte(ev.Data), &se), ev.Data)
+		return ev, &se
+	case <-time.After(10 * time.Second):
+		t.Fatal("the stream went on for 10 s")
+	}
+	panic("unreachable")
 }

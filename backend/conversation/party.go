@@ -31,6 +31,11 @@ type Party struct {
 	Author string
 	// Rate is the rate-limit state to report, nil when none was counted.
 	Rate *ratelimit.Result
+	// standing checks, without counting a request, that the party may
+	// still act as it was admitted: its key not revoked, its agent still
+	// public. A long-lived stream asks it at each heartbeat; nil for a
+	// console member, whose removal ends its sessions.
+	standing func(context.Context) error
 }
 
 // readScope is the key scope that reads, follows and rates conversations,
@@ -55,7 +60,12 @@ func (s *Service) AdmitCaller(ctx context.Context, c chat.Caller, agentID, visit
 		if err != nil {
 			return &Party{Rate: adm.Rate}, err
 		}
-		return &Party{Org: adm.Principal.OrgID, Principal: adm.Principal, Rate: adm.Rate}, nil
+		// SECURITY: a key revoked (or expired) after its stream began.
+		standing := func(ctx context.Context) error {
+			_, err := s.Admit.Gate.Auth.Authenticate(ctx, c.Authorization)
+			return err
+		}
+		return &Party{Org: adm.Principal.OrgID, Principal: adm.Principal, Rate: adm.Rate, standing: standing}, nil
 	}
 	if agentID == "" {
 		return nil, apperr.New(apperr.Unauthenticated,
@@ -69,7 +79,10 @@ func (s *Service) AdmitCaller(ctx context.Context, c chat.Caller, agentID, visit
 		}
 		return &Party{Rate: rate}, err
 	}
-	return &Party{Org: adm.OrgID(), Agent: adm.Agent.ID, Visitor: visitorID, Rate: adm.Rate}, nil
+	// SECURITY: an agent made private (or deleted) after its visitor's
+	// stream began.
+	standing := func(ctx context.Context) error { return s.Admit.StillPublic(ctx, adm.Agent.ID) }
+	return &Party{Org: adm.OrgID(), Agent: adm.Agent.ID, Visitor: visitorID, Rate: adm.Rate, standing: standing}, nil
 }
 
 // MemberParty is the party of the principal in ctx (a console member, whose

@@ -154,8 +154,15 @@ func (w *Watch) heartbeat() *parleyv1.WatchConversationResponse {
 	}
 }
 
-// alive ends a stream whose conversation is gone (its agent deleted).
+// alive ends a stream whose conversation is gone (its agent deleted), or
+// whose party may no longer follow it (its key revoked, its public agent
+// made private): a stream outlives its admission by an hour otherwise.
 func (w *Watch) alive(ctx context.Context) error {
+	if w.party.standing != nil {
+		if err := w.party.standing(ctx); err != nil {
+			return err
+		}
+	}
 	return w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error {
 		_, err := w.party.own(ctx, q, w.conv)
 		return err

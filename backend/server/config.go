@@ -46,7 +46,11 @@ type Config struct {
 	DBMaxConns int
 	// DBTracer sees every statement of the pool (not a flag: tests count
 	// statements with it).
-	DBTracer        pgx.QueryTracer
+	DBTracer pgx.QueryTracer
+	// WatchHeartbeat is how often a quiet conversation stream sends a
+	// heartbeat and checks its caller may still follow it; 0:
+	// conversation.HeartbeatEvery (not a flag: tests shorten it).
+	WatchHeartbeat  time.Duration
 	RedisURL        string
 	RedisPrefix     string
 	Migrate         bool

@@ -326,7 +326,7 @@ func (a *App) routes() (http.Handler, error) {
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
-	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.stopping, Hooks: a.hooks}
+	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.stopping, Hooks: a.hooks, Heartbeat: a.cfg.WatchHeartbeat}
 	contacts := &contact.Service{Store: a.Store}
 	webhooks := &webhook.Service{
 		Store: a.Store, Sealer: a.sealer, Hooks: a.hooks,
