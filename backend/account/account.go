@@ -57,7 +57,7 @@ func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRe
 	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
 		orgPlan, err := q.LockOrganizationPlan(ctx, p.OrgID)
 		if err != nil {
-			return err
+			return db.OrgRow(err)
 		}
 		keyPlan := orgPlan
 		if req.Plan != nil {
@@ -129,7 +129,7 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *parleyv1.RevokeApiKeyRe
 		// Revocations take turns: under READ COMMITTED two of the last two
 		// admin keys would each count the other as live, and both go.
 		if _, err := q.LockOrganization(ctx, p.OrgID); err != nil {
-			return err
+			return db.OrgRow(err)
 		}
 		row, err := q.RevokeAPIKey(ctx, dbq.RevokeAPIKeyParams{OrgID: p.OrgID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -171,7 +171,7 @@ func (s *Service) GetOrganization(ctx context.Context, _ *parleyv1.GetOrganizati
 	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
 		org, err := q.GetOrganization(ctx, p.OrgID)
 		if err != nil {
-			return err
+			return db.OrgRow(err)
 		}
 		resp.Organization = &parleyv1.Organization{
 			Id: org.ID.String(), Name: org.Name, Plan: org.Plan, CreateTime: timestamppb.New(org.CreatedAt),

@@ -145,7 +145,8 @@ func (s *Store) TenantAsyncTx(ctx context.Context, org uuid.UUID, fn func(tx pgx
 // keeps it so). Without this the write is a 500.
 func (s *Store) orgGone(org uuid.UUID, err error) error {
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) || pgErr.Code != "23503" || !strings.HasSuffix(pgErr.ConstraintName, "_org_id_fkey") {
+	fk := errors.As(err, &pgErr) && pgErr.Code == "23503" && strings.HasSuffix(pgErr.ConstraintName, "_org_id_fkey")
+	if !fk && !errors.Is(err, errOrgRowGone) {
 		return err
 	}
 	if s.OrgGone != nil {
@@ -153,6 +154,21 @@ func (s *Store) orgGone(org uuid.UUID, err error) error {
 	}
 	// SECURITY: the key outlived its organization; it admits nothing more.
 	return apperr.New(apperr.Unauthenticated, "this API key's organization no longer exists")
+}
+
+// errOrgRowGone is OrgRow's: the principal's organization row is gone.
+var errOrgRowGone = errors.New("the organization's row is gone")
+
+// OrgRow is the error of a read (or lock) of the principal's own
+// organization row inside Tenant: none found means the organization was
+// deleted while its key was still cached, which Tenant answers as it
+// answers a write refused for it (Unauthenticated, the key forgotten),
+// not as a 500.
+func OrgRow(err error) error {
+	if errors.Is(err, pgx.ErrNoRows) {
+		return errOrgRowGone
+	}
+	return err
 }
 
 // KeyHolder runs fn in a transaction that may read the one API key whose

@@ -58,3 +58,43 @@ func TestDeletedOrganizationsKeyIsUnauthorized(t *testing.T) {
 	_, err = agents.ListAgents(context.Background(), &parleyv1.ListAgentsRequest{})
 	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
 }
+
+// The calls that read or lock the organization's own row first answer the
+// same 401 (they were 500: no rows): a key's creation or revocation, the
+// organization's read, a webhook endpoint's creation.
+func TestDeletedOrganizationsRowIsUnauthorized(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for name, call := range map[string]func(key string, e *testenv.Env) error{
+		"CreateApiKey": func(key string, e *testenv.Env) error {
+			_, err := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(key))).
+				CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "n", Scopes: []string{"chat"}})
+			return err
+		},
+		"RevokeApiKey": func(key string, e *testenv.Env) error {
+			_, err := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(key))).
+				RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: uuid.NewString()})
+			return err
+		},
+		"GetOrganization": func(key string, e *testenv.Env) error {
+			_, err := parleyv1connect.NewOrganizationServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(key))).
+				GetOrganization(ctx, &parleyv1.GetOrganizationRequest{})
+			return err
+		},
+		"CreateWebhook": func(key string, e *testenv.Env) error {
+			_, err := parleyv1connect.NewWebhookServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(key))).
+				CreateWebhook(ctx, &parleyv1.CreateWebhookRequest{Url: "https://example.com/hook", Events: []string{"form.submitted"}})
+			return err
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			e := testenv.New(t)
+			require.Equal(t, http.StatusOK, e.Do("GET", "/api/agents", e.A.Key, nil).Status) // cached
+			deleteOrg(t, e, e.A.ID)
+			err := call(e.A.Key, e)
+			require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "%v", err)
+			require.Contains(t, err.Error(), "organization no longer exists")
+		})
+	}
+}

@@ -81,7 +81,7 @@ func (s *Service) CreateWebhook(ctx context.Context, req *parleyv1.CreateWebhook
 		// bounded, counted under the organization's lock so that two
 		// creations take turns.
 		if _, err := q.LockOrganization(ctx, p.OrgID); err != nil {
-			return err
+			return db.OrgRow(err)
 		}
 		n, err := q.CountWebhooks(ctx, p.OrgID)
 		if err != nil {
