@@ -139,7 +139,11 @@ func (k *Knowledge) Fail(ctx context.Context, org, id uuid.UUID, msg string) {
 		}
 		return k.emit(ctx, tx, q, org, id, webhook.DatasourceFailed)
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// Deleted meanwhile: there is nothing left to mark.
+		slog.InfoContext(ctx, "ingestion failed for a datasource since deleted", "datasource", id)
+	case err != nil:
 		slog.ErrorContext(ctx, "recording an ingestion failure", "datasource", id, "err", err)
 	}
 }
