@@ -302,6 +302,14 @@ func (s *Store) Link(ctx context.Context, hash []byte, fn func(q *dbq.Queries) e
 	return s.scoped(ctx, Scope{"app.link_hash", fmt.Sprintf("%x", hash)}, queries(fn))
 }
 
+// ExpiredDeliveries runs fn in a transaction that may see and delete, in
+// every organization, the webhook deliveries finished before before: the
+// retention job's (webhook.Prune), and nothing else of any organization
+// (migration 00022's policies).
+func (s *Store) ExpiredDeliveries(ctx context.Context, before time.Time, fn func(q *dbq.Queries) error) error {
+	return s.scoped(ctx, Scope{"app.webhook_expired_before", before.UTC().Format(time.RFC3339Nano)}, queries(fn))
+}
+
 // QueryName names a statement for traces: the sqlc query's name ("GetAgent",
 // from its "-- name: GetAgent :one" header), else its first word
 // ("SELECT"). Never the statement's text: a span name must stay a small set.

@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river/riverdriver/riverpgxv5"
 	"github.com/riverqueue/river/rivertype"
 
+	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/webhook"
 )
@@ -39,6 +40,10 @@ type Config struct {
 	// Webhooks sends webhook deliveries; without it their jobs wait for a
 	// process that has one.
 	Webhooks *webhook.Deliverer
+	// WebhookRetention, when positive, deletes every hour the deliveries
+	// created longer ago than it (PruneWorker), through Store.
+	WebhookRetention time.Duration
+	Store            *db.Store
 }
 
 // New returns a client over pool running k's jobs when cfg.Workers.
@@ -49,6 +54,10 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		river.AddWorker(workers, &IngestWorker{K: k})
 		if cfg.Webhooks != nil {
 			river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks})
+		}
+		if cfg.WebhookRetention > 0 && cfg.Store != nil {
+			river.AddWorker(workers, &PruneWorker{Store: cfg.Store, Retention: cfg.WebhookRetention})
+			rc.PeriodicJobs = []*river.PeriodicJob{prunePeriodically()}
 		}
 		rc.Workers = workers
 		n := cfg.MaxWorkers

@@ -19,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/origin"
 	"github.com/parleyhq/parley/backend/tool"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 // DefaultDatabaseURL is what scripts/db-setup.sh makes ready.
@@ -69,6 +70,9 @@ type Config struct {
 	// MaxWorkers); 0 runs none: the instance only enqueues them, for
 	// `parley worker` processes elsewhere to run.
 	Workers int
+	// WebhookRetention is how long webhook deliveries are kept; 0 keeps
+	// them for ever.
+	WebhookRetention time.Duration
 	// Embeddings makes the embedders: its Default (--embeddings) names the
 	// one of new datastores; the provider ones are enabled by the same
 	// PARLEY_OPENAI_API_KEY / PARLEY_GEMINI_API_KEY (and _BASE_URL) as the
@@ -124,6 +128,9 @@ func (c *Config) Err() error {
 	}
 	if c.SearchExactBelow < 0 || c.SearchExactMax < 0 {
 		errs = append(errs, fmt.Errorf("--search-exact-below %d and --search-exact-max %d: chunk counts, 0 or more", c.SearchExactBelow, c.SearchExactMax))
+	}
+	if c.WebhookRetention < 0 {
+		errs = append(errs, fmt.Errorf("--webhook-retention %s: a duration, 0 (keep for ever) or more", c.WebhookRetention))
 	}
 	return errors.Join(errs...)
 }
@@ -202,6 +209,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"the Tavily API's base URL; empty: https://api.tavily.com (PARLEY_TAVILY_BASE_URL)")
 	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
 		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
+	fs.DurationVar(&c.WebhookRetention, "webhook-retention", c.envDuration("PARLEY_WEBHOOK_RETENTION", webhook.DefaultRetention),
+		"how long webhook deliveries, with the bodies they sent and their attempts, are kept before a periodic job of the workers deletes them; 0 keeps them for ever (PARLEY_WEBHOOK_RETENTION)")
 }
 
 // turnsPerConn is how many chat turns run at once per database connection

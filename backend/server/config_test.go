@@ -57,6 +57,25 @@ func TestSearchExactConfig(t *testing.T) {
 	require.ErrorContains(t, c.Err(), "--search-exact-below -1")
 }
 
+// Webhook deliveries are kept 30 days unless configured; 0 keeps them for
+// ever, a negative retention is refused.
+func TestWebhookRetentionConfig(t *testing.T) {
+	var c Config
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	require.Equal(t, 30*24*time.Hour, c.WebhookRetention)
+
+	t.Setenv("PARLEY_WEBHOOK_RETENTION", "0")
+	c = Config{}
+	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
+	require.Zero(t, c.WebhookRetention)
+	require.NoError(t, c.Err())
+
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Flags(fs)
+	require.NoError(t, fs.Parse([]string{"--webhook-retention", "-1h"}))
+	require.ErrorContains(t, c.Err(), "--webhook-retention -1h0m0s")
+}
+
 // Metrics are off unless an address is given, read from the flag or the
 // variable; an address sharing the API's port is refused.
 func TestMetricsAddrConfig(t *testing.T) {

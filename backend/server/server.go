@@ -246,6 +246,9 @@ func (a *App) knowledge() error {
 		MaxWorkers: a.cfg.Workers,
 		Logger:     slog.New(slog.NewJSONHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})),
 		Webhooks:   deliverer,
+		Store:      a.Store,
+
+		WebhookRetention: a.cfg.WebhookRetention,
 	})
 	if err != nil {
 		return err

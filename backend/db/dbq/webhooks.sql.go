@@ -429,6 +429,33 @@ func (q *Queries) OrgHasWebhooks(ctx context.Context, orgID uuid.UUID) (bool, er
 	return exists, err
 }
 
+const pruneWebhookDeliveries = `-- name: PruneWebhookDeliveries :execrows
+DELETE FROM webhook_deliveries
+WHERE (org_id, id) IN (
+  SELECT org_id, id FROM webhook_deliveries
+  WHERE status <> 'pending' AND created_at < $1::timestamptz
+  ORDER BY created_at
+  LIMIT $2
+)
+`
+
+type PruneWebhookDeliveriesParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// Deletes up to max_rows of the oldest deliveries the transaction may see
+// as expired (db.Store.ExpiredDeliveries: the cutoff is in its scope and
+// in the expired_* policies), with their attempts by the cascade. The
+// cutoff is named here too, beside RLS.
+func (q *Queries) PruneWebhookDeliveries(ctx context.Context, arg PruneWebhookDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneWebhookDeliveries, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const recordWebhookAttempt = `-- name: RecordWebhookAttempt :exec
 INSERT INTO webhook_attempts (org_id, delivery_id, attempt, status_code, duration_ms, error)
 VALUES ($1, $2, $3, $4, $5, $6)

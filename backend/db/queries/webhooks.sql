@@ -124,3 +124,16 @@ ORDER BY delivery_id, attempt;
 
 -- name: CountWebhooks :one
 SELECT count(*) FROM webhooks WHERE org_id = sqlc.arg(org_id);
+
+-- name: PruneWebhookDeliveries :execrows
+-- Deletes up to max_rows of the oldest deliveries the transaction may see
+-- as expired (db.Store.ExpiredDeliveries: the cutoff is in its scope and
+-- in the expired_* policies), with their attempts by the cascade. The
+-- cutoff is named here too, beside RLS.
+DELETE FROM webhook_deliveries
+WHERE (org_id, id) IN (
+  SELECT org_id, id FROM webhook_deliveries
+  WHERE status <> 'pending' AND created_at < sqlc.arg(before)::timestamptz
+  ORDER BY created_at
+  LIMIT sqlc.arg(max_rows)
+);
