@@ -11,8 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/netguard"
 )
@@ -184,4 +186,37 @@ func TestCrawlUnreadableSiteIsPermanent(t *testing.T) {
 		require.True(t, perm, "%s: %v", start, err)
 		require.False(t, errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded), "%s: %v", start, err)
 	}
+}
+
+// A web_site datasource deleted while its crawl waits on a page ends the
+// run at the next look (goneEvery), without error and without fetching on:
+// the crawl ran to its end before, writing nothing.
+func TestCrawlOfADeletedDatasourceStops(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "")
+	site := newCancelSite(t, false)
+	ctx := context.Background()
+	id := uuid.New()
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		_, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: id, DatastoreID: e.store_, Type: "web_site",
+			Name: "site", Config: []byte(fmt.Sprintf(`{"url": %q, "maxPages": 10}`, site.srv.URL+"/"))})
+		return err
+	}))
+	k := loopbackKnowledge()
+	k.Store, k.goneEvery = e.store, 50*time.Millisecond
+	done := make(chan error, 1)
+	go func() { done <- k.Ingest(ctx, e.org, id) }()
+
+	<-site.entered // the crawl waits on /slow, which answers in 10 s
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		_, err := q.DeleteDatasource(ctx, dbq.DeleteDatasourceParams{OrgID: e.org, ID: id})
+		return err
+	}))
+	select {
+	case err := <-done:
+		require.NoError(t, err, "a deleted datasource's run ends quietly")
+	case <-time.After(5 * time.Second):
+		t.Fatal("the crawl of a deleted datasource went on")
+	}
+	require.EqualValues(t, 1, site.hits["/slow"].Load())
 }

@@ -65,6 +65,10 @@ type Knowledge struct {
 	SiteBytes int
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
+	// goneEvery is how often a run reading its content (a site's crawl,
+	// a page's fetch, a file's extraction) checks that its datasource
+	// still exists (whileExists).
+	goneEvery time.Duration
 	// Hooks sends datasource.synced and datasource.failed to the
 	// organization's webhooks, in the transaction that records the outcome.
 	Hooks *webhook.Emitter
@@ -94,7 +98,7 @@ const (
 // New returns a Knowledge embedding new datastores with def.
 func New(store *db.Store, def embed.Embedder, guard *netguard.Client, others ...embed.Embedder) *Knowledge {
 	k := &Knowledge{Store: store, Default: def, Guard: guard, Chunking: DefaultChunkOptions, batch: 64, EfSearch: DefaultEfSearch, ExactBelow: DefaultExactBelow, ExactMax: DefaultExactMax, ExactRatio: DefaultExactRatio,
-		SiteBytes: CrawlBytes, embedders: map[string]embed.Embedder{def.Model(): def}}
+		SiteBytes: CrawlBytes, goneEvery: 5 * time.Second, embedders: map[string]embed.Embedder{def.Model(): def}}
 	for _, e := range others {
 		k.embedders[e.Model()] = e
 	}
@@ -205,7 +209,12 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 	if err != nil {
 		return permanent("%v", err)
 	}
-	docs, err := k.documents(ctx, src)
+	rctx, stop := k.whileExists(ctx, org, id)
+	docs, err := k.documents(rctx, src)
+	stop()
+	if errors.Is(context.Cause(rctx), errGone) {
+		return nil // deleted while its content was read: nothing to do
+	}
 	if err != nil {
 		return err
 	}
@@ -232,6 +241,43 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 		return nil
 	}
 	return err
+}
+
+// whileExists returns a context that ends, with errGone for its cause,
+// once datasource id is found deleted: it is looked up every goneEvery
+// while the run reads the content. A site's crawl may take many minutes,
+// and a datasource deleted meanwhile would otherwise have its pages
+// fetched to the end for nothing. stop ends the watch.
+func (k *Knowledge) whileExists(ctx context.Context, org, id uuid.UUID) (_ context.Context, stop func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(k.goneEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+				_, err := q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: org, ID: id})
+				return err
+			})
+			if errors.Is(err, pgx.ErrNoRows) {
+				cancel(errGone)
+				return
+			}
+			// Any other failure (the database away for a moment) is
+			// not a deletion: the next tick asks again.
+		}
+	}()
+	return ctx, func() {
+		close(done)
+		cancel(nil)
+	}
 }
 
 // run is one ingestion run of a datasource.
