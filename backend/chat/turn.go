@@ -673,22 +673,18 @@ func (t *turn) countProviderError(err error) {
 
 // runCalls runs one round's calls through the kit, in order, reporting
 // each; end is the first that ends the model's turn, nil when none does.
-// Every call of the reply runs (a lead captured beside a handoff is one
-// request), up to tool.MaxCallsPerRound: those past it get an error result.
+// Every call of the reply is handed to the kit (a lead captured beside a
+// handoff is one request), which refuses those past its bounds with an
+// error result (tool.Kit.Run).
 func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, end *tool.Ran, err error) {
-	for i, c := range calls {
+	kit.Round()
+	for _, c := range calls {
 		call := tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)}
-		var ran tool.Ran
-		switch {
-		case i >= tool.MaxCallsPerRound:
-			ran = kit.Refuse(call, fmt.Sprintf("not run: at most %d tool calls of one reply are run", tool.MaxCallsPerRound))
-		default:
-			callCtx, span := telemetry.StartToolCall(ctx, c.Name, c.ID)
-			ran, err = kit.Run(callCtx, call)
-			telemetry.EndToolCall(span, ran.IsError, err)
-			if err != nil {
-				return nil, nil, err
-			}
+		callCtx, span := telemetry.StartToolCall(ctx, c.Name, c.ID)
+		ran, err := kit.Run(callCtx, call)
+		telemetry.EndToolCall(span, ran.IsError, err)
+		if err != nil {
+			return nil, nil, err
 		}
 		if err := t.cite(ran.Sources); err != nil {
 			return nil, nil, err

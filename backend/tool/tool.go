@@ -191,7 +191,8 @@ func Warnings(d *Deps, p *Profile) []string {
 // Kit is the tools of one turn, dispatching the model's calls by name.
 type Kit struct {
 	tools []Tool
-	ran   int // calls run
+	ran   int // calls run in the turn
+	round int // calls of the current model reply (Round)
 }
 
 // Bounds of the calls a turn runs: a model (steered by a visitor, or by a
@@ -241,16 +242,27 @@ type Ran struct {
 	ForModel llm.ToolResult
 }
 
-// Run runs one call. A call of a tool the kit does not hold (not offered,
-// or invented by the model) gets an error result naming the ones it does.
+// Round begins the calls of a new model reply: MaxCallsPerRound counts
+// from it.
+func (k *Kit) Round() { k.round = 0 }
+
+// Run runs one call, or refuses it with an error result past the turn's
+// bounds (MaxCallsPerRound since Round, MaxCallsPerTurn in all): the kit
+// is the one place that decides them. A call of a tool the kit does not
+// hold (not offered, or invented by the model) gets an error result
+// naming the ones it does.
 func (k *Kit) Run(ctx context.Context, call Call) (Ran, error) {
 	var res Result
 	var traits Traits
-	i := slices.IndexFunc(k.tools, func(t Tool) bool { return t.Name() == call.Name })
-	if k.ran >= MaxCallsPerTurn {
-		return k.Refuse(call, fmt.Sprintf("not run: a turn runs at most %d tool calls", MaxCallsPerTurn)), nil
+	k.round++
+	switch {
+	case k.round > MaxCallsPerRound:
+		return refuse(call, fmt.Sprintf("not run: at most %d tool calls of one reply are run", MaxCallsPerRound)), nil
+	case k.ran >= MaxCallsPerTurn:
+		return refuse(call, fmt.Sprintf("not run: a turn runs at most %d tool calls", MaxCallsPerTurn)), nil
 	}
 	k.ran++
+	i := slices.IndexFunc(k.tools, func(t Tool) bool { return t.Name() == call.Name })
 	if i < 0 {
 		names := make([]string, 0, len(k.tools))
 		for _, t := range k.tools {
@@ -267,15 +279,16 @@ func (k *Kit) Run(ctx context.Context, call Call) (Ran, error) {
 			res.Sources = nil
 		}
 	}
-	return k.result(call, res, traits), nil
+	return result(call, res, traits), nil
 }
 
-// Refuse is a call not run, with why as its error result.
-func (k *Kit) Refuse(call Call, why string) Ran {
-	return k.result(call, Errorf("%s", why), Traits{})
+// refuse is a call not run, with why as its error result.
+func refuse(call Call, why string) Ran {
+	return result(call, Errorf("%s", why), Traits{})
 }
 
-func (k *Kit) result(call Call, res Result, traits Traits) Ran {
+// result is what a call ran to, as the turn and the model receive it.
+func result(call Call, res Result, traits Traits) Ran {
 	if res.Summary == "" {
 		res.Summary = clip(res.Content, summaryMax)
 	}
