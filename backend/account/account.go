@@ -60,8 +60,14 @@ func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRe
 			return db.OrgRow(err)
 		}
 		keyPlan := orgPlan
+		if p.IsKey() && plan.AtMost(p.Plan, orgPlan) {
+			keyPlan = p.Plan // a key's keys default to its own plan
+		}
 		if req.Plan != nil {
 			keyPlan = req.GetPlan()
+		}
+		if expires, err = withinIssuer(p, orgPlan, keyPlan, req.GetScopes(), expires); err != nil {
+			return err
 		}
 		row, secret, err := issue(ctx, q, p.OrgID, orgPlan, req.GetName(), keyPlan, req.GetScopes(), expires)
 		if err != nil {
@@ -71,6 +77,37 @@ func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRe
 		return nil
 	})
 	return resp, err
+}
+
+// withinIssuer bounds a key issued by another key: at most the issuer's
+// scopes and plan, and expiring no later than it (at its expiry when none
+// is asked), so that a key given for a while, or for one purpose, cannot
+// leave behind a lasting or broader one. It returns the expiry to store.
+// A console member (admin or owner) issues any key the organization's plan
+// allows.
+func withinIssuer(p *auth.Principal, orgPlan, keyPlan string, scopes []string, expires *time.Time) (*time.Time, error) {
+	if !p.IsKey() {
+		return expires, nil
+	}
+	// SECURITY: a key never issues one beyond itself.
+	for _, s := range scopes {
+		if !p.Has(auth.Scope(s)) {
+			return nil, apperr.New(apperr.Forbidden, "scopes: this API key lacks the %s scope, so it cannot issue a key with it", s)
+		}
+	}
+	// A plan above the organization's is issue's refusal (failed_precondition).
+	if plan.AtMost(keyPlan, orgPlan) && !plan.AtMost(keyPlan, p.Plan) {
+		return nil, apperr.New(apperr.Forbidden, "plan: %q is higher than this API key's plan %q", keyPlan, p.Plan)
+	}
+	if p.Expires != nil {
+		if expires == nil {
+			return p.Expires, nil
+		}
+		if expires.After(*p.Expires) {
+			return nil, apperr.New(apperr.Forbidden, "expireTime: a key cannot issue one that outlives it (this key expires at %s)", p.Expires.UTC().Format(time.RFC3339))
+		}
+	}
+	return expires, nil
 }
 
 // issue creates a key row and returns it with the key, which exists nowhere

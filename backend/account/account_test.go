@@ -337,3 +337,49 @@ func TestConcurrentRevocationsKeepAnAdminKey(t *testing.T) {
 		}
 	}
 }
+
+// A key issues keys with at most its own scopes and plan, expiring no later
+// than itself (at its expiry when none is asked): a key given for an hour,
+// or for one purpose, cannot leave a lasting or broader one behind.
+func TestKeysIssueNoMoreThanThemselves(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	expiry := time.Now().Add(time.Hour).Truncate(time.Second)
+	short, err := keysClient(e, e.A.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{
+		Name: "contractor", Plan: ptr("starter"), Scopes: []string{"admin"}, ExpireTime: timestamppb.New(expiry),
+	})
+	require.NoError(t, err)
+	k := keysClient(e, short.GetSecret())
+
+	for _, c := range []struct {
+		name string
+		req  *parleyv1.CreateApiKeyRequest
+		want string
+	}{
+		{"a scope it lacks", &parleyv1.CreateApiKeyRequest{Name: "x", Scopes: []string{"admin", "chat"}}, "lacks the chat scope"},
+		{"a higher plan", &parleyv1.CreateApiKeyRequest{Name: "x", Plan: ptr("pro"), Scopes: []string{"admin"}}, `plan: "pro" is higher than this API key's plan "starter"`},
+		{"a later expiry", &parleyv1.CreateApiKeyRequest{Name: "x", Scopes: []string{"admin"}, ExpireTime: timestamppb.New(expiry.Add(time.Minute))}, "expireTime: a key cannot issue one that outlives it"},
+	} {
+		_, err := k.CreateApiKey(ctx, c.req)
+		require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%s: %v", c.name, err)
+		require.ErrorContains(t, err, c.want)
+	}
+
+	// Within it: its plan and its expiry unless asked for less.
+	same, err := k.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "same", Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	require.Equal(t, "starter", same.GetApiKey().GetPlan())
+	require.True(t, expiry.Equal(same.GetApiKey().GetExpireTime().AsTime()), "%v", same.GetApiKey().GetExpireTime().AsTime())
+	less, err := k.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "less", Plan: ptr("free"), Scopes: []string{"admin"}, ExpireTime: timestamppb.New(expiry.Add(-time.Minute))})
+	require.NoError(t, err)
+	require.Equal(t, "free", less.GetApiKey().GetPlan())
+	require.True(t, expiry.Add(-time.Minute).Equal(less.GetApiKey().GetExpireTime().AsTime()))
+
+	// The organization's first key (no expiry, every scope) still issues
+	// lasting keys of the organization's plan.
+	lasting, err := keysClient(e, e.A.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "lasting", Scopes: []string{"chat"}})
+	require.NoError(t, err)
+	require.Nil(t, lasting.GetApiKey().GetExpireTime())
+	require.Equal(t, "pro", lasting.GetApiKey().GetPlan())
+}

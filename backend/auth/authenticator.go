@@ -103,7 +103,8 @@ func (a *Authenticator) lookup(ctx context.Context, h apikey.Hash) (keyRecord, e
 			}
 			rec.principal = &Principal{
 				OrgID: row.OrgID, KeyID: row.KeyID, Plan: row.Plan, Scopes: row.Scopes,
-				Limits: plan.Limits{PerMinute: int64(row.RequestsPerMinute), PerDay: int64(row.RequestsPerDay)},
+				Limits:  plan.Limits{PerMinute: int64(row.RequestsPerMinute), PerDay: int64(row.RequestsPerDay)},
+				Expires: row.ExpiresAt,
 			}
 			rec.expiresAt = row.ExpiresAt
 			rec.revoked = row.RevokedAt != nil

@@ -9,6 +9,7 @@ package auth
 import (
 	"context"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -35,7 +36,14 @@ type Principal struct {
 	Plan   string
 	Scopes []string
 	Limits plan.Limits
+	// Expires is when the principal's key expires; nil for a key that
+	// does not, and for a console member.
+	Expires *time.Time
 }
+
+// IsKey reports whether the principal is an API key (a console member's
+// principal has no key).
+func (p *Principal) IsKey() bool { return p.KeyID != uuid.Nil }
 
 // Has reports whether the principal carries scope s.
 func (p *Principal) Has(s Scope) bool { return slices.Contains(p.Scopes, string(s)) }
