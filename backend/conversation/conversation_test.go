@@ -299,6 +299,23 @@ func TestReadUpdateAndIsolation(t *testing.T) {
 	require.Equal(t, "Hello, I am Ada", d.Messages[0].Text)
 	require.Nil(t, d.Contact)
 
+	// A chat-only key (a website widget's, perhaps in a page) reads the
+	// conversation without its contact's details, which the Contacts API
+	// keeps to the admin scope; the admin key's listing has them.
+	r, d = get(f.chatKey, "priv-1")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Len(t, d.Messages, 2)
+	require.Nil(t, d.Contact)
+	for key, contact := range map[string]bool{f.chatKey: false, f.A.Key: true} {
+		r := f.Do("GET", "/api/v2/conversations?agentId="+f.private, key, nil)
+		require.Equal(t, 200, r.Status, "%s", r.Body)
+		var l listing
+		r.JSON(t, &l)
+		require.Len(t, l.Conversations, 1)
+		require.Equal(t, contact, l.Conversations[0].Contact != nil, "%s", r.Body)
+		require.Equal(t, contact, strings.Contains(string(r.Body), "grace@example.com"))
+	}
+
 	// Every refusal of an id is 404, whoever asks.
 	for _, tc := range []struct {
 		name, key, path string

@@ -11,6 +11,7 @@ import (
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/chat"
+	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/ratelimit"
@@ -106,6 +107,19 @@ func keyParty(ctx context.Context) (*Party, error) {
 
 // IsVisitor reports whether the party is a public agent's visitor.
 func (p *Party) IsVisitor() bool { return p.Principal == nil }
+
+// audience is what the party reads of a conversation (view.Audience): a
+// console member (no key) and a key with the admin scope read its contact;
+// a key without it does not.
+func (p *Party) audience() view.Audience {
+	switch {
+	case p.Principal == nil:
+		return view.Visitor
+	case !p.Principal.IsKey() || p.Principal.Has(manageScope):
+		return view.Manager
+	}
+	return view.Organization
+}
 
 // mayManage refuses parties that may not change a status or reply.
 func (p *Party) mayManage() error {

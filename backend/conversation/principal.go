@@ -144,7 +144,7 @@ func (s *Service) Find(ctx context.Context, p *Party, f Filter) (*Page, error) {
 		}
 		rows, out.Next = page.Cut(rows, limit, func(r dbq.SearchConversationsRow) (time.Time, string) { return r.CreatedAt, r.ID })
 		for _, r := range rows {
-			out.Conversations = append(out.Conversations, summaryOf(ctx, r, !p.IsVisitor()))
+			out.Conversations = append(out.Conversations, summaryOf(ctx, r, p.audience()))
 		}
 		return nil
 	})
@@ -160,7 +160,7 @@ var summaryOf = view.SummaryOf
 // summary reads one conversation's summary in q's transaction, and its
 // latest event number.
 func summary(ctx context.Context, q *dbq.Queries, p *Party, id string) (*parleyv1.ConversationSummary, int64, error) {
-	s, seq, err := view.Summary(ctx, q, p.Org, id, !p.IsVisitor())
+	s, seq, err := view.Summary(ctx, q, p.Org, id, p.audience())
 	if errors.Is(err, pgx.ErrNoRows) {
 		return nil, 0, notFound(id)
 	}

@@ -23,12 +23,27 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 )
 
-// SummaryOf is a conversation's summary. orgView is the organization's own
-// view (keys, members, webhooks); a public agent's visitor gets less: not
-// its contact, nor why the status last changed or who changed it (a
-// member's email, a key's name, a free-text reason are the organization's
-// own notes).
-func SummaryOf(ctx context.Context, r dbq.SearchConversationsRow, orgView bool) *parleyv1.ConversationSummary {
+// Audience is who reads a conversation, which decides what its summary
+// shows.
+type Audience int
+
+const (
+	// Visitor is a public agent's visitor: not its contact, nor why the
+	// status last changed or who changed it (a member's email, a key's
+	// name, a free-text reason are the organization's own notes).
+	Visitor Audience = iota
+	// Organization is a key of the organization without the admin scope
+	// (a chat key, made for a website widget and so perhaps in a page):
+	// who and why, but not the contact's details, which the Contacts API
+	// keeps to the admin scope.
+	Organization
+	// Manager is a key with the admin scope, a console member, a webhook
+	// endpoint: everything.
+	Manager
+)
+
+// SummaryOf is a conversation's summary as who reads it.
+func SummaryOf(ctx context.Context, r dbq.SearchConversationsRow, who Audience) *parleyv1.ConversationSummary {
 	out := &parleyv1.ConversationSummary{
 		Id: r.ID, CreateTime: timestamppb.New(r.CreatedAt), UpdateTime: timestamppb.New(r.UpdatedAt),
 		MessagesCount: r.MessagesCount, LastMessage: r.LastMessage, Status: r.Status, VisitorId: deref(r.VisitorID),
@@ -37,12 +52,13 @@ func SummaryOf(ctx context.Context, r dbq.SearchConversationsRow, orgView bool) 
 	if r.Rating != nil {
 		out.Rating = int32(*r.Rating)
 	}
-	if !orgView {
+	if who == Visitor {
 		return out
 	}
-	// SECURITY: who and why, and the contact, only for the organization.
+	// SECURITY: who and why only for the organization, the contact only
+	// for those who may read contacts.
 	out.StatusReason, out.StatusChangedBy = r.StatusReason, r.StatusBy
-	if r.ContactID != nil {
+	if r.ContactID != nil && who == Manager {
 		out.ContactId = r.ContactID.String()
 		out.Contact = &parleyv1.Contact{
 			Email: deref(r.ContactEmail), PhoneNumber: deref(r.ContactPhoneNumber),
@@ -63,7 +79,7 @@ func SummaryOf(ctx context.Context, r dbq.SearchConversationsRow, orgView bool) 
 // Summary reads one of org's conversations' summary in q's transaction
 // (org's tenant transaction), and its latest event number. pgx.ErrNoRows
 // when org has no such conversation.
-func Summary(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string, orgView bool) (*parleyv1.ConversationSummary, int64, error) {
+func Summary(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string, who Audience) (*parleyv1.ConversationSummary, int64, error) {
 	// SECURITY: named by org, in org's tenant transaction.
 	r, err := q.ConversationSummary(ctx, dbq.ConversationSummaryParams{OrgID: org, ID: id})
 	if err != nil {
@@ -75,13 +91,13 @@ func Summary(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string, orgV
 		StatusBy: r.StatusBy, ContactID: r.ContactID, MessagesCount: r.MessagesCount, LastMessage: r.LastMessage,
 		ContactEmail: r.ContactEmail, ContactPhoneNumber: r.ContactPhoneNumber, ContactFirstName: r.ContactFirstName,
 		ContactLastName: r.ContactLastName, ContactCustomFields: r.ContactCustomFields,
-	}, orgView), r.EventSeq, nil
+	}, who), r.EventSeq, nil
 }
 
 // OrgSummary is Summary as the organization itself sees it (its contact
 // included), for the data of webhook events.
 func OrgSummary(ctx context.Context, q *dbq.Queries, org uuid.UUID, id string) (*parleyv1.ConversationSummary, error) {
-	s, _, err := Summary(ctx, q, org, id, true)
+	s, _, err := Summary(ctx, q, org, id, Manager)
 	return s, err
 }
 

@@ -141,8 +141,9 @@ type ConversationSummary struct {
 	UpdateTime *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	// 1 to 5; 0 when not rated.
 	Rating int32 `protobuf:"varint,10,opt,name=rating,proto3" json:"rating,omitempty"`
-	// Who the visitor said they are, and the contact's id (keys only: a
-	// visitor's own reads leave them out).
+	// Who the visitor said they are, and the contact's id (keys with the
+	// admin scope and console members only: a visitor's own reads, and a
+	// key without the admin scope, leave them out).
 	Contact   *Contact `protobuf:"bytes,11,opt,name=contact,proto3" json:"contact,omitempty"`
 	ContactId string   `protobuf:"bytes,12,opt,name=contact_id,json=contactId,proto3" json:"contact_id,omitempty"`
 	// Why the status last changed (request_human's reason, say), and who
