@@ -499,6 +499,9 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) error {
 		if err := q.WithdrawInvitesBy(ctx, dbq.WithdrawInvitesByParams{OrgID: by.OrgID, CreatedBy: id}); err != nil {
 			return err
 		}
+		if err := q.DeleteSigninLinksFor(ctx, dbq.DeleteSigninLinksForParams{OrgID: by.OrgID, Email: target.Email}); err != nil {
+			return err
+		}
 		_, err = q.DeleteMember(ctx, dbq.DeleteMemberParams{OrgID: by.OrgID, ID: id})
 		return err
 	})

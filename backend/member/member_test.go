@@ -76,3 +76,38 @@ func TestSignInPasswordAlwaysChecksAHash(t *testing.T) {
 		require.GreaterOrEqual(t, n, uint64(argonBytes), "%s: no argon2id check ran (%d bytes allocated)", c.name, n)
 	}
 }
+
+// A sign-in link made before its member was removed stays dead: it does
+// not sign in whoever is invited later with the same email.
+func TestRemovedMembersSignInLinksDie(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
+	require.NoError(t, err)
+	s := &member.Service{Store: store}
+	owner, err := s.CreateOwner(ctx, org, "owner@example.com")
+	require.NoError(t, err)
+	invite, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Viewer)
+	require.NoError(t, err)
+	viewer, err := s.FollowLink(ctx, invite, "")
+	require.NoError(t, err)
+
+	old, err := s.SignInLink(ctx, org, "viewer@example.com")
+	require.NoError(t, err)
+	require.NoError(t, s.Remove(ctx, owner, viewer.ID))
+	again, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Admin)
+	require.NoError(t, err)
+	readmitted, err := s.FollowLink(ctx, again, "")
+	require.NoError(t, err)
+	require.Equal(t, member.Admin, readmitted.Role)
+
+	_, err = s.FollowLink(ctx, old, "")
+	require.Equal(t, apperr.Unauthenticated, apperr.CodeOf(err), "the removed member's link signed in: %v", err)
+	fresh, err := s.SignInLink(ctx, org, "viewer@example.com")
+	require.NoError(t, err)
+	m, err := s.FollowLink(ctx, fresh, "")
+	require.NoError(t, err, "a link made after works")
+	require.Equal(t, readmitted.ID, m.ID)
+}

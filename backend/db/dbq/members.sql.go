@@ -106,6 +106,24 @@ func (q *Queries) DeleteMember(ctx context.Context, arg DeleteMemberParams) (int
 	return result.RowsAffected(), nil
 }
 
+const deleteSigninLinksFor = `-- name: DeleteSigninLinksFor :exec
+DELETE FROM member_links
+WHERE org_id = $1 AND purpose = 'signin' AND used_at IS NULL AND email = $2
+`
+
+type DeleteSigninLinksForParams struct {
+	OrgID uuid.UUID
+	Email string
+}
+
+// The sign-in links for an email not yet followed, deleted when its member
+// is removed: one made before would otherwise sign in whoever is invited
+// with that email later.
+func (q *Queries) DeleteSigninLinksFor(ctx context.Context, arg DeleteSigninLinksForParams) error {
+	_, err := q.db.Exec(ctx, deleteSigninLinksFor, arg.OrgID, arg.Email)
+	return err
+}
+
 const getMember = `-- name: GetMember :one
 SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at, session_epoch FROM members WHERE org_id = $1 AND id = $2
 `

@@ -63,6 +63,13 @@ ORDER BY created_at DESC;
 DELETE FROM member_links
 WHERE org_id = sqlc.arg(org_id) AND purpose = 'invite' AND used_at IS NULL AND email = sqlc.arg(email);
 
+-- name: DeleteSigninLinksFor :exec
+-- The sign-in links for an email not yet followed, deleted when its member
+-- is removed: one made before would otherwise sign in whoever is invited
+-- with that email later.
+DELETE FROM member_links
+WHERE org_id = sqlc.arg(org_id) AND purpose = 'signin' AND used_at IS NULL AND email = sqlc.arg(email);
+
 -- name: WithdrawInvitesBy :exec
 -- The invitations a member made and nobody followed, withdrawn when the
 -- member is removed or is no longer an owner.
