@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -31,8 +32,9 @@ type Admission struct {
 }
 
 // Admit authenticates the Authorization header value, counts the request and
-// checks that the key carries scope.
-func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope) (Admission, error) {
+// checks that the key carries scope, or one of others (an operation more
+// than one scope allows).
+func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope, others ...Scope) (Admission, error) {
 	p, err := g.Auth.Authenticate(ctx, authorization)
 	if err != nil {
 		return Admission{}, err
@@ -48,7 +50,7 @@ func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope) (Ad
 		return adm, g.Refusal(res)
 	}
 	// SECURITY: the key must carry the scope of the operation.
-	if !p.Has(scope) {
+	if !p.Has(scope) && !slices.ContainsFunc(others, p.Has) {
 		return adm, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
 	}
 	return adm, nil

@@ -383,6 +383,22 @@ func TestReadUpdateAndIsolation(t *testing.T) {
 	require.Equal(t, "answered", s.StatusReason)
 	require.Equal(t, "bootstrap", s.StatusChangedBy, "signed with the key's name")
 
+	// A key with the admin scope alone manages conversations, and so reads
+	// them too (it needed the chat scope as well to change a status).
+	keys := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.A.Key)))
+	ak, err := keys.CreateApiKey(context.Background(), &parleyv1.CreateApiKeyRequest{Name: "desk", Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	adminOnly := ak.GetSecret()
+	r = f.Do("PUT", "/api/v2/conversations/ada-1", adminOnly, `{"status":"unresolved"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r.JSON(t, &s)
+	require.Equal(t, "unresolved", s.Status)
+	require.Equal(t, "desk", s.StatusChangedBy)
+	r, d = get(adminOnly, "priv-1")
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.NotNil(t, d.Contact, "the admin scope reads contacts")
+	require.Equal(t, 200, f.Do("GET", "/api/v2/conversations", adminOnly, nil).Status)
+
 	// People's replies: the admin scope, the organization's conversations.
 	for _, tc := range []struct {
 		name, key, path, body string

@@ -51,13 +51,14 @@ var readScope = access.MustFor(parleyv1connect.ConversationServiceGetConversatio
 var manageScope = access.MustFor(parleyv1connect.ConversationServicePostMessageProcedure).Scope
 
 // AdmitCaller lets a caller act on conversations. With a key: a valid key with
-// the chat scope, for its organization's conversations. Without one:
+// the chat scope, or the admin scope (which manages them, and so reads them:
+// mayManage), for its organization's conversations. Without one:
 // agentID must name a public agent and visitorID its visitor (limits then
 // count per visitor and client IP, as in chat). The returned Party carries
 // the rate state; on a rate-limit refusal, err is set and the Party too.
 func (s *Service) AdmitCaller(ctx context.Context, c chat.Caller, agentID, visitorID string) (*Party, error) {
 	if c.Authorization != "" {
-		adm, err := s.Admit.Gate.Admit(ctx, c.Authorization, readScope)
+		adm, err := s.Admit.Gate.Admit(ctx, c.Authorization, readScope, manageScope)
 		if err != nil {
 			return &Party{Rate: adm.Rate}, err
 		}
