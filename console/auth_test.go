@@ -71,7 +71,8 @@ func testSignInAndOut(t *testing.T, e *env) {
 	owner, err := e.members.SignInPassword(ctx, v.Member.Email, Password)
 	require.NoError(t, err)
 	owner.Role = member.Owner
-	require.NoError(t, e.members.Remove(ctx, owner, v.Member.ID))
+	_, err = e.members.Remove(ctx, owner, v.Member.ID)
+	require.NoError(t, err)
 	require.Equal(t, http.StatusSeeOther, v.get("/console/").Status)
 }
 

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -138,10 +139,11 @@ func (c *Console) removeMember(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	v := viewOf(ctx)
 	id, err := memberID(r)
+	var keys []string
 	if err == nil {
 		// SECURITY: as for roles: owners only, this organization only, never
 		// the last owner.
-		err = c.Members.Remove(ctx, v.Member, id)
+		keys, err = c.Members.Remove(ctx, v.Member, id)
 	}
 	if err != nil {
 		c.membersFailed(w, r, err, membersState{}, func(s *membersState, m string) { s.MemberErr = m })
@@ -152,7 +154,13 @@ func (c *Console) removeMember(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, "/console/signin", http.StatusSeeOther)
 		return
 	}
-	c.flash(ctx, "The member was removed.")
+	if len(keys) > 0 {
+		// Keys are the organization's and outlive their maker: say which
+		// still work, for the owner to revoke those that should not.
+		c.flash(ctx, fmt.Sprintf("The member was removed. API keys they made still work: %s. Revoke them on the API keys page if they should stop.", strings.Join(keys, ", ")))
+	} else {
+		c.flash(ctx, "The member was removed.")
+	}
 	http.Redirect(w, r, "/console/members", http.StatusSeeOther)
 }
 

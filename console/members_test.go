@@ -122,6 +122,23 @@ func testMembers(t *testing.T, e *env) {
 	require.Equal(t, http.StatusSeeOther, n.get("/console/members").Status)
 	_, err = e.members.Get(ctx, org.ID, invitee.ID)
 	require.Equal(t, "member not found", err.Error())
+
+	// Keys are the organization's and outlive their maker: the keys page
+	// says who made each, and removing a member names the keys it made
+	// that still work.
+	admin := e.as(t, org.ID, member.Admin)
+	p = admin.post("/console/keys", url.Values{"name": {"deploy bot"}, "scopes": {"chat"}})
+	require.Equal(t, http.StatusCreated, p.Status, p.Body)
+	keys := owner.get("/console/keys")
+	var by []string
+	keys.Doc.Find("[data-testid=key-row]").Each(func(_ int, s *goquery.Selection) {
+		by = append(by, strings.TrimSpace(s.Find("td").First().Text())+" by "+strings.TrimSpace(s.Find("[data-testid=key-creator]").Text()))
+	})
+	require.Contains(t, by, "deploy bot by "+admin.Member.Email)
+	p = owner.post("/console/members/"+admin.Member.ID.String()+"/remove", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	flash := owner.get("/console/members").Text("[data-testid=flash]")
+	require.Contains(t, flash, "API keys they made still work: deploy bot (")
 }
 
 func testMembersEscaping(t *testing.T, e *env) {

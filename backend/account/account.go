@@ -69,7 +69,11 @@ func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRe
 		if expires, err = withinIssuer(p, orgPlan, keyPlan, req.GetScopes(), expires); err != nil {
 			return err
 		}
-		row, secret, err := issue(ctx, q, p.OrgID, orgPlan, req.GetName(), keyPlan, req.GetScopes(), expires)
+		by, err := creator(ctx, q, p)
+		if err != nil {
+			return err
+		}
+		row, secret, err := issue(ctx, q, p.OrgID, orgPlan, req.GetName(), keyPlan, req.GetScopes(), expires, by)
 		if err != nil {
 			return err
 		}
@@ -110,9 +114,25 @@ func withinIssuer(p *auth.Principal, orgPlan, keyPlan string, scopes []string, e
 	return expires, nil
 }
 
+// CommandLine is the maker of keys made by `parley admin`.
+const CommandLine = "parley admin"
+
+// creator is who the principal is as a key's maker (ApiKey.created_by):
+// the console member's email, or the issuing key's name.
+func creator(ctx context.Context, q *dbq.Queries, p *auth.Principal) (string, error) {
+	if !p.IsKey() {
+		return p.Member, nil
+	}
+	name, err := q.APIKeyName(ctx, dbq.APIKeyNameParams{OrgID: p.OrgID, ID: p.KeyID})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return "", apperr.New(apperr.Unauthenticated, "this API key no longer exists")
+	}
+	return "API key " + name, err
+}
+
 // issue creates a key row and returns it with the key, which exists nowhere
 // else from then on.
-func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, keyPlan string, scopes []string, expires *time.Time) (dbq.ApiKey, string, error) {
+func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, keyPlan string, scopes []string, expires *time.Time, createdBy string) (dbq.ApiKey, string, error) {
 	// SECURITY: per-plan issuance: a key's plan is never above its organization's.
 	if !plan.AtMost(keyPlan, orgPlan) {
 		return dbq.ApiKey{}, "", apperr.New(apperr.FailedPrecondition,
@@ -129,7 +149,7 @@ func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, ke
 	h := key.Hash()
 	row, err := q.CreateAPIKey(ctx, dbq.CreateAPIKeyParams{
 		OrgID: org, ID: id, Name: name, KeyHash: h[:], DisplayPrefix: key.DisplayPrefix(),
-		Plan: keyPlan, Scopes: scopes, ExpiresAt: expires,
+		Plan: keyPlan, Scopes: scopes, ExpiresAt: expires, CreatedBy: createdBy,
 	})
 	return row, key.String(), err
 }
@@ -276,7 +296,7 @@ func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgI
 			return err
 		}
 		_, key, err = issue(ctx, q, orgID, orgPlan, "bootstrap", orgPlan,
-			[]string{string(auth.ScopeAdmin), string(auth.ScopeChat)}, nil)
+			[]string{string(auth.ScopeAdmin), string(auth.ScopeChat)}, nil, CommandLine)
 		return err
 	})
 	return orgID, key, err
@@ -306,7 +326,7 @@ func CreateKey(ctx context.Context, store *db.Store, org uuid.UUID, name, keyPla
 		if len(scopes) == 0 {
 			return apperr.InvalidField("scopes", "name at least one scope")
 		}
-		_, secret, err = issue(ctx, q, org, orgPlan, name, keyPlan, scopes, nil)
+		_, secret, err = issue(ctx, q, org, orgPlan, name, keyPlan, scopes, nil, CommandLine)
 		return err
 	})
 	return secret, err
@@ -337,7 +357,7 @@ func SetLimits(ctx context.Context, store *db.Store, org uuid.UUID, lim plan.Lim
 func keyToProto(k dbq.ApiKey) *parleyv1.ApiKey {
 	out := &parleyv1.ApiKey{
 		Id: k.ID.String(), Name: k.Name, DisplayPrefix: k.DisplayPrefix, Plan: k.Plan, Scopes: k.Scopes,
-		CreateTime: timestamppb.New(k.CreatedAt),
+		CreateTime: timestamppb.New(k.CreatedAt), CreatedBy: k.CreatedBy,
 	}
 	if k.ExpiresAt != nil {
 		out.ExpireTime = timestamppb.New(*k.ExpiresAt)

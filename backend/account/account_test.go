@@ -370,6 +370,8 @@ func TestKeysIssueNoMoreThanThemselves(t *testing.T) {
 	same, err := k.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "same", Scopes: []string{"admin"}})
 	require.NoError(t, err)
 	require.Equal(t, "starter", same.GetApiKey().GetPlan())
+	require.Equal(t, "API key contractor", same.GetApiKey().GetCreatedBy(), "who made it")
+	require.Equal(t, "API key bootstrap", short.GetApiKey().GetCreatedBy())
 	require.True(t, expiry.Equal(same.GetApiKey().GetExpireTime().AsTime()), "%v", same.GetApiKey().GetExpireTime().AsTime())
 	less, err := k.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "less", Plan: ptr("free"), Scopes: []string{"admin"}, ExpireTime: timestamppb.New(expiry.Add(-time.Minute))})
 	require.NoError(t, err)
@@ -381,5 +383,8 @@ func TestKeysIssueNoMoreThanThemselves(t *testing.T) {
 	lasting, err := keysClient(e, e.A.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "lasting", Scopes: []string{"chat"}})
 	require.NoError(t, err)
 	require.Nil(t, lasting.GetApiKey().GetExpireTime())
+	all, err := keysClient(e, e.A.Key).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+	require.NoError(t, err)
+	require.Equal(t, account.CommandLine, all.GetApiKeys()[len(all.GetApiKeys())-1].GetCreatedBy(), "the first key, made by parley admin")
 	require.Equal(t, "pro", lasting.GetApiKey().GetPlan())
 }

@@ -39,6 +39,8 @@ type Principal struct {
 	// Expires is when the principal's key expires; nil for a key that
 	// does not, and for a console member.
 	Expires *time.Time
+	// Member is the console member's email; empty for an API key.
+	Member string
 }
 
 // IsKey reports whether the principal is an API key (a console member's

@@ -81,7 +81,7 @@ func (m *Member) Can(need Role) bool {
 // Principal is the member as the services see a caller: an organization and
 // scopes. A viewer carries none: services that need a scope refuse it.
 func (m *Member) Principal(orgPlan string) *auth.Principal {
-	p := &auth.Principal{OrgID: m.OrgID, Plan: orgPlan}
+	p := &auth.Principal{OrgID: m.OrgID, Plan: orgPlan, Member: m.Email}
 	if m.Can(Admin) {
 		p.Scopes = []string{string(auth.ScopeAdmin), string(auth.ScopeChat)}
 	}
@@ -477,13 +477,16 @@ func (s *Service) SetRole(ctx context.Context, by *Member, id uuid.UUID, role Ro
 	})
 }
 
-// Remove removes a member; never the last owner.
-func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) error {
+// Remove removes a member; never the last owner. keys are the API keys
+// the member made that still work: they belong to the organization and
+// go on working, so the owner is told of them (to revoke those that
+// should not).
+func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []string, err error) {
 	// SECURITY: only owners manage members.
 	if !by.Can(Owner) {
-		return apperr.New(apperr.Forbidden, "only owners remove members")
+		return nil, apperr.New(apperr.Forbidden, "only owners remove members")
 	}
-	return s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
+	err = s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
 		target, err := q.GetMember(ctx, dbq.GetMemberParams{OrgID: by.OrgID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return apperr.New(apperr.NotFound, "member not found")
@@ -502,9 +505,17 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) error {
 		if err := q.DeleteSigninLinksFor(ctx, dbq.DeleteSigninLinksForParams{OrgID: by.OrgID, Email: target.Email}); err != nil {
 			return err
 		}
+		made, err := q.ActiveKeysCreatedBy(ctx, dbq.ActiveKeysCreatedByParams{OrgID: by.OrgID, CreatedBy: target.Email})
+		if err != nil {
+			return err
+		}
+		for _, k := range made {
+			keys = append(keys, k.Name+" ("+k.DisplayPrefix+"…)")
+		}
 		_, err = q.DeleteMember(ctx, dbq.DeleteMemberParams{OrgID: by.OrgID, ID: id})
 		return err
 	})
+	return keys, err
 }
 
 func lastOwner(ctx context.Context, q *dbq.Queries, org uuid.UUID) error {

@@ -199,7 +199,8 @@ func TestOperatorPolicies(t *testing.T) {
 	_, err = w.members.SetOperator(ctx, w.op.Email, true)
 	require.NoError(t, err)
 	require.Equal(t, 2, counts(t, w.pool, map[string]string{"app.operator_id": w.op.ID.String()})["organizations"])
-	require.NoError(t, w.members.Remove(ctx, &member.Member{OrgID: w.a, Role: member.Owner}, w.op.ID))
+	_, err = w.members.Remove(ctx, &member.Member{OrgID: w.a, Role: member.Owner}, w.op.ID)
+	require.NoError(t, err)
 	require.Zero(t, counts(t, w.pool, map[string]string{"app.operator_id": w.op.ID.String()})["organizations"])
 	require.Zero(t, counts(t, w.pool, map[string]string{"app.org_id": w.a.String()})["operators"])
 }
@@ -319,14 +320,14 @@ func TestMigrationKeepsEarlierOperators(t *testing.T) {
 	pool, err := db.Open(ctx, u, 2, nil)
 	require.NoError(t, err)
 	defer pool.Close()
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "Old", plan.Free)
-	require.NoError(t, err)
-	// The member is written as the schema of 00005 holds it (today's
-	// queries name columns that later migrations add).
-	opID := uuid.New()
+	// The organization and its member are written as the schema of 00005
+	// holds them (today's queries name columns that later migrations add).
+	org, opID := uuid.New(), uuid.New()
 	require.NoError(t, pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", org.String()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, "INSERT INTO organizations (id, name, plan) VALUES ($1, 'Old', $2)", org, plan.Free); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, "INSERT INTO members (org_id, id, email, role, operator) VALUES ($1, $2, 'old-op@example.com', 'owner', true)", org, opID)

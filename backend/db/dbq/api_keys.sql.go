@@ -12,6 +12,45 @@ import (
 	"github.com/google/uuid"
 )
 
+const activeKeysCreatedBy = `-- name: ActiveKeysCreatedBy :many
+SELECT name, display_prefix FROM api_keys
+WHERE org_id = $1 AND created_by = $2
+  AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+ORDER BY created_at DESC, id DESC
+`
+
+type ActiveKeysCreatedByParams struct {
+	OrgID     uuid.UUID
+	CreatedBy string
+}
+
+type ActiveKeysCreatedByRow struct {
+	Name          string
+	DisplayPrefix string
+}
+
+// The keys a member made that still work: what an owner removing the
+// member is told of.
+func (q *Queries) ActiveKeysCreatedBy(ctx context.Context, arg ActiveKeysCreatedByParams) ([]ActiveKeysCreatedByRow, error) {
+	rows, err := q.db.Query(ctx, activeKeysCreatedBy, arg.OrgID, arg.CreatedBy)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ActiveKeysCreatedByRow
+	for rows.Next() {
+		var i ActiveKeysCreatedByRow
+		if err := rows.Scan(&i.Name, &i.DisplayPrefix); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const countLiveAdminKeys = `-- name: CountLiveAdminKeys :one
 SELECT count(*) FROM api_keys
 WHERE org_id = $1 AND revoked_at IS NULL AND 'admin' = ANY(scopes)
@@ -27,10 +66,10 @@ func (q *Queries) CountLiveAdminKeys(ctx context.Context, orgID uuid.UUID) (int6
 }
 
 const createAPIKey = `-- name: CreateAPIKey :one
-INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at)
+INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at, created_by)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8)
-RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at
+        $6, $7, $8, $9)
+RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by
 `
 
 type CreateAPIKeyParams struct {
@@ -42,6 +81,7 @@ type CreateAPIKeyParams struct {
 	Plan          string
 	Scopes        []string
 	ExpiresAt     *time.Time
+	CreatedBy     string
 }
 
 func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error) {
@@ -54,6 +94,7 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		arg.Plan,
 		arg.Scopes,
 		arg.ExpiresAt,
+		arg.CreatedBy,
 	)
 	var i ApiKey
 	err := row.Scan(
@@ -68,6 +109,7 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		&i.ExpiresAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.CreatedBy,
 	)
 	return i, err
 }
@@ -113,7 +155,7 @@ func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (GetAPIKe
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at FROM api_keys
+SELECT org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by FROM api_keys
 WHERE org_id = $1
 ORDER BY created_at DESC, id DESC
 `
@@ -139,6 +181,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, orgID uuid.UUID) ([]ApiKey, e
 			&i.ExpiresAt,
 			&i.RevokedAt,
 			&i.LastUsedAt,
+			&i.CreatedBy,
 		); err != nil {
 			return nil, err
 		}
@@ -153,7 +196,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, orgID uuid.UUID) ([]ApiKey, e
 const revokeAPIKey = `-- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE org_id = $1 AND id = $2
-RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at
+RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by
 `
 
 type RevokeAPIKeyParams struct {
@@ -176,6 +219,7 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (Api
 		&i.ExpiresAt,
 		&i.RevokedAt,
 		&i.LastUsedAt,
+		&i.CreatedBy,
 	)
 	return i, err
 }

@@ -47,6 +47,7 @@ type ApiKey struct {
 	ExpiresAt     *time.Time
 	RevokedAt     *time.Time
 	LastUsedAt    *time.Time
+	CreatedBy     string
 }
 
 type Chunk struct {

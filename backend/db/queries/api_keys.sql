@@ -1,7 +1,7 @@
 -- name: CreateAPIKey :one
-INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at)
+INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at, created_by)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(key_hash), sqlc.arg(display_prefix),
-        sqlc.arg(plan), sqlc.arg(scopes), sqlc.narg(expires_at))
+        sqlc.arg(plan), sqlc.arg(scopes), sqlc.narg(expires_at), sqlc.arg(created_by))
 RETURNING *;
 
 -- name: GetAPIKeyByHash :one
@@ -37,3 +37,11 @@ WHERE k.org_id = sqlc.arg(org_id) AND k.id = u.id;
 SELECT count(*) FROM api_keys
 WHERE org_id = sqlc.arg(org_id) AND revoked_at IS NULL AND 'admin' = ANY(scopes)
   AND (expires_at IS NULL OR expires_at > now());
+
+-- name: ActiveKeysCreatedBy :many
+-- The keys a member made that still work: what an owner removing the
+-- member is told of.
+SELECT name, display_prefix FROM api_keys
+WHERE org_id = sqlc.arg(org_id) AND created_by = sqlc.arg(created_by)
+  AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+ORDER BY created_at DESC, id DESC;

@@ -33,11 +33,16 @@ type ApiKey struct {
 	// free, starter, pro or enterprise.
 	Plan string `protobuf:"bytes,4,opt,name=plan,proto3" json:"plan,omitempty"`
 	// admin and/or chat.
-	Scopes        []string               `protobuf:"bytes,5,rep,name=scopes,proto3" json:"scopes,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
-	ExpireTime    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
-	LastUsedTime  *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
-	RevokeTime    *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	Scopes       []string               `protobuf:"bytes,5,rep,name=scopes,proto3" json:"scopes,omitempty"`
+	CreateTime   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	ExpireTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
+	LastUsedTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
+	RevokeTime   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
+	// Who made the key: a console member's email, "API key <name>" for a key
+	// issued by another key, "parley admin" from the command line; empty for
+	// keys made before this was recorded. A key outlives its maker: revoke
+	// it when it should not.
+	CreatedBy     string `protobuf:"bytes,10,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,10 +140,17 @@ func (x *ApiKey) GetRevokeTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ApiKey) GetCreatedBy() string {
+	if x != nil {
+		return x.CreatedBy
+	}
+	return ""
+}
+
 type CreateApiKeyRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	// Default: the organization's plan.
+	// Default: the organization's plan (a key issuing a key: its own plan, if lower).
 	Plan   *string  `protobuf:"bytes,2,opt,name=plan,proto3,oneof" json:"plan,omitempty"`
 	Scopes []string `protobuf:"bytes,3,rep,name=scopes,proto3" json:"scopes,omitempty"`
 	// Optional expiry; must be in the future, and before the year 10000 (a
@@ -432,7 +444,7 @@ var File_parley_v1_apikey_proto protoreflect.FileDescriptor
 
 const file_parley_v1_apikey_proto_rawDesc = "" +
 	"\n" +
-	"\x16parley/v1/apikey.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xf8\x02\n" +
+	"\x16parley/v1/apikey.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\x97\x03\n" +
 	"\x06ApiKey\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12%\n" +
@@ -445,7 +457,10 @@ const file_parley_v1_apikey_proto_rawDesc = "" +
 	"expireTime\x12@\n" +
 	"\x0elast_used_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\flastUsedTime\x12;\n" +
 	"\vrevoke_time\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"revokeTime\"\x8b\x03\n" +
+	"revokeTime\x12\x1d\n" +
+	"\n" +
+	"created_by\x18\n" +
+	" \x01(\tR\tcreatedBy\"\x8b\x03\n" +
 	"\x13CreateApiKeyRequest\x12\xa5\x01\n" +
 	"\x04name\x18\x01 \x01(\tB\x90\x01\xbaH\x8c\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
