@@ -52,6 +52,8 @@ type Deps struct {
 	// Hooks emits the webhook events of the inbox's changes (status,
 	// people's replies); nil: none.
 	Hooks *webhook.Emitter
+	// Webhooks manages the organization's endpoints (the webhooks page).
+	Webhooks *webhook.Service
 	// Secure marks the session cookie Secure: the public URL is https.
 	Secure bool
 	// PublicURL is where people reach the console (invitation links).

@@ -30,6 +30,17 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/keys", c.signedIn(member.Admin, c.createKey))
 	m.HandleFunc("POST /console/keys/{id}/revoke", c.signedIn(member.Admin, c.revokeKey))
 
+	// Webhooks: admins only, as keys (an endpoint receives the
+	// organization's conversations and contacts).
+	m.HandleFunc("GET /console/webhooks", c.signedIn(member.Admin, c.webhooks))
+	m.HandleFunc("POST /console/webhooks", c.signedIn(member.Admin, c.createWebhook))
+	m.HandleFunc("GET /console/webhooks/{id}", c.signedIn(member.Admin, c.webhookShow))
+	m.HandleFunc("POST /console/webhooks/{id}/enabled", c.signedIn(member.Admin, c.webhookAction(setWebhookEnabled)))
+	m.HandleFunc("POST /console/webhooks/{id}/test", c.signedIn(member.Admin, c.webhookAction(testWebhook)))
+	m.HandleFunc("POST /console/webhooks/{id}/delete", c.signedIn(member.Admin, c.webhookAction(deleteWebhook)))
+	m.HandleFunc("POST /console/webhooks/{id}/rotate-secret", c.signedIn(member.Admin, c.rotateWebhookSecret))
+	m.HandleFunc("POST /console/webhooks/{id}/deliveries/{delivery}/replay", c.signedIn(member.Admin, c.webhookAction(replayDelivery)))
+
 	// Agents: viewers read; admins create, edit, delete and use the playground.
 	m.HandleFunc("GET /console/agents", c.signedIn(member.Viewer, c.agents))
 	m.HandleFunc("POST /console/agents", c.signedIn(member.Admin, c.createAgent))

@@ -369,6 +369,7 @@ func (a *App) routes() (http.Handler, error) {
 	cons := console.New(console.Deps{
 		Store: a.Store, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
 		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator, Hooks: a.hooks,
+		Webhooks: webhooks,
 		Secure: strings.HasPrefix(a.cfg.PublicURL, "https://"), PublicURL: a.cfg.PublicURL,
 	}).Handler()
 	mux.Handle("GET /{$}", cons)
