@@ -86,6 +86,7 @@ func (h *Handler) Routes() []Route {
 		{http.MethodPost, "/datasources/{id}/resync", h.rpc(parleyv1connect.DatastoreServiceResyncDatasourceProcedure, h.resyncDatasource)},
 		{http.MethodGet, "/contacts", h.rpc(parleyv1connect.ContactServiceListContactsProcedure, h.listContacts)},
 		{http.MethodGet, "/contacts/{id}", h.rpc(parleyv1connect.ContactServiceGetContactProcedure, h.getContact)},
+		{http.MethodDelete, "/contacts/{id}", h.rpc(parleyv1connect.ContactServiceDeleteContactProcedure, h.deleteContact)},
 		{http.MethodGet, "/forms", h.rpc(parleyv1connect.FormServiceListFormsProcedure, h.listForms)},
 		{http.MethodPost, "/forms", h.rpc(parleyv1connect.FormServiceCreateFormProcedure, h.createForm)},
 		// Without a key: a published form (FormService admits the caller).

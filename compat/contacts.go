@@ -63,3 +63,10 @@ func (h *Handler) getContact(w http.ResponseWriter, r *http.Request) error {
 			return out
 		})
 }
+
+// deleteContact is DELETE /api/contacts/{id} → {id, deleted}.
+func (h *Handler) deleteContact(w http.ResponseWriter, r *http.Request) error {
+	req := &parleyv1.DeleteContactRequest{Id: r.PathValue("id")}
+	return respond(h, w, r, req, h.contacts.DeleteContact, http.StatusOK,
+		func(*parleyv1.DeleteContactResponse) any { return map[string]any{"id": req.GetId(), "deleted": true} })
+}

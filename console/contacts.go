@@ -62,6 +62,17 @@ func (c *Console) contactShow(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, contactPage(viewOf(r.Context()), resp))
 }
 
+func (c *Console) contactDelete(w http.ResponseWriter, r *http.Request) {
+	// SECURITY: another organization's contact is not found (errorPage).
+	_, err := c.contacts().DeleteContact(r.Context(), &parleyv1.DeleteContactRequest{Id: r.PathValue("id")})
+	if err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
+	c.flash(r.Context(), "The contact was deleted; its conversations stay, without it.")
+	http.Redirect(w, r, "/console/contacts", http.StatusSeeOther)
+}
+
 // contactsURL is the listing's address with these parameters (empty ones
 // left out).
 func contactsURL(email, q, cursor string) string {

@@ -78,4 +78,18 @@ func testContacts(t *testing.T, e *env) {
 	require.Equal(t, http.StatusOK, p.Status)
 	require.Empty(t, contactEmails(p))
 	require.Equal(t, http.StatusNotFound, viewer.get("/console/contacts/not-an-id").Status)
+
+	// Deleting: admins only (viewers get no button and a 403), not another
+	// organization's; the contact's conversations stay.
+	require.Zero(t, p.Doc.Find("[data-testid=delete-contact]").Length())
+	require.Zero(t, viewer.get(href).Doc.Find("[data-testid=delete-contact]").Length())
+	require.Equal(t, http.StatusForbidden, viewer.post(href+"/delete", nil).Status)
+	require.Equal(t, http.StatusNotFound, e.as(t, e.B.ID, member.Admin).post(href+"/delete", nil).Status)
+	admin := e.as(t, org.ID, member.Admin)
+	require.Equal(t, 1, admin.get(href).Doc.Find("[data-testid=delete-contact]").Length())
+	p = admin.post(href+"/delete", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, http.StatusNotFound, admin.get(href).Status)
+	require.Equal(t, []string{"bob@example.com"}, contactEmails(admin.get("/console/contacts")))
+	require.Equal(t, http.StatusOK, admin.get("/console/conversations/lead-1").Status, "its conversations stay")
 }

@@ -81,9 +81,10 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/forms/{id}/submissions", c.signedIn(member.Viewer, c.formsSubmissions))
 	m.HandleFunc("GET /console/forms/{id}/submissions.csv", c.signedIn(member.Viewer, c.formsCSV))
 
-	// Contacts: everyone reads.
+	// Contacts: everyone reads; admins delete.
 	m.HandleFunc("GET /console/contacts", c.signedIn(member.Viewer, c.contactList))
 	m.HandleFunc("GET /console/contacts/{id}", c.signedIn(member.Viewer, c.contactShow))
+	m.HandleFunc("POST /console/contacts/{id}/delete", c.signedIn(member.Admin, c.contactDelete))
 
 	// Members: everyone reads the list and sets their own password; owners
 	// invite, change roles and remove. Operators: platform operators only;

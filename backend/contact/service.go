@@ -114,6 +114,33 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 	return out, nil
 }
 
+// DeleteContact deletes one of the organization's contacts; its
+// conversations stay, unlinked. Another organization's contact is
+// Forbidden and an unknown id NotFound, as for GetContact.
+func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContactRequest) (*parleyv1.DeleteContactResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	id, err := uuid.Parse(req.GetId())
+	if err != nil {
+		return nil, apperr.New(apperr.NotFound, "contact %q not found", req.GetId())
+	}
+	// SECURITY: the principal's organization (tenant transaction and
+	// explicit org_id).
+	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		n, err := q.DeleteContact(ctx, dbq.DeleteContactParams{OrgID: p.OrgID, ID: id})
+		if err == nil && n == 0 {
+			return db.Missing(ctx, q, "contact", "contact", id)
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.DeleteContactResponse{}, nil
+}
+
 // Record is a stored contact as the API shows it.
 func Record(c dbq.Contact) (*parleyv1.ContactRecord, error) {
 	custom := &structpb.Struct{}

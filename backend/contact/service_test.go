@@ -196,3 +196,65 @@ func TestContactsAPI(t *testing.T) {
 		require.Equal(t, c.want, ce.Code(), ce.Message())
 	}
 }
+
+// A contact is deleted by its organization's admin key, over REST and
+// Connect: it is gone, its conversations stay without it, and the same
+// details make a new contact. Another organization's contact is 403 and
+// stays; a chat key may not delete.
+func TestDeleteContact(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	agent := newAgent(t, e, e.A.Key)
+	chatAs(t, e, e.A.Key, agent, "d1", map[string]any{"email": "erase@example.com", "firstName": "Erin"})
+	chatAs(t, e, e.A.Key, agent, "d2", map[string]any{"email": "keep@example.com"})
+	byEmail := func(key, email string) []contactJSON {
+		r := e.Do("GET", "/api/contacts?email="+url.QueryEscape(email), key, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var p pageJSON
+		r.JSON(t, &p)
+		return p.Contacts
+	}
+	erin := byEmail(e.A.Key, "erase@example.com")[0]
+	keep := byEmail(e.A.Key, "keep@example.com")[0]
+
+	// Refused: another organization's (403), a chat key (403), unknown (404).
+	r := e.Do("DELETE", "/api/contacts/"+erin.ID, e.B.Key, nil)
+	require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
+	keys := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
+	chatKey, err := keys.CreateApiKey(context.Background(), &parleyv1.CreateApiKeyRequest{Name: "widget", Scopes: []string{"chat"}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusForbidden, e.Do("DELETE", "/api/contacts/"+erin.ID, chatKey.GetSecret(), nil).Status)
+	require.Equal(t, http.StatusNotFound, e.Do("DELETE", "/api/contacts/"+uuid.NewString(), e.A.Key, nil).Status)
+	require.Equal(t, http.StatusNotFound, e.Do("DELETE", "/api/contacts/not-an-id", e.A.Key, nil).Status)
+	require.Len(t, byEmail(e.A.Key, "erase@example.com"), 1, "a refused delete deleted")
+
+	r = e.Do("DELETE", "/api/contacts/"+erin.ID, e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.JSONEq(t, `{"id":"`+erin.ID+`","deleted":true}`, string(r.Body))
+	require.Empty(t, byEmail(e.A.Key, "erase@example.com"))
+	require.Equal(t, http.StatusNotFound, e.Do("GET", "/api/contacts/"+erin.ID, e.A.Key, nil).Status)
+	require.Equal(t, http.StatusNotFound, e.Do("DELETE", "/api/contacts/"+erin.ID, e.A.Key, nil).Status, "deleted once")
+	require.Len(t, byEmail(e.A.Key, "keep@example.com"), 1, "only that contact")
+
+	// Its conversation stays, without it.
+	r = e.Do("GET", "/api/v2/conversations/d1", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var conv struct {
+		Contact  *contactJSON
+		Messages []struct{ Text string }
+	}
+	r.JSON(t, &conv)
+	require.Nil(t, conv.Contact)
+	require.Len(t, conv.Messages, 2)
+
+	// Over Connect; the same details later make a new contact.
+	contacts := parleyv1connect.NewContactServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
+	_, err = contacts.DeleteContact(context.Background(), &parleyv1.DeleteContactRequest{Id: keep.ID})
+	require.NoError(t, err)
+	_, err = contacts.GetContact(context.Background(), &parleyv1.GetContactRequest{Id: keep.ID})
+	require.Equal(t, connect.CodeNotFound, connect.CodeOf(err))
+	chatAs(t, e, e.A.Key, agent, "d3", map[string]any{"email": "erase@example.com"})
+	again := byEmail(e.A.Key, "erase@example.com")
+	require.Len(t, again, 1)
+	require.NotEqual(t, erin.ID, again[0].ID)
+}

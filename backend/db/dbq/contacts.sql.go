@@ -105,6 +105,25 @@ func (q *Queries) ContactConversations(ctx context.Context, arg ContactConversat
 	return items, nil
 }
 
+const deleteContact = `-- name: DeleteContact :execrows
+DELETE FROM contacts WHERE org_id = $1 AND id = $2
+`
+
+type DeleteContactParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// Its conversations stay, without it (the foreign key sets their
+// contact_id to null).
+func (q *Queries) DeleteContact(ctx context.Context, arg DeleteContactParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteContact, arg.OrgID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getContact = `-- name: GetContact :one
 
 SELECT org_id, id, email, phone_number, first_name, last_name, custom_fields, created_at, updated_at, notes FROM contacts WHERE org_id = $1 AND id = $2

@@ -4,6 +4,11 @@
 -- name: GetContact :one
 SELECT * FROM contacts WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
+-- name: DeleteContact :execrows
+-- Its conversations stay, without it (the foreign key sets their
+-- contact_id to null).
+DELETE FROM contacts WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
 -- name: ContactByEmail :one
 SELECT * FROM contacts WHERE org_id = sqlc.arg(org_id) AND email = sqlc.arg(email);
 

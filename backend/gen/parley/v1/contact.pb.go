@@ -360,6 +360,86 @@ func (x *GetContactResponse) GetConversationIds() []string {
 	return nil
 }
 
+type DeleteContactRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteContactRequest) Reset() {
+	*x = DeleteContactRequest{}
+	mi := &file_parley_v1_contact_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteContactRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteContactRequest) ProtoMessage() {}
+
+func (x *DeleteContactRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_contact_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteContactRequest.ProtoReflect.Descriptor instead.
+func (*DeleteContactRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_contact_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *DeleteContactRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteContactResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteContactResponse) Reset() {
+	*x = DeleteContactResponse{}
+	mi := &file_parley_v1_contact_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteContactResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteContactResponse) ProtoMessage() {}
+
+func (x *DeleteContactResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_contact_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteContactResponse.ProtoReflect.Descriptor instead.
+func (*DeleteContactResponse) Descriptor() ([]byte, []int) {
+	return file_parley_v1_contact_proto_rawDescGZIP(), []int{6}
+}
+
 var File_parley_v1_contact_proto protoreflect.FileDescriptor
 
 const file_parley_v1_contact_proto_rawDesc = "" +
@@ -391,11 +471,15 @@ const file_parley_v1_contact_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"s\n" +
 	"\x12GetContactResponse\x122\n" +
 	"\acontact\x18\x01 \x01(\v2\x18.parley.v1.ContactRecordR\acontact\x12)\n" +
-	"\x10conversation_ids\x18\x02 \x03(\tR\x0fconversationIds2\xbe\x01\n" +
+	"\x10conversation_ids\x18\x02 \x03(\tR\x0fconversationIds\"1\n" +
+	"\x14DeleteContactRequest\x12\x19\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"\x17\n" +
+	"\x15DeleteContactResponse2\x97\x02\n" +
 	"\x0eContactService\x12T\n" +
 	"\fListContacts\x12\x1e.parley.v1.ListContactsRequest\x1a\x1f.parley.v1.ListContactsResponse\"\x03\x90\x02\x01\x12N\n" +
 	"\n" +
-	"GetContact\x12\x1c.parley.v1.GetContactRequest\x1a\x1d.parley.v1.GetContactResponse\"\x03\x90\x02\x01\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"GetContact\x12\x1c.parley.v1.GetContactRequest\x1a\x1d.parley.v1.GetContactResponse\"\x03\x90\x02\x01\x12W\n" +
+	"\rDeleteContact\x12\x1f.parley.v1.DeleteContactRequest\x1a .parley.v1.DeleteContactResponse\"\x03\x90\x02\x02\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_contact_proto_rawDescOnce sync.Once
@@ -409,28 +493,32 @@ func file_parley_v1_contact_proto_rawDescGZIP() []byte {
 	return file_parley_v1_contact_proto_rawDescData
 }
 
-var file_parley_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_parley_v1_contact_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_parley_v1_contact_proto_goTypes = []any{
 	(*ContactRecord)(nil),         // 0: parley.v1.ContactRecord
 	(*ListContactsRequest)(nil),   // 1: parley.v1.ListContactsRequest
 	(*ListContactsResponse)(nil),  // 2: parley.v1.ListContactsResponse
 	(*GetContactRequest)(nil),     // 3: parley.v1.GetContactRequest
 	(*GetContactResponse)(nil),    // 4: parley.v1.GetContactResponse
-	(*structpb.Struct)(nil),       // 5: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*DeleteContactRequest)(nil),  // 5: parley.v1.DeleteContactRequest
+	(*DeleteContactResponse)(nil), // 6: parley.v1.DeleteContactResponse
+	(*structpb.Struct)(nil),       // 7: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_parley_v1_contact_proto_depIdxs = []int32{
-	5, // 0: parley.v1.ContactRecord.custom_fields:type_name -> google.protobuf.Struct
-	6, // 1: parley.v1.ContactRecord.create_time:type_name -> google.protobuf.Timestamp
-	6, // 2: parley.v1.ContactRecord.update_time:type_name -> google.protobuf.Timestamp
+	7, // 0: parley.v1.ContactRecord.custom_fields:type_name -> google.protobuf.Struct
+	8, // 1: parley.v1.ContactRecord.create_time:type_name -> google.protobuf.Timestamp
+	8, // 2: parley.v1.ContactRecord.update_time:type_name -> google.protobuf.Timestamp
 	0, // 3: parley.v1.ListContactsResponse.contacts:type_name -> parley.v1.ContactRecord
 	0, // 4: parley.v1.GetContactResponse.contact:type_name -> parley.v1.ContactRecord
 	1, // 5: parley.v1.ContactService.ListContacts:input_type -> parley.v1.ListContactsRequest
 	3, // 6: parley.v1.ContactService.GetContact:input_type -> parley.v1.GetContactRequest
-	2, // 7: parley.v1.ContactService.ListContacts:output_type -> parley.v1.ListContactsResponse
-	4, // 8: parley.v1.ContactService.GetContact:output_type -> parley.v1.GetContactResponse
-	7, // [7:9] is the sub-list for method output_type
-	5, // [5:7] is the sub-list for method input_type
+	5, // 7: parley.v1.ContactService.DeleteContact:input_type -> parley.v1.DeleteContactRequest
+	2, // 8: parley.v1.ContactService.ListContacts:output_type -> parley.v1.ListContactsResponse
+	4, // 9: parley.v1.ContactService.GetContact:output_type -> parley.v1.GetContactResponse
+	6, // 10: parley.v1.ContactService.DeleteContact:output_type -> parley.v1.DeleteContactResponse
+	8, // [8:11] is the sub-list for method output_type
+	5, // [5:8] is the sub-list for method input_type
 	5, // [5:5] is the sub-list for extension type_name
 	5, // [5:5] is the sub-list for extension extendee
 	0, // [0:5] is the sub-list for field type_name
@@ -448,7 +536,7 @@ func file_parley_v1_contact_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_contact_proto_rawDesc), len(file_parley_v1_contact_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -39,6 +39,9 @@ const (
 	// ContactServiceGetContactProcedure is the fully-qualified name of the ContactService's GetContact
 	// RPC.
 	ContactServiceGetContactProcedure = "/parley.v1.ContactService/GetContact"
+	// ContactServiceDeleteContactProcedure is the fully-qualified name of the ContactService's
+	// DeleteContact RPC.
+	ContactServiceDeleteContactProcedure = "/parley.v1.ContactService/DeleteContact"
 )
 
 // ContactServiceClient is a client for the parley.v1.ContactService service.
@@ -47,6 +50,13 @@ type ContactServiceClient interface {
 	ListContacts(context.Context, *v1.ListContactsRequest) (*v1.ListContactsResponse, error)
 	// GetContact returns a contact and the conversations linked to it.
 	GetContact(context.Context, *v1.GetContactRequest) (*v1.GetContactResponse, error)
+	// DeleteContact deletes a contact: what a visitor asks when they want
+	// their details gone. Its conversations stay, no longer linked to it;
+	// what was said in them stays in their messages (delete the
+	// conversation for that), and webhook deliveries that carried the
+	// contact are kept until their retention ends. A visitor who gives the
+	// same details again makes a new contact.
+	DeleteContact(context.Context, *v1.DeleteContactRequest) (*v1.DeleteContactResponse, error)
 }
 
 // NewContactServiceClient constructs a client for the parley.v1.ContactService service. By default,
@@ -74,13 +84,21 @@ func NewContactServiceClient(httpClient connect.HTTPClient, baseURL string, opts
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		deleteContact: connect.NewClient[v1.DeleteContactRequest, v1.DeleteContactResponse](
+			httpClient,
+			baseURL+ContactServiceDeleteContactProcedure,
+			connect.WithSchema(contactServiceMethods.ByName("DeleteContact")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // contactServiceClient implements ContactServiceClient.
 type contactServiceClient struct {
-	listContacts *connect.Client[v1.ListContactsRequest, v1.ListContactsResponse]
-	getContact   *connect.Client[v1.GetContactRequest, v1.GetContactResponse]
+	listContacts  *connect.Client[v1.ListContactsRequest, v1.ListContactsResponse]
+	getContact    *connect.Client[v1.GetContactRequest, v1.GetContactResponse]
+	deleteContact *connect.Client[v1.DeleteContactRequest, v1.DeleteContactResponse]
 }
 
 // ListContacts calls parley.v1.ContactService.ListContacts.
@@ -101,12 +119,28 @@ func (c *contactServiceClient) GetContact(ctx context.Context, req *v1.GetContac
 	return nil, err
 }
 
+// DeleteContact calls parley.v1.ContactService.DeleteContact.
+func (c *contactServiceClient) DeleteContact(ctx context.Context, req *v1.DeleteContactRequest) (*v1.DeleteContactResponse, error) {
+	response, err := c.deleteContact.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // ContactServiceHandler is an implementation of the parley.v1.ContactService service.
 type ContactServiceHandler interface {
 	// ListContacts lists contacts, newest first.
 	ListContacts(context.Context, *v1.ListContactsRequest) (*v1.ListContactsResponse, error)
 	// GetContact returns a contact and the conversations linked to it.
 	GetContact(context.Context, *v1.GetContactRequest) (*v1.GetContactResponse, error)
+	// DeleteContact deletes a contact: what a visitor asks when they want
+	// their details gone. Its conversations stay, no longer linked to it;
+	// what was said in them stays in their messages (delete the
+	// conversation for that), and webhook deliveries that carried the
+	// contact are kept until their retention ends. A visitor who gives the
+	// same details again makes a new contact.
+	DeleteContact(context.Context, *v1.DeleteContactRequest) (*v1.DeleteContactResponse, error)
 }
 
 // NewContactServiceHandler builds an HTTP handler from the service implementation. It returns the
@@ -130,12 +164,21 @@ func NewContactServiceHandler(svc ContactServiceHandler, opts ...connect.Handler
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	contactServiceDeleteContactHandler := connect.NewUnaryHandlerSimple(
+		ContactServiceDeleteContactProcedure,
+		svc.DeleteContact,
+		connect.WithSchema(contactServiceMethods.ByName("DeleteContact")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/parley.v1.ContactService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case ContactServiceListContactsProcedure:
 			contactServiceListContactsHandler.ServeHTTP(w, r)
 		case ContactServiceGetContactProcedure:
 			contactServiceGetContactHandler.ServeHTTP(w, r)
+		case ContactServiceDeleteContactProcedure:
+			contactServiceDeleteContactHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -151,4 +194,8 @@ func (UnimplementedContactServiceHandler) ListContacts(context.Context, *v1.List
 
 func (UnimplementedContactServiceHandler) GetContact(context.Context, *v1.GetContactRequest) (*v1.GetContactResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ContactService.GetContact is not implemented"))
+}
+
+func (UnimplementedContactServiceHandler) DeleteContact(context.Context, *v1.DeleteContactRequest) (*v1.DeleteContactResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ContactService.DeleteContact is not implemented"))
 }
