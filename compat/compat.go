@@ -104,6 +104,7 @@ func (h *Handler) Routes() []Route {
 		Route{http.MethodGet, "/v2/conversations/{id}", handle(h.getConversation)},
 		Route{http.MethodPut, "/v2/conversations/{id}", handle(h.updateConversation)},
 		Route{http.MethodPost, "/v2/conversations/{id}/messages", h.rpc(parleyv1connect.ConversationServicePostMessageProcedure, h.postMessage)},
+		Route{http.MethodDelete, "/v2/conversations/{id}", h.rpc(parleyv1connect.ConversationServiceDeleteConversationProcedure, h.deleteConversation)},
 		Route{http.MethodGet, "/v2/conversations/{id}/events", noHead(handle(h.watchConversation))},
 		Route{http.MethodPost, "/agents/{agentId}/query", h.chatV1},
 	)

@@ -119,6 +119,22 @@ func (c *Console) convSetStatus(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, convPath(id), http.StatusSeeOther)
 }
 
+// convDelete deletes a conversation with its messages (admins).
+func (c *Console) convDelete(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	p, err := conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	if err == nil {
+		// SECURITY: the member's organization's conversation only.
+		err = c.conversations().Delete(ctx, p, r.PathValue("id"))
+	}
+	if err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
+	c.flash(ctx, "The conversation was deleted, with its messages.")
+	http.Redirect(w, r, "/console/conversations", http.StatusSeeOther)
+}
+
 // statusSetBy says who last changed a conversation's status, and why.
 func statusSetBy(s *parleyv1.ConversationSummary) string {
 	if s.GetStatusChangedBy() == "" {

@@ -121,4 +121,15 @@ func testInbox(t *testing.T, e *env) {
 	require.Equal(t, http.StatusNotFound, p.Status)
 	p = stranger.post("/console/conversations/desk-1/status", url.Values{"status": {"resolved"}})
 	require.Equal(t, http.StatusNotFound, p.Status)
+	require.Equal(t, http.StatusNotFound, stranger.post("/console/conversations/desk-1/delete", nil).Status)
+
+	// Deleting a conversation: admins only, with its messages.
+	require.Equal(t, http.StatusForbidden, viewer.post("/console/conversations/desk-2/delete", nil).Status)
+	require.Zero(t, viewer.get("/console/conversations/desk-2").Doc.Find("[data-testid=delete-conversation]").Length())
+	require.Equal(t, 1, admin.get("/console/conversations/desk-2").Doc.Find("[data-testid=delete-conversation]").Length())
+	p = admin.post("/console/conversations/desk-2/delete", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, "/console/conversations", p.Header.Get("Location"))
+	require.Equal(t, http.StatusNotFound, admin.get("/console/conversations/desk-2").Status)
+	require.Equal(t, http.StatusOK, admin.get("/console/conversations/desk-1").Status, "only that one")
 }

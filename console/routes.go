@@ -70,6 +70,7 @@ func (c *Console) routes() {
 	// SECURITY: admins only (conversation.Service checks the admin scope again).
 	m.HandleFunc("POST /console/conversations/{id}/reply", c.signedIn(member.Admin, c.convReply))
 	m.HandleFunc("POST /console/conversations/{id}/status", c.signedIn(member.Admin, c.convSetStatus))
+	m.HandleFunc("POST /console/conversations/{id}/delete", c.signedIn(member.Admin, c.convDelete))
 
 	// Forms: viewers read forms, submissions and the CSV export; admins
 	// create, build, publish and delete.

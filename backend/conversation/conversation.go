@@ -206,6 +206,18 @@ func (s *Service) PostMessage(ctx context.Context, req *parleyv1.PostMessageRequ
 	return &parleyv1.PostMessageResponse{Message: m.Proto(), Conversation: sum}, nil
 }
 
+// DeleteConversation implements ConversationService.
+func (s *Service) DeleteConversation(ctx context.Context, req *parleyv1.DeleteConversationRequest) (*parleyv1.DeleteConversationResponse, error) {
+	p, err := keyParty(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Delete(ctx, p, req.GetConversationId()); err != nil {
+		return nil, err
+	}
+	return &parleyv1.DeleteConversationResponse{}, nil
+}
+
 // WatchConversation implements ConversationService.
 func (s *Service) WatchConversation(ctx context.Context, req *parleyv1.WatchConversationRequest, stream *connect.ServerStream[parleyv1.WatchConversationResponse]) error {
 	conn := stream.Conn()

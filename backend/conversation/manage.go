@@ -154,6 +154,27 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 	return msg, sum, nil
 }
 
+// Delete deletes one of the party's organization's conversations with its
+// messages (admin scope, as replies). NotFound when it has none of that id.
+func (s *Service) Delete(ctx context.Context, p *Party, id string) error {
+	if err := p.mayManage(); err != nil {
+		return err
+	}
+	// SECURITY: the party's organization (tenant transaction and explicit
+	// org_id).
+	return s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
+		// The agent first, as DeleteAgent and a reply take it.
+		if err := lockAgent(ctx, q, p.Org, id); err != nil {
+			return err
+		}
+		n, err := q.DeleteConversation(ctx, dbq.DeleteConversationParams{OrgID: p.Org, ID: id})
+		if err == nil && n == 0 {
+			return notFound(id)
+		}
+		return err
+	})
+}
+
 // lockAgent takes the agent of conversation id before the transaction
 // writes the conversation, as DeleteAgent takes it before the
 // conversations it cascades to. A reply writes the conversation several

@@ -294,6 +294,24 @@ func (q *Queries) CreateHumanMessage(ctx context.Context, arg CreateHumanMessage
 	return i, err
 }
 
+const deleteConversation = `-- name: DeleteConversation :execrows
+DELETE FROM conversations WHERE org_id = $1 AND id = $2
+`
+
+type DeleteConversationParams struct {
+	OrgID uuid.UUID
+	ID    string
+}
+
+// Its messages, events and follows go by the cascade.
+func (q *Queries) DeleteConversation(ctx context.Context, arg DeleteConversationParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteConversation, arg.OrgID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const followConversations = `-- name: FollowConversations :exec
 INSERT INTO conversation_follows (org_id, conversation_id, until)
 SELECT c.org_id, c.id, now() + make_interval(secs => $1::float8)

@@ -126,3 +126,7 @@ SELECT c.org_id, c.id, now() + make_interval(secs => sqlc.arg(lease_seconds)::fl
 FROM conversations c
 WHERE c.org_id = sqlc.arg(org_id) AND c.id = ANY (sqlc.arg(ids)::text[])
 ON CONFLICT (org_id, conversation_id) DO UPDATE SET until = greatest(conversation_follows.until, excluded.until);
+
+-- name: DeleteConversation :execrows
+-- Its messages, events and follows go by the cascade.
+DELETE FROM conversations WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);

@@ -837,6 +837,86 @@ func (x *PostMessageResponse) GetConversation() *ConversationSummary {
 	return nil
 }
 
+type DeleteConversationRequest struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *DeleteConversationRequest) Reset() {
+	*x = DeleteConversationRequest{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConversationRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConversationRequest) ProtoMessage() {}
+
+func (x *DeleteConversationRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConversationRequest.ProtoReflect.Descriptor instead.
+func (*DeleteConversationRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *DeleteConversationRequest) GetConversationId() string {
+	if x != nil {
+		return x.ConversationId
+	}
+	return ""
+}
+
+type DeleteConversationResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteConversationResponse) Reset() {
+	*x = DeleteConversationResponse{}
+	mi := &file_parley_v1_conversation_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteConversationResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteConversationResponse) ProtoMessage() {}
+
+func (x *DeleteConversationResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_conversation_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteConversationResponse.ProtoReflect.Descriptor instead.
+func (*DeleteConversationResponse) Descriptor() ([]byte, []int) {
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{11}
+}
+
 type WatchConversationRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
@@ -853,7 +933,7 @@ type WatchConversationRequest struct {
 
 func (x *WatchConversationRequest) Reset() {
 	*x = WatchConversationRequest{}
-	mi := &file_parley_v1_conversation_proto_msgTypes[10]
+	mi := &file_parley_v1_conversation_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -865,7 +945,7 @@ func (x *WatchConversationRequest) String() string {
 func (*WatchConversationRequest) ProtoMessage() {}
 
 func (x *WatchConversationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_conversation_proto_msgTypes[10]
+	mi := &file_parley_v1_conversation_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -878,7 +958,7 @@ func (x *WatchConversationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConversationRequest.ProtoReflect.Descriptor instead.
 func (*WatchConversationRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{10}
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *WatchConversationRequest) GetConversationId() string {
@@ -929,7 +1009,7 @@ type WatchConversationResponse struct {
 
 func (x *WatchConversationResponse) Reset() {
 	*x = WatchConversationResponse{}
-	mi := &file_parley_v1_conversation_proto_msgTypes[11]
+	mi := &file_parley_v1_conversation_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -941,7 +1021,7 @@ func (x *WatchConversationResponse) String() string {
 func (*WatchConversationResponse) ProtoMessage() {}
 
 func (x *WatchConversationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_conversation_proto_msgTypes[11]
+	mi := &file_parley_v1_conversation_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -954,7 +1034,7 @@ func (x *WatchConversationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchConversationResponse.ProtoReflect.Descriptor instead.
 func (*WatchConversationResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{11}
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchConversationResponse) GetEventId() int64 {
@@ -1045,7 +1125,7 @@ type StatusChange struct {
 
 func (x *StatusChange) Reset() {
 	*x = StatusChange{}
-	mi := &file_parley_v1_conversation_proto_msgTypes[12]
+	mi := &file_parley_v1_conversation_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1057,7 +1137,7 @@ func (x *StatusChange) String() string {
 func (*StatusChange) ProtoMessage() {}
 
 func (x *StatusChange) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_conversation_proto_msgTypes[12]
+	mi := &file_parley_v1_conversation_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1070,7 +1150,7 @@ func (x *StatusChange) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StatusChange.ProtoReflect.Descriptor instead.
 func (*StatusChange) Descriptor() ([]byte, []int) {
-	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{12}
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *StatusChange) GetStatus() string {
@@ -1103,7 +1183,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_parley_v1_conversation_proto_msgTypes[13]
+	mi := &file_parley_v1_conversation_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1115,7 +1195,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_conversation_proto_msgTypes[13]
+	mi := &file_parley_v1_conversation_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1128,7 +1208,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{13}
+	return file_parley_v1_conversation_proto_rawDescGZIP(), []int{15}
 }
 
 var File_parley_v1_conversation_proto protoreflect.FileDescriptor
@@ -1224,7 +1304,11 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x04text\"\x93\x01\n" +
 	"\x13PostMessageResponse\x128\n" +
 	"\amessage\x18\x01 \x01(\v2\x1e.parley.v1.ConversationMessageR\amessage\x12B\n" +
-	"\fconversation\x18\x02 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xe9\x01\n" +
+	"\fconversation\x18\x02 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"P\n" +
+	"\x19DeleteConversationRequest\x123\n" +
+	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\"\x1c\n" +
+	"\x1aDeleteConversationResponse\"\xe9\x01\n" +
 	"\x18WatchConversationRequest\x123\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12%\n" +
@@ -1247,12 +1331,13 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
 	"changed_by\x18\x03 \x01(\tR\tchangedBy\"\v\n" +
-	"\tHeartbeat2\x82\x04\n" +
+	"\tHeartbeat2\xf0\x04\n" +
 	"\x13ConversationService\x12c\n" +
 	"\x11ListConversations\x12#.parley.v1.ListConversationsRequest\x1a$.parley.v1.ListConversationsResponse\"\x03\x90\x02\x01\x12]\n" +
 	"\x0fGetConversation\x12!.parley.v1.GetConversationRequest\x1a\".parley.v1.GetConversationResponse\"\x03\x90\x02\x01\x12c\n" +
 	"\x12UpdateConversation\x12$.parley.v1.UpdateConversationRequest\x1a%.parley.v1.UpdateConversationResponse\"\x00\x12T\n" +
-	"\vPostMessage\x12\x1d.parley.v1.PostMessageRequest\x1a\x1e.parley.v1.PostMessageResponse\"\x06\xa2\xbb\x18\x02\b\x01\x12b\n" +
+	"\vPostMessage\x12\x1d.parley.v1.PostMessageRequest\x1a\x1e.parley.v1.PostMessageResponse\"\x06\xa2\xbb\x18\x02\b\x01\x12l\n" +
+	"\x12DeleteConversation\x12$.parley.v1.DeleteConversationRequest\x1a%.parley.v1.DeleteConversationResponse\"\t\xa2\xbb\x18\x02\b\x01\x90\x02\x02\x12b\n" +
 	"\x11WatchConversation\x12#.parley.v1.WatchConversationRequest\x1a$.parley.v1.WatchConversationResponse\"\x000\x01\x1a\b\xa2\xbb\x18\x04\b\x02\x10\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
@@ -1267,7 +1352,7 @@ func file_parley_v1_conversation_proto_rawDescGZIP() []byte {
 	return file_parley_v1_conversation_proto_rawDescData
 }
 
-var file_parley_v1_conversation_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_parley_v1_conversation_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_parley_v1_conversation_proto_goTypes = []any{
 	(*ListConversationsRequest)(nil),   // 0: parley.v1.ListConversationsRequest
 	(*ConversationSummary)(nil),        // 1: parley.v1.ConversationSummary
@@ -1279,45 +1364,49 @@ var file_parley_v1_conversation_proto_goTypes = []any{
 	(*UpdateConversationResponse)(nil), // 7: parley.v1.UpdateConversationResponse
 	(*PostMessageRequest)(nil),         // 8: parley.v1.PostMessageRequest
 	(*PostMessageResponse)(nil),        // 9: parley.v1.PostMessageResponse
-	(*WatchConversationRequest)(nil),   // 10: parley.v1.WatchConversationRequest
-	(*WatchConversationResponse)(nil),  // 11: parley.v1.WatchConversationResponse
-	(*StatusChange)(nil),               // 12: parley.v1.StatusChange
-	(*Heartbeat)(nil),                  // 13: parley.v1.Heartbeat
-	(*timestamppb.Timestamp)(nil),      // 14: google.protobuf.Timestamp
-	(*Contact)(nil),                    // 15: parley.v1.Contact
-	(*Source)(nil),                     // 16: parley.v1.Source
-	(*ToolCall)(nil),                   // 17: parley.v1.ToolCall
+	(*DeleteConversationRequest)(nil),  // 10: parley.v1.DeleteConversationRequest
+	(*DeleteConversationResponse)(nil), // 11: parley.v1.DeleteConversationResponse
+	(*WatchConversationRequest)(nil),   // 12: parley.v1.WatchConversationRequest
+	(*WatchConversationResponse)(nil),  // 13: parley.v1.WatchConversationResponse
+	(*StatusChange)(nil),               // 14: parley.v1.StatusChange
+	(*Heartbeat)(nil),                  // 15: parley.v1.Heartbeat
+	(*timestamppb.Timestamp)(nil),      // 16: google.protobuf.Timestamp
+	(*Contact)(nil),                    // 17: parley.v1.Contact
+	(*Source)(nil),                     // 18: parley.v1.Source
+	(*ToolCall)(nil),                   // 19: parley.v1.ToolCall
 }
 var file_parley_v1_conversation_proto_depIdxs = []int32{
-	14, // 0: parley.v1.ListConversationsRequest.since:type_name -> google.protobuf.Timestamp
-	14, // 1: parley.v1.ConversationSummary.create_time:type_name -> google.protobuf.Timestamp
-	14, // 2: parley.v1.ConversationSummary.update_time:type_name -> google.protobuf.Timestamp
-	15, // 3: parley.v1.ConversationSummary.contact:type_name -> parley.v1.Contact
+	16, // 0: parley.v1.ListConversationsRequest.since:type_name -> google.protobuf.Timestamp
+	16, // 1: parley.v1.ConversationSummary.create_time:type_name -> google.protobuf.Timestamp
+	16, // 2: parley.v1.ConversationSummary.update_time:type_name -> google.protobuf.Timestamp
+	17, // 3: parley.v1.ConversationSummary.contact:type_name -> parley.v1.Contact
 	1,  // 4: parley.v1.ListConversationsResponse.conversations:type_name -> parley.v1.ConversationSummary
-	16, // 5: parley.v1.ConversationMessage.sources:type_name -> parley.v1.Source
-	17, // 6: parley.v1.ConversationMessage.tool_calls:type_name -> parley.v1.ToolCall
-	14, // 7: parley.v1.ConversationMessage.create_time:type_name -> google.protobuf.Timestamp
+	18, // 5: parley.v1.ConversationMessage.sources:type_name -> parley.v1.Source
+	19, // 6: parley.v1.ConversationMessage.tool_calls:type_name -> parley.v1.ToolCall
+	16, // 7: parley.v1.ConversationMessage.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 8: parley.v1.GetConversationResponse.conversation:type_name -> parley.v1.ConversationSummary
 	3,  // 9: parley.v1.GetConversationResponse.messages:type_name -> parley.v1.ConversationMessage
 	1,  // 10: parley.v1.UpdateConversationResponse.conversation:type_name -> parley.v1.ConversationSummary
 	3,  // 11: parley.v1.PostMessageResponse.message:type_name -> parley.v1.ConversationMessage
 	1,  // 12: parley.v1.PostMessageResponse.conversation:type_name -> parley.v1.ConversationSummary
-	14, // 13: parley.v1.WatchConversationResponse.create_time:type_name -> google.protobuf.Timestamp
+	16, // 13: parley.v1.WatchConversationResponse.create_time:type_name -> google.protobuf.Timestamp
 	3,  // 14: parley.v1.WatchConversationResponse.message:type_name -> parley.v1.ConversationMessage
-	12, // 15: parley.v1.WatchConversationResponse.status:type_name -> parley.v1.StatusChange
-	13, // 16: parley.v1.WatchConversationResponse.heartbeat:type_name -> parley.v1.Heartbeat
+	14, // 15: parley.v1.WatchConversationResponse.status:type_name -> parley.v1.StatusChange
+	15, // 16: parley.v1.WatchConversationResponse.heartbeat:type_name -> parley.v1.Heartbeat
 	0,  // 17: parley.v1.ConversationService.ListConversations:input_type -> parley.v1.ListConversationsRequest
 	4,  // 18: parley.v1.ConversationService.GetConversation:input_type -> parley.v1.GetConversationRequest
 	6,  // 19: parley.v1.ConversationService.UpdateConversation:input_type -> parley.v1.UpdateConversationRequest
 	8,  // 20: parley.v1.ConversationService.PostMessage:input_type -> parley.v1.PostMessageRequest
-	10, // 21: parley.v1.ConversationService.WatchConversation:input_type -> parley.v1.WatchConversationRequest
-	2,  // 22: parley.v1.ConversationService.ListConversations:output_type -> parley.v1.ListConversationsResponse
-	5,  // 23: parley.v1.ConversationService.GetConversation:output_type -> parley.v1.GetConversationResponse
-	7,  // 24: parley.v1.ConversationService.UpdateConversation:output_type -> parley.v1.UpdateConversationResponse
-	9,  // 25: parley.v1.ConversationService.PostMessage:output_type -> parley.v1.PostMessageResponse
-	11, // 26: parley.v1.ConversationService.WatchConversation:output_type -> parley.v1.WatchConversationResponse
-	22, // [22:27] is the sub-list for method output_type
-	17, // [17:22] is the sub-list for method input_type
+	10, // 21: parley.v1.ConversationService.DeleteConversation:input_type -> parley.v1.DeleteConversationRequest
+	12, // 22: parley.v1.ConversationService.WatchConversation:input_type -> parley.v1.WatchConversationRequest
+	2,  // 23: parley.v1.ConversationService.ListConversations:output_type -> parley.v1.ListConversationsResponse
+	5,  // 24: parley.v1.ConversationService.GetConversation:output_type -> parley.v1.GetConversationResponse
+	7,  // 25: parley.v1.ConversationService.UpdateConversation:output_type -> parley.v1.UpdateConversationResponse
+	9,  // 26: parley.v1.ConversationService.PostMessage:output_type -> parley.v1.PostMessageResponse
+	11, // 27: parley.v1.ConversationService.DeleteConversation:output_type -> parley.v1.DeleteConversationResponse
+	13, // 28: parley.v1.ConversationService.WatchConversation:output_type -> parley.v1.WatchConversationResponse
+	23, // [23:29] is the sub-list for method output_type
+	17, // [17:23] is the sub-list for method input_type
 	17, // [17:17] is the sub-list for extension type_name
 	17, // [17:17] is the sub-list for extension extendee
 	0,  // [0:17] is the sub-list for field type_name
@@ -1331,8 +1420,8 @@ func file_parley_v1_conversation_proto_init() {
 	file_parley_v1_access_proto_init()
 	file_parley_v1_chat_proto_init()
 	file_parley_v1_conversation_proto_msgTypes[6].OneofWrappers = []any{}
-	file_parley_v1_conversation_proto_msgTypes[10].OneofWrappers = []any{}
-	file_parley_v1_conversation_proto_msgTypes[11].OneofWrappers = []any{
+	file_parley_v1_conversation_proto_msgTypes[12].OneofWrappers = []any{}
+	file_parley_v1_conversation_proto_msgTypes[13].OneofWrappers = []any{
 		(*WatchConversationResponse_Message)(nil),
 		(*WatchConversationResponse_Status)(nil),
 		(*WatchConversationResponse_Heartbeat)(nil),
@@ -1343,7 +1432,7 @@ func file_parley_v1_conversation_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_conversation_proto_rawDesc), len(file_parley_v1_conversation_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

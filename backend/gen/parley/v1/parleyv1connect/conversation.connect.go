@@ -45,6 +45,9 @@ const (
 	// ConversationServicePostMessageProcedure is the fully-qualified name of the ConversationService's
 	// PostMessage RPC.
 	ConversationServicePostMessageProcedure = "/parley.v1.ConversationService/PostMessage"
+	// ConversationServiceDeleteConversationProcedure is the fully-qualified name of the
+	// ConversationService's DeleteConversation RPC.
+	ConversationServiceDeleteConversationProcedure = "/parley.v1.ConversationService/DeleteConversation"
 	// ConversationServiceWatchConversationProcedure is the fully-qualified name of the
 	// ConversationService's WatchConversation RPC.
 	ConversationServiceWatchConversationProcedure = "/parley.v1.ConversationService/WatchConversation"
@@ -67,6 +70,12 @@ type ConversationServiceClient interface {
 	// name) and takes the conversation over from the model (status
 	// human_requested) if it was not already.
 	PostMessage(context.Context, *v1.PostMessageRequest) (*v1.PostMessageResponse, error)
+	// DeleteConversation deletes a conversation with its messages (what a
+	// visitor asks when they want what they said gone). A chat turn still
+	// running in it ends with NotFound; a later message with the same id
+	// starts a new conversation. Webhook deliveries that carried its
+	// messages are kept until their retention ends.
+	DeleteConversation(context.Context, *v1.DeleteConversationRequest) (*v1.DeleteConversationResponse, error)
 	// WatchConversation streams a conversation's new messages and status
 	// changes as they are stored, whichever instance stores them, with a
 	// heartbeat every 15 seconds. Each event carries its number: resume after
@@ -111,6 +120,13 @@ func NewConversationServiceClient(httpClient connect.HTTPClient, baseURL string,
 			connect.WithSchema(conversationServiceMethods.ByName("PostMessage")),
 			connect.WithClientOptions(opts...),
 		),
+		deleteConversation: connect.NewClient[v1.DeleteConversationRequest, v1.DeleteConversationResponse](
+			httpClient,
+			baseURL+ConversationServiceDeleteConversationProcedure,
+			connect.WithSchema(conversationServiceMethods.ByName("DeleteConversation")),
+			connect.WithIdempotency(connect.IdempotencyIdempotent),
+			connect.WithClientOptions(opts...),
+		),
 		watchConversation: connect.NewClient[v1.WatchConversationRequest, v1.WatchConversationResponse](
 			httpClient,
 			baseURL+ConversationServiceWatchConversationProcedure,
@@ -126,6 +142,7 @@ type conversationServiceClient struct {
 	getConversation    *connect.Client[v1.GetConversationRequest, v1.GetConversationResponse]
 	updateConversation *connect.Client[v1.UpdateConversationRequest, v1.UpdateConversationResponse]
 	postMessage        *connect.Client[v1.PostMessageRequest, v1.PostMessageResponse]
+	deleteConversation *connect.Client[v1.DeleteConversationRequest, v1.DeleteConversationResponse]
 	watchConversation  *connect.Client[v1.WatchConversationRequest, v1.WatchConversationResponse]
 }
 
@@ -165,6 +182,15 @@ func (c *conversationServiceClient) PostMessage(ctx context.Context, req *v1.Pos
 	return nil, err
 }
 
+// DeleteConversation calls parley.v1.ConversationService.DeleteConversation.
+func (c *conversationServiceClient) DeleteConversation(ctx context.Context, req *v1.DeleteConversationRequest) (*v1.DeleteConversationResponse, error) {
+	response, err := c.deleteConversation.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // WatchConversation calls parley.v1.ConversationService.WatchConversation.
 func (c *conversationServiceClient) WatchConversation(ctx context.Context, req *v1.WatchConversationRequest) (*connect.ServerStreamForClient[v1.WatchConversationResponse], error) {
 	return c.watchConversation.CallServerStream(ctx, connect.NewRequest(req))
@@ -187,6 +213,12 @@ type ConversationServiceHandler interface {
 	// name) and takes the conversation over from the model (status
 	// human_requested) if it was not already.
 	PostMessage(context.Context, *v1.PostMessageRequest) (*v1.PostMessageResponse, error)
+	// DeleteConversation deletes a conversation with its messages (what a
+	// visitor asks when they want what they said gone). A chat turn still
+	// running in it ends with NotFound; a later message with the same id
+	// starts a new conversation. Webhook deliveries that carried its
+	// messages are kept until their retention ends.
+	DeleteConversation(context.Context, *v1.DeleteConversationRequest) (*v1.DeleteConversationResponse, error)
 	// WatchConversation streams a conversation's new messages and status
 	// changes as they are stored, whichever instance stores them, with a
 	// heartbeat every 15 seconds. Each event carries its number: resume after
@@ -227,6 +259,13 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 		connect.WithSchema(conversationServiceMethods.ByName("PostMessage")),
 		connect.WithHandlerOptions(opts...),
 	)
+	conversationServiceDeleteConversationHandler := connect.NewUnaryHandlerSimple(
+		ConversationServiceDeleteConversationProcedure,
+		svc.DeleteConversation,
+		connect.WithSchema(conversationServiceMethods.ByName("DeleteConversation")),
+		connect.WithIdempotency(connect.IdempotencyIdempotent),
+		connect.WithHandlerOptions(opts...),
+	)
 	conversationServiceWatchConversationHandler := connect.NewServerStreamHandlerSimple(
 		ConversationServiceWatchConversationProcedure,
 		svc.WatchConversation,
@@ -243,6 +282,8 @@ func NewConversationServiceHandler(svc ConversationServiceHandler, opts ...conne
 			conversationServiceUpdateConversationHandler.ServeHTTP(w, r)
 		case ConversationServicePostMessageProcedure:
 			conversationServicePostMessageHandler.ServeHTTP(w, r)
+		case ConversationServiceDeleteConversationProcedure:
+			conversationServiceDeleteConversationHandler.ServeHTTP(w, r)
 		case ConversationServiceWatchConversationProcedure:
 			conversationServiceWatchConversationHandler.ServeHTTP(w, r)
 		default:
@@ -268,6 +309,10 @@ func (UnimplementedConversationServiceHandler) UpdateConversation(context.Contex
 
 func (UnimplementedConversationServiceHandler) PostMessage(context.Context, *v1.PostMessageRequest) (*v1.PostMessageResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ConversationService.PostMessage is not implemented"))
+}
+
+func (UnimplementedConversationServiceHandler) DeleteConversation(context.Context, *v1.DeleteConversationRequest) (*v1.DeleteConversationResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.ConversationService.DeleteConversation is not implemented"))
 }
 
 func (UnimplementedConversationServiceHandler) WatchConversation(context.Context, *v1.WatchConversationRequest, *connect.ServerStream[v1.WatchConversationResponse]) error {
