@@ -330,5 +330,7 @@ func messageJSON(m *parleyv1.ConversationMessage) map[string]any {
 func (h *Handler) deleteConversation(w http.ResponseWriter, r *http.Request) error {
 	req := &parleyv1.DeleteConversationRequest{ConversationId: r.PathValue("id")}
 	return respond(h, w, r, req, h.convs.DeleteConversation, http.StatusOK,
-		func(*parleyv1.DeleteConversationResponse) any { return map[string]any{"id": req.GetConversationId(), "deleted": true} })
+		func(*parleyv1.DeleteConversationResponse) any {
+			return map[string]any{"id": req.GetConversationId(), "deleted": true}
+		})
 }
