@@ -1,5 +1,7 @@
 // Package usage sums an organization's chat turns, tokens and cost per day
-// and per agent, from the messages chat stores (the console's overview).
+// and per agent, from the messages chat stores and what deleted
+// conversations left in usage_deleted (the console's overview): deleting a
+// conversation or an agent does not change what a month cost.
 //
 // It reads only the caller's organization, in its tenant transaction.
 package usage

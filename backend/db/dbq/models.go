@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/pgvector/pgvector-go"
 )
 
@@ -274,6 +275,16 @@ type TextPosting struct {
 	Tfs          []int16
 	TitlePlaces  []int16
 	Lengths      []int32
+}
+
+type UsageDeleted struct {
+	OrgID     uuid.UUID
+	Day       pgtype.Date
+	AgentID   uuid.UUID
+	Turns     int64
+	Tokens    int64
+	Cost      float64
+	ToolCalls int64
 }
 
 type Webhook struct {

@@ -1,13 +1,24 @@
 -- name: UsageByDayAndAgent :many
 -- Chat turns (one assistant message each), tokens, cost and tool calls per UTC day and
 -- agent since a time.
-SELECT (m.created_at AT TIME ZONE 'UTC')::date AS day, c.agent_id,
-       count(*)::bigint AS turns,
-       coalesce(sum(coalesce(m.prompt_tokens, 0) + coalesce(m.completion_tokens, 0)), 0)::bigint AS tokens,
-       coalesce(sum(m.cost), 0)::float8 AS cost,
-       coalesce(sum(jsonb_array_length(m.tool_calls)), 0)::bigint AS tool_calls
-FROM messages m
-JOIN conversations c ON c.org_id = m.org_id AND c.id = m.conversation_id
-WHERE m.org_id = sqlc.arg(org_id) AND m.role = 'assistant' AND m.created_at >= sqlc.arg(since)
+-- The answers still stored, and those of conversations deleted since
+-- (usage_deleted, migration 00024).
+SELECT day, agent_id, sum(turns)::bigint AS turns, sum(tokens)::bigint AS tokens,
+       sum(cost)::float8 AS cost, sum(tool_calls)::bigint AS tool_calls
+FROM (
+  SELECT (m.created_at AT TIME ZONE 'UTC')::date AS day, c.agent_id,
+         count(*)::bigint AS turns,
+         coalesce(sum(coalesce(m.prompt_tokens, 0) + coalesce(m.completion_tokens, 0)), 0)::bigint AS tokens,
+         coalesce(sum(m.cost), 0)::float8 AS cost,
+         coalesce(sum(jsonb_array_length(m.tool_calls)), 0)::bigint AS tool_calls
+  FROM messages m
+  JOIN conversations c ON c.org_id = m.org_id AND c.id = m.conversation_id
+  WHERE m.org_id = sqlc.arg(org_id) AND m.role = 'assistant' AND m.created_at >= sqlc.arg(since)
+  GROUP BY 1, 2
+  UNION ALL
+  SELECT d.day, d.agent_id, d.turns, d.tokens, d.cost, d.tool_calls
+  FROM usage_deleted d
+  WHERE d.org_id = sqlc.arg(org_id) AND d.day >= (sqlc.arg(since)::timestamptz AT TIME ZONE 'UTC')::date
+) u
 GROUP BY 1, 2
 ORDER BY 1, 2;
