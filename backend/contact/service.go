@@ -82,13 +82,9 @@ func (s *Service) ListContacts(ctx context.Context, req *parleyv1.ListContactsRe
 // conversations' ids. Another organization's contact is Forbidden, as for
 // every resource of the API (db.Missing); an unknown id is NotFound.
 func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactRequest) (*parleyv1.GetContactResponse, error) {
-	p, err := auth.FromContext(ctx)
+	p, id, err := caller(ctx, req.GetId())
 	if err != nil {
 		return nil, err
-	}
-	id, err := uuid.Parse(req.GetId())
-	if err != nil {
-		return nil, apperr.New(apperr.NotFound, "contact %q not found", req.GetId())
 	}
 	out := &parleyv1.GetContactResponse{ConversationIds: []string{}}
 	// SECURITY: the contact and its conversations are read by the
@@ -118,13 +114,9 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 // conversations stay, unlinked. Another organization's contact is
 // Forbidden and an unknown id NotFound, as for GetContact.
 func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContactRequest) (*parleyv1.DeleteContactResponse, error) {
-	p, err := auth.FromContext(ctx)
+	p, id, err := caller(ctx, req.GetId())
 	if err != nil {
 		return nil, err
-	}
-	id, err := uuid.Parse(req.GetId())
-	if err != nil {
-		return nil, apperr.New(apperr.NotFound, "contact %q not found", req.GetId())
 	}
 	// SECURITY: the principal's organization (tenant transaction and
 	// explicit org_id).
@@ -139,6 +131,20 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		return nil, err
 	}
 	return &parleyv1.DeleteContactResponse{}, nil
+}
+
+// caller is the request's principal and the contact id it names; an id
+// that is not a UUID is NotFound (no contact has it).
+func caller(ctx context.Context, raw string) (*auth.Principal, uuid.UUID, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, uuid.Nil, err
+	}
+	id, err := uuid.Parse(raw)
+	if err != nil {
+		return nil, uuid.Nil, apperr.New(apperr.NotFound, "contact %q not found", raw)
+	}
+	return p, id, nil
 }
 
 // Record is a stored contact as the API shows it.
