@@ -160,7 +160,8 @@ func FromRequest(c *parleyv1.Contact) (f Fields, ok bool, err error) {
 // creating the same contact at once both end with it: the second finds it.
 // So do two giving one email at once, one to a new contact and one to a
 // contact without an email (found by phone number or as the conversation's):
-// the second finds the first's.
+// the second finds the first's. A contact deleted between its read and its
+// update is looked for again, and made anew when none is left.
 func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid.UUID) (id uuid.UUID, created bool, err error) {
 	q := dbq.New(tx)
 	custom := f.CustomFields
@@ -183,12 +184,16 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 			if f.Unverified {
 				merge.Note = withUnapplied(f.Note, unapplied(*target, f))
 			}
+			var id uuid.UUID
 			if target.Email != nil || email == nil {
-				id, err := q.MergeContact(ctx, merge)
-				return id, false, tooMany(err)
+				id, err = q.MergeContact(ctx, merge)
+			} else {
+				id, err = mergeNewEmail(ctx, tx, merge)
 			}
-			id, err := mergeNewEmail(ctx, tx, merge)
-			if emailTaken(err) {
+			switch {
+			case errors.Is(err, pgx.ErrNoRows):
+				continue // deleted meanwhile (DeleteContact): find another, or make it anew
+			case emailTaken(err):
 				continue // given to another contact meanwhile: find it
 			}
 			return id, false, tooMany(err)

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -398,3 +399,72 @@ func TestCustomFieldsAreBounded(t *testing.T) {
 }
 
 func ptrTo(s string) *string { return &s }
+
+// A contact deleted while a merge is about to update it (found before the
+// deletion committed, updated after): the merge makes the contact anew, as
+// the same details given after a deletion do, not a 500. The email-giving
+// merge (a phone-only contact, through its savepoint) likewise.
+func TestMergeIntoAContactDeletedMeanwhile(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name      string
+		stored, f contact.Fields
+	}{
+		{"by email", contact.Fields{Email: "gone@example.com"}, contact.Fields{Email: "gone@example.com", FirstName: "G"}},
+		{"giving an email", contact.Fields{PhoneNumber: "+12025550199"}, contact.Fields{Email: "new@example.com", PhoneNumber: "+12025550199"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			x := setup(t)
+			old := x.merge(t, x.orgA, c.stored, nil)
+			// The deletion holds the row, not yet committed.
+			del, err := x.store.Pool.Begin(x.ctx)
+			require.NoError(t, err)
+			defer del.Rollback(x.ctx) //nolint:errcheck
+			_, err = del.Exec(x.ctx, "SELECT set_config('app.org_id', $1, true)", x.orgA.String())
+			require.NoError(t, err)
+			_, err = dbq.New(del).DeleteContact(x.ctx, dbq.DeleteContactParams{OrgID: x.orgA, ID: old})
+			require.NoError(t, err)
+
+			type result struct {
+				id      uuid.UUID
+				created bool
+				err     error
+			}
+			done := make(chan result, 1)
+			go func() {
+				f := c.f
+				if err := f.Normalize(); err != nil {
+					done <- result{err: err}
+					return
+				}
+				var r result
+				r.err = x.store.TenantTx(x.ctx, x.orgA, func(tx pgx.Tx, _ *dbq.Queries) error {
+					var err error
+					r.id, r.created, err = contact.Merge(x.ctx, tx, x.orgA, f, nil)
+					return err
+				})
+				done <- r
+			}()
+			// The merge found the contact and waits on its row.
+			require.Eventually(t, func() bool {
+				var waiting int
+				err := x.store.Pool.QueryRow(x.ctx, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'").Scan(&waiting)
+				return err == nil && waiting > 0
+			}, 10*time.Second, 10*time.Millisecond)
+			require.NoError(t, del.Commit(x.ctx))
+			r := <-done
+			require.NoError(t, r.err)
+			require.True(t, r.created, "made anew")
+			require.NotEqual(t, old, r.id)
+			require.Equal(t, deref(optional(c.f.Email)), deref(x.get(t, x.orgA, r.id).Email))
+		})
+	}
+}
+
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
