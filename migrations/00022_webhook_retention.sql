@@ -5,19 +5,28 @@
 -- days unless configured), then deleted with their attempts by a periodic
 -- job (backend/jobs, webhook.Prune) that works across organizations. The
 -- job's transaction names a cutoff in app.webhook_expired_before, and these
--- policies let it see and delete exactly the deliveries finished
--- (succeeded or failed) and created before that cutoff; a pending delivery
--- is never taken. Attempts go by the foreign key's cascade.
+-- policies let it see, lock and delete exactly the deliveries created
+-- before that cutoff and finished (succeeded or failed), or still pending
+-- two days after it (past every retry: a job lost or never run). It may
+-- update none (WITH CHECK false: the lock of SKIP LOCKED only). Attempts go
+-- by the foreign key's cascade.
+CREATE FUNCTION parley_webhook_expired(created_at timestamptz, status text) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+AS $$ SELECT created_at < nullif(current_setting('app.webhook_expired_before', true), '')::timestamptz
+          AND (status <> 'pending'
+               OR created_at < nullif(current_setting('app.webhook_expired_before', true), '')::timestamptz - interval '2 days') $$;
 CREATE POLICY expired_read ON webhook_deliveries FOR SELECT
-  USING (status <> 'pending'
-         AND created_at < nullif(current_setting('app.webhook_expired_before', true), '')::timestamptz);
+  USING (parley_webhook_expired(created_at, status));
+CREATE POLICY expired_lock ON webhook_deliveries FOR UPDATE
+  USING (parley_webhook_expired(created_at, status)) WITH CHECK (false);
 CREATE POLICY expired_delete ON webhook_deliveries FOR DELETE
-  USING (status <> 'pending'
-         AND created_at < nullif(current_setting('app.webhook_expired_before', true), '')::timestamptz);
+  USING (parley_webhook_expired(created_at, status));
 -- The sweep reads the oldest first, across organizations.
 CREATE INDEX webhook_deliveries_created ON webhook_deliveries (created_at);
 
 -- +goose Down
 DROP INDEX webhook_deliveries_created;
 DROP POLICY expired_delete ON webhook_deliveries;
+DROP POLICY expired_lock ON webhook_deliveries;
 DROP POLICY expired_read ON webhook_deliveries;
+DROP FUNCTION parley_webhook_expired(timestamptz, text);

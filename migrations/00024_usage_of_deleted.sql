@@ -37,6 +37,9 @@ BEGIN
   FROM messages m
   WHERE m.org_id = OLD.org_id AND m.conversation_id = OLD.id AND m.role = 'assistant'
   GROUP BY 2
+  -- Days in one order, so that two deletions of one agent's
+  -- conversations take its usage rows alike (no deadlock).
+  ORDER BY 2
   ON CONFLICT (org_id, day, agent_id) DO UPDATE SET
     turns = u.turns + EXCLUDED.turns, tokens = u.tokens + EXCLUDED.tokens,
     cost = u.cost + EXCLUDED.cost, tool_calls = u.tool_calls + EXCLUDED.tool_calls;

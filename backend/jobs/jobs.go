@@ -41,7 +41,8 @@ type Config struct {
 	// process that has one.
 	Webhooks *webhook.Deliverer
 	// WebhookRetention, when positive, deletes every hour the deliveries
-	// created longer ago than it (PruneWorker), through Store.
+	// created longer ago than it (PruneWorker), through Store; the
+	// process River elects leader schedules the job with its own.
 	WebhookRetention time.Duration
 	Store            *db.Store
 }
@@ -55,9 +56,11 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		if cfg.Webhooks != nil {
 			river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks})
 		}
-		if cfg.WebhookRetention > 0 && cfg.Store != nil {
-			river.AddWorker(workers, &PruneWorker{Store: cfg.Store, Retention: cfg.WebhookRetention})
-			rc.PeriodicJobs = []*river.PeriodicJob{prunePeriodically()}
+		if cfg.Store != nil {
+			river.AddWorker(workers, &PruneWorker{Store: cfg.Store})
+			if cfg.WebhookRetention > 0 {
+				rc.PeriodicJobs = []*river.PeriodicJob{prunePeriodically(cfg.WebhookRetention)}
+			}
 		}
 		rc.Workers = workers
 		n := cfg.MaxWorkers

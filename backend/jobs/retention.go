@@ -12,8 +12,12 @@ import (
 )
 
 // PruneArgs is the periodic job that deletes webhook deliveries older than
-// the retention period (webhook.Prune).
-type PruneArgs struct{}
+// the retention period (webhook.Prune). The retention travels with the
+// job, as River's leader (the process that schedules it) was configured,
+// so that whichever worker runs it prunes alike.
+type PruneArgs struct {
+	Retention time.Duration `json:"retention"`
+}
 
 // Kind implements river.JobArgs.
 func (PruneArgs) Kind() string { return "webhook_retention" }
@@ -28,11 +32,12 @@ func (PruneArgs) InsertOpts() river.InsertOpts {
 // River's leader).
 const pruneEvery = time.Hour
 
-// PruneWorker deletes the deliveries created more than Retention ago.
+// PruneWorker deletes the deliveries created more than the job's
+// Retention ago. Every process that runs jobs has it, so that the job is
+// never lost on a worker configured without retention.
 type PruneWorker struct {
 	river.WorkerDefaults[PruneArgs]
-	Store     *db.Store
-	Retention time.Duration
+	Store *db.Store
 	// now replaces time.Now in tests.
 	now func() time.Time
 }
@@ -42,21 +47,26 @@ type PruneWorker struct {
 func (w *PruneWorker) Timeout(*river.Job[PruneArgs]) time.Duration { return 5 * time.Minute }
 
 // Work implements river.Worker.
-func (w *PruneWorker) Work(ctx context.Context, _ *river.Job[PruneArgs]) error {
+func (w *PruneWorker) Work(ctx context.Context, job *river.Job[PruneArgs]) error {
+	keep := job.Args.Retention
+	if keep <= 0 {
+		return nil // kept for ever: nothing to delete
+	}
 	now := time.Now
 	if w.now != nil {
 		now = w.now
 	}
-	n, err := webhook.Prune(ctx, w.Store, now().Add(-w.Retention))
+	n, err := webhook.Prune(ctx, w.Store, now().Add(-keep))
 	if n > 0 {
-		slog.Info("webhook deliveries past their retention deleted", "deliveries", n, "retention", w.Retention.String())
+		slog.Info("webhook deliveries past their retention deleted", "deliveries", n, "retention", keep.String())
 	}
 	return err
 }
 
-// prunePeriodically is the retention job's schedule, when there is one.
-func prunePeriodically() *river.PeriodicJob {
+// prunePeriodically is the retention job's schedule for a retention of
+// keep.
+func prunePeriodically(keep time.Duration) *river.PeriodicJob {
 	return river.NewPeriodicJob(river.PeriodicInterval(pruneEvery),
-		func() (river.JobArgs, *river.InsertOpts) { return PruneArgs{}, nil },
+		func() (river.JobArgs, *river.InsertOpts) { return PruneArgs{Retention: keep}, nil },
 		&river.PeriodicJobOpts{RunOnStart: true})
 }

@@ -21,7 +21,8 @@ import (
 
 // Deliveries finished before the retention period are deleted with their
 // attempts, in every organization, by the periodic job a worker runs at
-// start; pending deliveries and newer ones stay, and a pruned delivery's
+// start; newer ones stay, and pending ones until two days past the cutoff
+// (their retries), and a pruned delivery's
 // id is then unknown (404), not another organization's (403).
 func TestRetentionDeletesExpiredDeliveries(t *testing.T) {
 	t.Parallel()
@@ -64,7 +65,8 @@ func TestRetentionDeletesExpiredDeliveries(t *testing.T) {
 	day := 24 * time.Hour
 	oldSucceeded := emit(f.org, "succeeded", 40*day)
 	oldFailed := emit(f.org, "failed", 31*day)
-	oldPending := emit(f.org, "pending", 40*day)
+	retrying := emit(f.org, "pending", 31*day) // within its retries of the cutoff: kept
+	stuck := emit(f.org, "pending", 33*day)    // past them (a job lost): its body goes
 	recent := emit(f.org, "succeeded", 10*day)
 	oldOfB := emit(orgB, "failed", 35*day)
 
@@ -78,7 +80,7 @@ func TestRetentionDeletesExpiredDeliveries(t *testing.T) {
 	var deliveries, hooks, attempts int
 	require.NoError(t, tx.QueryRow(ctx, `SELECT (SELECT count(*) FROM webhook_deliveries), (SELECT count(*) FROM webhooks),
 		(SELECT count(*) FROM webhook_attempts)`).Scan(&deliveries, &hooks, &attempts))
-	require.Equal(t, 3, deliveries)
+	require.Equal(t, 4, deliveries)
 	require.Zero(t, hooks)
 	require.Zero(t, attempts)
 	require.NoError(t, tx.Rollback(ctx))
@@ -102,14 +104,14 @@ func TestRetentionDeletesExpiredDeliveries(t *testing.T) {
 	}
 	require.Eventually(t, func() bool { return len(left(f.org, hookA.GetId())) == 2 && len(left(orgB, hookB.GetId())) == 0 },
 		20*time.Second, 100*time.Millisecond, "the job runs when the workers start")
-	require.Equal(t, map[uuid.UUID]bool{oldPending: true, recent: true}, left(f.org, hookA.GetId()))
+	require.Equal(t, map[uuid.UUID]bool{retrying: true, recent: true}, left(f.org, hookA.GetId()))
 
 	require.NoError(t, f.store.TenantTx(ctx, f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
 		return tx.QueryRow(ctx, "SELECT count(*) FROM webhook_attempts").Scan(&attempts)
 	}))
 	require.Equal(t, 2, attempts, "the pruned deliveries' attempts went with them")
 
-	for _, id := range []uuid.UUID{oldSucceeded, oldFailed} {
+	for _, id := range []uuid.UUID{oldSucceeded, oldFailed, stuck} {
 		_, err := f.svc.ReplayWebhookDelivery(f.ctx, &parleyv1.ReplayWebhookDeliveryRequest{WebhookId: hookA.GetId(), DeliveryId: id.String()})
 		require.Equal(t, apperr.NotFound, apperr.CodeOf(err), "a pruned delivery is unknown: %v", err)
 	}

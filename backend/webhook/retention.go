@@ -19,11 +19,12 @@ const DefaultRetention = 30 * 24 * time.Hour
 // short transactions rather than one long one.
 const pruneBatch = 1000
 
-// Prune deletes, in every organization, the deliveries finished
-// (succeeded or failed) that were created before before, with their
-// attempts, and returns how many. A pending delivery is never deleted.
-// It is the retention job's (backend/jobs), and stops between batches when
-// ctx ends.
+// Prune deletes, in every organization, the deliveries created before
+// before and finished (succeeded or failed), or still pending two days
+// after it (past every retry: a job lost, or never run), with their
+// attempts, and returns how many. Deliveries locked meanwhile (being sent,
+// or deleted with their endpoint) wait for the next run. It is the
+// retention job's (backend/jobs), and stops between batches when ctx ends.
 func Prune(ctx context.Context, store *db.Store, before time.Time) (int64, error) {
 	var total int64
 	for {

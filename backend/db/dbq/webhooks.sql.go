@@ -433,9 +433,11 @@ const pruneWebhookDeliveries = `-- name: PruneWebhookDeliveries :execrows
 DELETE FROM webhook_deliveries
 WHERE (org_id, id) IN (
   SELECT org_id, id FROM webhook_deliveries
-  WHERE status <> 'pending' AND created_at < $1::timestamptz
+  WHERE created_at < $1::timestamptz
+    AND (status <> 'pending' OR created_at < $1::timestamptz - interval '2 days')
   ORDER BY created_at
   LIMIT $2
+  FOR UPDATE SKIP LOCKED
 )
 `
 
@@ -446,8 +448,11 @@ type PruneWebhookDeliveriesParams struct {
 
 // Deletes up to max_rows of the oldest deliveries the transaction may see
 // as expired (db.Store.ExpiredDeliveries: the cutoff is in its scope and
-// in the expired_* policies), with their attempts by the cascade. The
-// cutoff is named here too, beside RLS.
+// in the expired_* policies, which the condition here repeats beside
+// RLS), with their attempts by the cascade. SKIP LOCKED: a delivery being
+// sent, or deleted with its endpoint, is left for the next run, so the
+// sweep never waits on, nor deadlocks with, an endpoint's deletion (whose
+// cascade takes them in another order).
 func (q *Queries) PruneWebhookDeliveries(ctx context.Context, arg PruneWebhookDeliveriesParams) (int64, error) {
 	result, err := q.db.Exec(ctx, pruneWebhookDeliveries, arg.Before, arg.MaxRows)
 	if err != nil {

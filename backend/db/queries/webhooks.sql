@@ -128,12 +128,17 @@ SELECT count(*) FROM webhooks WHERE org_id = sqlc.arg(org_id);
 -- name: PruneWebhookDeliveries :execrows
 -- Deletes up to max_rows of the oldest deliveries the transaction may see
 -- as expired (db.Store.ExpiredDeliveries: the cutoff is in its scope and
--- in the expired_* policies), with their attempts by the cascade. The
--- cutoff is named here too, beside RLS.
+-- in the expired_* policies, which the condition here repeats beside
+-- RLS), with their attempts by the cascade. SKIP LOCKED: a delivery being
+-- sent, or deleted with its endpoint, is left for the next run, so the
+-- sweep never waits on, nor deadlocks with, an endpoint's deletion (whose
+-- cascade takes them in another order).
 DELETE FROM webhook_deliveries
 WHERE (org_id, id) IN (
   SELECT org_id, id FROM webhook_deliveries
-  WHERE status <> 'pending' AND created_at < sqlc.arg(before)::timestamptz
+  WHERE created_at < sqlc.arg(before)::timestamptz
+    AND (status <> 'pending' OR created_at < sqlc.arg(before)::timestamptz - interval '2 days')
   ORDER BY created_at
   LIMIT sqlc.arg(max_rows)
+  FOR UPDATE SKIP LOCKED
 );
