@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -67,7 +68,13 @@ func floorStore(w http.ResponseWriter, r *http.Request, pool *pgxpool.Pool) (int
 // over HTTP (a kept connection), its answer relayed. At a low rate, what it
 // adds to the model called directly is the yardstick for what Parley adds:
 // one more hop and one durable commit, nothing else.
-func floorProxyHandler(pool *pgxpool.Pool, client *http.Client, modelURL string) http.Handler {
+//
+// With storeAnswer it is the promises floor: it also stores the answer
+// (a second INSERT, its commit not waiting for the disk, as Parley's)
+// before it replies, so it keeps both of Parley's promises (the question
+// durable before the model is called, the answer stored before the reply)
+// and nothing else: the least any service that keeps them adds.
+func floorProxyHandler(pool *pgxpool.Pool, client *http.Client, modelURL string, storeAnswer bool) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, ok := floorStore(w, r, pool); !ok {
 			return
@@ -93,7 +100,19 @@ func floorProxyHandler(pool *pgxpool.Pool, client *http.Client, modelURL string)
 			http.Error(w, `{"error":"model failed"}`, http.StatusBadGateway)
 			return
 		}
+		answer := completion.Choices[0].Message.Content
+		if storeAnswer {
+			b := &pgx.Batch{}
+			b.Queue("BEGIN")
+			b.Queue("SELECT set_config('synchronous_commit', 'off', true)")
+			b.Queue("INSERT INTO load_floor (conversation_id, query) VALUES ($1, $2)", "answer", answer)
+			b.Queue("COMMIT")
+			if err := pool.SendBatch(r.Context(), b).Close(); err != nil {
+				http.Error(w, `{"error":"insert failed"}`, http.StatusInternalServerError)
+				return
+			}
+		}
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(map[string]string{"answer": completion.Choices[0].Message.Content})
+		_ = json.NewEncoder(w).Encode(map[string]string{"answer": answer})
 	})
 }

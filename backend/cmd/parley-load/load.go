@@ -253,6 +253,10 @@ func (r *runner) floorProxy(ctx context.Context, n int64) (time.Time, error) {
 	return r.whole(ctx, r.env.floorProxyURL, fmt.Sprintf(`{"query":"Hello","conversationId":%q}`, r.conversation(n)))
 }
 
+func (r *runner) promises(ctx context.Context, n int64) (time.Time, error) {
+	return r.whole(ctx, r.env.promisesURL, fmt.Sprintf(`{"query":"Hello","conversationId":%q}`, r.conversation(n)))
+}
+
 func (r *runner) chatURL() string {
 	return r.env.parleyURL + "/api/v2/agent/" + r.env.agentID + "/chat"
 }

@@ -77,7 +77,7 @@ func TestFloorProxy(t *testing.T) {
 	model := &fakeopenai.Model{Tokens: []string{"Hello", " there."}}
 	modelSrv := httptest.NewServer(model)
 	t.Cleanup(modelSrv.Close)
-	srv := httptest.NewServer(floorProxyHandler(pool, http.DefaultClient, modelSrv.URL))
+	srv := httptest.NewServer(floorProxyHandler(pool, http.DefaultClient, modelSrv.URL, false))
 	t.Cleanup(srv.Close)
 	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"query":"p","conversationId":"c9"}`))
 	require.NoError(t, err)
@@ -125,4 +125,28 @@ func TestCPU(t *testing.T) {
 	require.GreaterOrEqual(t, after.parley-before.parley, 100*time.Millisecond, "the spin is counted")
 	p, _ := perRequest(before, after, 10)
 	require.Equal(t, (after.parley-before.parley)/10, p)
+}
+
+// The promises floor stores the question, asks the model, stores the
+// answer, then replies: both rows are there when the reply comes.
+func TestPromisesFloor(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, err := floorPool(ctx, dbtest.New(t), 2)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	modelSrv := httptest.NewServer(&fakeopenai.Model{Tokens: []string{"Stored", " too."}})
+	t.Cleanup(modelSrv.Close)
+	srv := httptest.NewServer(floorProxyHandler(pool, http.DefaultClient, modelSrv.URL, true))
+	t.Cleanup(srv.Close)
+	resp, err := http.Post(srv.URL, "application/json", strings.NewReader(`{"query":"kept","conversationId":"p1"}`))
+	require.NoError(t, err)
+	var got struct{ Answer string }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&got))
+	resp.Body.Close()
+	require.Equal(t, 200, resp.StatusCode)
+	require.Equal(t, "Stored too.", got.Answer)
+	var n int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM load_floor WHERE query IN ('kept', 'Stored too.')").Scan(&n))
+	require.Equal(t, 2, n, "the question and the answer")
 }

@@ -121,8 +121,10 @@ func run(ctx context.Context, c config) error {
 	header()
 	od := r.open(ctx, "model direct", c.rate, r.modelJSON)
 	of := r.open(ctx, "floor proxy", c.rate, r.floorProxy)
+	oa := r.open(ctx, "promises floor", c.rate, r.promises)
 	op := r.open(ctx, "parley", c.rate, r.parleyJSON)
 	fmt.Printf("   added by the floor proxy (its INSERT, then the model): p50 %s  p95 %s  p99 %s\n", ms(of.p(50)-od.p(50)), ms(of.p(95)-od.p(95)), ms(of.p(99)-od.p(99)))
+	fmt.Printf("   added by the promises floor (and the answer's INSERT before the reply): p50 %s  p95 %s  p99 %s\n", ms(oa.p(50)-od.p(50)), ms(oa.p(95)-od.p(95)), ms(oa.p(99)-od.p(99)))
 	fmt.Printf("   added by parley: p50 %s  p95 %s  p99 %s\n\n", ms(op.p(50)-od.p(50)), ms(op.p(95)-od.p(95)), ms(op.p(99)-od.p(99)))
 
 	fmt.Printf("== SSE time to first token, %d streaming clients, %s each ==\n", c.ttftConc, c.duration)

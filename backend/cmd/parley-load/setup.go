@@ -41,8 +41,10 @@ type env struct {
 	fast     *fakeopenai.Model
 	modelURL string
 	floorURL string
-	// floorProxyURL is the floor's INSERT and then the model (floor.go).
+	// floorProxyURL is the floor's INSERT and then the model (floor.go);
+	// promisesURL also stores the answer before replying.
 	floorProxyURL string
+	promisesURL   string
 	floorPool     *pgxpool.Pool
 	servers       []*http.Server
 	client        *http.Client
@@ -80,7 +82,10 @@ func setUp(ctx context.Context, c config) (_ *env, err error) {
 	if e.floorURL, err = e.serve(floorHandler(e.floorPool)); err != nil {
 		return nil, err
 	}
-	if e.floorProxyURL, err = e.serve(floorProxyHandler(e.floorPool, e.client, e.modelURL)); err != nil {
+	if e.floorProxyURL, err = e.serve(floorProxyHandler(e.floorPool, e.client, e.modelURL, false)); err != nil {
+		return nil, err
+	}
+	if e.promisesURL, err = e.serve(floorProxyHandler(e.floorPool, e.client, e.modelURL, true)); err != nil {
 		return nil, err
 	}
 
