@@ -112,7 +112,10 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 
 // DeleteContact deletes one of the organization's contacts; its
 // conversations stay, unlinked. Another organization's contact is
-// Forbidden and an unknown id NotFound, as for GetContact.
+// Forbidden and an unknown id NotFound, as for GetContact. Unlinking takes
+// the conversations in another order than an agent's deletion does: the
+// two at once on the same conversations may deadlock, and Postgres then
+// refuses one, which the caller hears as 409 (retry), nothing changed.
 func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContactRequest) (*parleyv1.DeleteContactResponse, error) {
 	p, id, err := caller(ctx, req.GetId())
 	if err != nil {
