@@ -61,7 +61,7 @@ type ConversationServiceClient interface {
 	// GetConversation returns a conversation and its messages, oldest first.
 	GetConversation(context.Context, *v1.GetConversationRequest) (*v1.GetConversationResponse, error)
 	// UpdateConversation changes a conversation's status (admin scope) or
-	// rating (chat scope, or the conversation's visitor). Status
+	// rating (chat or admin scope, or the conversation's visitor). Status
 	// human_requested silences the model: the visitor's messages are stored
 	// and answered with the agent's handoff message until the status becomes
 	// resolved or unresolved again.
@@ -204,7 +204,7 @@ type ConversationServiceHandler interface {
 	// GetConversation returns a conversation and its messages, oldest first.
 	GetConversation(context.Context, *v1.GetConversationRequest) (*v1.GetConversationResponse, error)
 	// UpdateConversation changes a conversation's status (admin scope) or
-	// rating (chat scope, or the conversation's visitor). Status
+	// rating (chat or admin scope, or the conversation's visitor). Status
 	// human_requested silences the model: the visitor's messages are stored
 	// and answered with the agent's handoff message until the status becomes
 	// resolved or unresolved again.
