@@ -157,7 +157,7 @@ func (c *Console) removeMember(w http.ResponseWriter, r *http.Request) {
 	if len(keys) > 0 {
 		// Keys are the organization's and outlive their maker: say which
 		// still work, for the owner to revoke those that should not.
-		c.flash(ctx, fmt.Sprintf("The member was removed. API keys they made still work: %s. Revoke them on the API keys page if they should stop.", strings.Join(keys, ", ")))
+		c.flash(ctx, fmt.Sprintf("The member was removed. API keys they made (or that their keys made) still work: %s. Revoke them on the API keys page if they should stop.", strings.Join(keys, ", ")))
 	} else {
 		c.flash(ctx, "The member was removed.")
 	}

@@ -124,21 +124,26 @@ func testMembers(t *testing.T, e *env) {
 	require.Equal(t, "member not found", err.Error())
 
 	// Keys are the organization's and outlive their maker: the keys page
-	// says who made each, and removing a member names the keys it made
-	// that still work.
+	// says who made each, and removing a member names the keys that
+	// descend from it and still work.
 	admin := e.as(t, org.ID, member.Admin)
-	p = admin.post("/console/keys", url.Values{"name": {"deploy bot"}, "scopes": {"chat"}})
+	p = admin.post("/console/keys", url.Values{"name": {"deploy bot"}, "scopes": {"chat", "admin"}})
 	require.Equal(t, http.StatusCreated, p.Status, p.Body)
+	made := p.Text("[data-testid=secret]")
 	keys := owner.get("/console/keys")
 	var by []string
 	keys.Doc.Find("[data-testid=key-row]").Each(func(_ int, s *goquery.Selection) {
 		by = append(by, strings.TrimSpace(s.Find("td").First().Text())+" by "+strings.TrimSpace(s.Find("[data-testid=key-creator]").Text()))
 	})
 	require.Contains(t, by, "deploy bot by "+admin.Member.Email)
+	// A key that key made descends from the member too.
+	r := e.api(t, "POST", "/parley.v1.ApiKeyService/CreateApiKey", made, map[string]any{"name": "grandchild", "scopes": []string{"chat"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	p = owner.post("/console/members/"+admin.Member.ID.String()+"/remove", nil)
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	flash := owner.get("/console/members").Text("[data-testid=flash]")
-	require.Contains(t, flash, "API keys they made still work: deploy bot (")
+	require.Contains(t, flash, "still work: grandchild (")
+	require.Contains(t, flash, ", deploy bot (")
 }
 
 func testMembersEscaping(t *testing.T, e *env) {

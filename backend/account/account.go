@@ -69,7 +69,7 @@ func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRe
 		if expires, err = withinIssuer(p, orgPlan, keyPlan, req.GetScopes(), expires); err != nil {
 			return err
 		}
-		by, err := creator(ctx, q, p)
+		by, err := makerOf(ctx, q, p)
 		if err != nil {
 			return err
 		}
@@ -117,22 +117,32 @@ func withinIssuer(p *auth.Principal, orgPlan, keyPlan string, scopes []string, e
 // CommandLine is the maker of keys made by `parley admin`.
 const CommandLine = "parley admin"
 
-// creator is who the principal is as a key's maker (ApiKey.created_by):
-// the console member's email, or the issuing key's name.
-func creator(ctx context.Context, q *dbq.Queries, p *auth.Principal) (string, error) {
+// maker is who made a key: created_by (a member's email, "API key <name>
+// (<prefix>…)", CommandLine) and the member it descends from.
+type maker struct{ createdBy, member string }
+
+// commandLine is the maker of keys made by `parley admin`.
+var commandLine = maker{createdBy: CommandLine}
+
+// makerOf is the principal as a key's maker: the console member, or the
+// issuing key, whose member the new key inherits.
+func makerOf(ctx context.Context, q *dbq.Queries, p *auth.Principal) (maker, error) {
 	if !p.IsKey() {
-		return p.Member, nil
+		return maker{createdBy: p.Member, member: p.Member}, nil
 	}
-	name, err := q.APIKeyName(ctx, dbq.APIKeyNameParams{OrgID: p.OrgID, ID: p.KeyID})
+	k, err := q.APIKeyMaker(ctx, dbq.APIKeyMakerParams{OrgID: p.OrgID, ID: p.KeyID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return "", apperr.New(apperr.Unauthenticated, "this API key no longer exists")
+		return maker{}, apperr.New(apperr.Unauthenticated, "this API key no longer exists")
 	}
-	return "API key " + name, err
+	if err != nil {
+		return maker{}, err
+	}
+	return maker{createdBy: fmt.Sprintf("API key %s (%s…)", k.Name, k.DisplayPrefix), member: k.Member}, nil
 }
 
 // issue creates a key row and returns it with the key, which exists nowhere
 // else from then on.
-func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, keyPlan string, scopes []string, expires *time.Time, createdBy string) (dbq.ApiKey, string, error) {
+func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, keyPlan string, scopes []string, expires *time.Time, by maker) (dbq.ApiKey, string, error) {
 	// SECURITY: per-plan issuance: a key's plan is never above its organization's.
 	if !plan.AtMost(keyPlan, orgPlan) {
 		return dbq.ApiKey{}, "", apperr.New(apperr.FailedPrecondition,
@@ -149,7 +159,7 @@ func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, ke
 	h := key.Hash()
 	row, err := q.CreateAPIKey(ctx, dbq.CreateAPIKeyParams{
 		OrgID: org, ID: id, Name: name, KeyHash: h[:], DisplayPrefix: key.DisplayPrefix(),
-		Plan: keyPlan, Scopes: scopes, ExpiresAt: expires, CreatedBy: createdBy,
+		Plan: keyPlan, Scopes: scopes, ExpiresAt: expires, CreatedBy: by.createdBy, Member: by.member,
 	})
 	return row, key.String(), err
 }
@@ -296,7 +306,7 @@ func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgI
 			return err
 		}
 		_, key, err = issue(ctx, q, orgID, orgPlan, "bootstrap", orgPlan,
-			[]string{string(auth.ScopeAdmin), string(auth.ScopeChat)}, nil, CommandLine)
+			[]string{string(auth.ScopeAdmin), string(auth.ScopeChat)}, nil, commandLine)
 		return err
 	})
 	return orgID, key, err
@@ -326,7 +336,7 @@ func CreateKey(ctx context.Context, store *db.Store, org uuid.UUID, name, keyPla
 		if len(scopes) == 0 {
 			return apperr.InvalidField("scopes", "name at least one scope")
 		}
-		_, secret, err = issue(ctx, q, org, orgPlan, name, keyPlan, scopes, nil, CommandLine)
+		_, secret, err = issue(ctx, q, org, orgPlan, name, keyPlan, scopes, nil, commandLine)
 		return err
 	})
 	return secret, err

@@ -478,9 +478,9 @@ func (s *Service) SetRole(ctx context.Context, by *Member, id uuid.UUID, role Ro
 }
 
 // Remove removes a member; never the last owner. keys are the API keys
-// the member made that still work: they belong to the organization and
-// go on working, so the owner is told of them (to revoke those that
-// should not).
+// that descend from the member (made by it, or by its keys) and still
+// work: they belong to the organization and go on working, so the owner
+// is told of them (to revoke those that should not).
 func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []string, err error) {
 	// SECURITY: only owners manage members.
 	if !by.Can(Owner) {
@@ -505,7 +505,7 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []
 		if err := q.DeleteSigninLinksFor(ctx, dbq.DeleteSigninLinksForParams{OrgID: by.OrgID, Email: target.Email}); err != nil {
 			return err
 		}
-		made, err := q.ActiveKeysCreatedBy(ctx, dbq.ActiveKeysCreatedByParams{OrgID: by.OrgID, CreatedBy: target.Email})
+		made, err := q.ActiveKeysOfMember(ctx, dbq.ActiveKeysOfMemberParams{OrgID: by.OrgID, Member: target.Email})
 		if err != nil {
 			return err
 		}

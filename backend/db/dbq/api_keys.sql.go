@@ -12,34 +12,60 @@ import (
 	"github.com/google/uuid"
 )
 
-const activeKeysCreatedBy = `-- name: ActiveKeysCreatedBy :many
+const aPIKeyMaker = `-- name: APIKeyMaker :one
+SELECT name, display_prefix, member FROM api_keys
+WHERE org_id = $1 AND id = $2
+`
+
+type APIKeyMakerParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+type APIKeyMakerRow struct {
+	Name          string
+	DisplayPrefix string
+	Member        string
+}
+
+// What a key issuing another passes on: its name and prefix (the new
+// key's created_by) and the member it descends from.
+func (q *Queries) APIKeyMaker(ctx context.Context, arg APIKeyMakerParams) (APIKeyMakerRow, error) {
+	row := q.db.QueryRow(ctx, aPIKeyMaker, arg.OrgID, arg.ID)
+	var i APIKeyMakerRow
+	err := row.Scan(&i.Name, &i.DisplayPrefix, &i.Member)
+	return i, err
+}
+
+const activeKeysOfMember = `-- name: ActiveKeysOfMember :many
 SELECT name, display_prefix FROM api_keys
-WHERE org_id = $1 AND created_by = $2
+WHERE org_id = $1 AND member = $2
   AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 ORDER BY created_at DESC, id DESC
 `
 
-type ActiveKeysCreatedByParams struct {
-	OrgID     uuid.UUID
-	CreatedBy string
+type ActiveKeysOfMemberParams struct {
+	OrgID  uuid.UUID
+	Member string
 }
 
-type ActiveKeysCreatedByRow struct {
+type ActiveKeysOfMemberRow struct {
 	Name          string
 	DisplayPrefix string
 }
 
-// The keys a member made that still work: what an owner removing the
-// member is told of.
-func (q *Queries) ActiveKeysCreatedBy(ctx context.Context, arg ActiveKeysCreatedByParams) ([]ActiveKeysCreatedByRow, error) {
-	rows, err := q.db.Query(ctx, activeKeysCreatedBy, arg.OrgID, arg.CreatedBy)
+// The keys that descend from a member (made by the member, or by one of
+// its keys, and so on) and still work: what an owner removing the member
+// is told of.
+func (q *Queries) ActiveKeysOfMember(ctx context.Context, arg ActiveKeysOfMemberParams) ([]ActiveKeysOfMemberRow, error) {
+	rows, err := q.db.Query(ctx, activeKeysOfMember, arg.OrgID, arg.Member)
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	var items []ActiveKeysCreatedByRow
+	var items []ActiveKeysOfMemberRow
 	for rows.Next() {
-		var i ActiveKeysCreatedByRow
+		var i ActiveKeysOfMemberRow
 		if err := rows.Scan(&i.Name, &i.DisplayPrefix); err != nil {
 			return nil, err
 		}
@@ -66,10 +92,10 @@ func (q *Queries) CountLiveAdminKeys(ctx context.Context, orgID uuid.UUID) (int6
 }
 
 const createAPIKey = `-- name: CreateAPIKey :one
-INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at, created_by)
+INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at, created_by, member)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7, $8, $9)
-RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by
+        $6, $7, $8, $9, $10)
+RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by, member
 `
 
 type CreateAPIKeyParams struct {
@@ -82,6 +108,7 @@ type CreateAPIKeyParams struct {
 	Scopes        []string
 	ExpiresAt     *time.Time
 	CreatedBy     string
+	Member        string
 }
 
 func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (ApiKey, error) {
@@ -95,6 +122,7 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		arg.Scopes,
 		arg.ExpiresAt,
 		arg.CreatedBy,
+		arg.Member,
 	)
 	var i ApiKey
 	err := row.Scan(
@@ -110,6 +138,7 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 		&i.RevokedAt,
 		&i.LastUsedAt,
 		&i.CreatedBy,
+		&i.Member,
 	)
 	return i, err
 }
@@ -155,7 +184,7 @@ func (q *Queries) GetAPIKeyByHash(ctx context.Context, keyHash []byte) (GetAPIKe
 }
 
 const listAPIKeys = `-- name: ListAPIKeys :many
-SELECT org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by FROM api_keys
+SELECT org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by, member FROM api_keys
 WHERE org_id = $1
 ORDER BY created_at DESC, id DESC
 `
@@ -182,6 +211,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, orgID uuid.UUID) ([]ApiKey, e
 			&i.RevokedAt,
 			&i.LastUsedAt,
 			&i.CreatedBy,
+			&i.Member,
 		); err != nil {
 			return nil, err
 		}
@@ -196,7 +226,7 @@ func (q *Queries) ListAPIKeys(ctx context.Context, orgID uuid.UUID) ([]ApiKey, e
 const revokeAPIKey = `-- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE org_id = $1 AND id = $2
-RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by
+RETURNING org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by, member
 `
 
 type RevokeAPIKeyParams struct {
@@ -220,6 +250,7 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (Api
 		&i.RevokedAt,
 		&i.LastUsedAt,
 		&i.CreatedBy,
+		&i.Member,
 	)
 	return i, err
 }

@@ -49,6 +49,7 @@ type ApiKey struct {
 	RevokedAt     *time.Time
 	LastUsedAt    *time.Time
 	CreatedBy     string
+	Member        string
 }
 
 type Chunk struct {

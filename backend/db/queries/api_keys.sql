@@ -1,7 +1,7 @@
 -- name: CreateAPIKey :one
-INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at, created_by)
+INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at, created_by, member)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(key_hash), sqlc.arg(display_prefix),
-        sqlc.arg(plan), sqlc.arg(scopes), sqlc.narg(expires_at), sqlc.arg(created_by))
+        sqlc.arg(plan), sqlc.arg(scopes), sqlc.narg(expires_at), sqlc.arg(created_by), sqlc.arg(member))
 RETURNING *;
 
 -- name: GetAPIKeyByHash :one
@@ -38,10 +38,17 @@ SELECT count(*) FROM api_keys
 WHERE org_id = sqlc.arg(org_id) AND revoked_at IS NULL AND 'admin' = ANY(scopes)
   AND (expires_at IS NULL OR expires_at > now());
 
--- name: ActiveKeysCreatedBy :many
--- The keys a member made that still work: what an owner removing the
--- member is told of.
+-- name: ActiveKeysOfMember :many
+-- The keys that descend from a member (made by the member, or by one of
+-- its keys, and so on) and still work: what an owner removing the member
+-- is told of.
 SELECT name, display_prefix FROM api_keys
-WHERE org_id = sqlc.arg(org_id) AND created_by = sqlc.arg(created_by)
+WHERE org_id = sqlc.arg(org_id) AND member = sqlc.arg(member)
   AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 ORDER BY created_at DESC, id DESC;
+
+-- name: APIKeyMaker :one
+-- What a key issuing another passes on: its name and prefix (the new
+-- key's created_by) and the member it descends from.
+SELECT name, display_prefix, member FROM api_keys
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);

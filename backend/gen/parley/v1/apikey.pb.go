@@ -38,8 +38,9 @@ type ApiKey struct {
 	ExpireTime   *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=expire_time,json=expireTime,proto3" json:"expire_time,omitempty"`
 	LastUsedTime *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=last_used_time,json=lastUsedTime,proto3" json:"last_used_time,omitempty"`
 	RevokeTime   *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=revoke_time,json=revokeTime,proto3" json:"revoke_time,omitempty"`
-	// Who made the key: a console member's email, "API key <name>" for a key
-	// issued by another key, "parley admin" from the command line; empty for
+	// Who made the key: a console member's email, "API key <name>
+	// (<prefix>…)" for a key issued by another key, "parley admin" from the
+	// command line; empty for
 	// keys made before this was recorded. A key outlives its maker: revoke
 	// it when it should not.
 	CreatedBy     string `protobuf:"bytes,10,opt,name=created_by,json=createdBy,proto3" json:"created_by,omitempty"`
