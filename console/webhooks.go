@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/types/known/fieldmaskpb"
@@ -138,8 +139,11 @@ func (c *Console) webhookAction(do func(c *Console, r *http.Request, id string) 
 }
 
 func setWebhookEnabled(c *Console, r *http.Request, id string) (string, error) {
-	on := r.PostFormValue("enabled") == "true"
-	_, err := c.Webhooks.UpdateWebhook(r.Context(), &parleyv1.UpdateWebhookRequest{
+	on, err := strconv.ParseBool(r.PostFormValue("enabled"))
+	if err != nil {
+		return "", apperr.InvalidField("enabled", "true or false")
+	}
+	_, err = c.Webhooks.UpdateWebhook(r.Context(), &parleyv1.UpdateWebhookRequest{
 		Id: id, Enabled: &on, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"enabled"}},
 	})
 	if on {
@@ -192,11 +196,8 @@ func lastAnswer(d *parleyv1.WebhookDelivery) string {
 		return "not tried yet"
 	}
 	a := as[len(as)-1]
-	switch {
-	case a.GetError() != "" && a.GetStatusCode() == 0:
-		return a.GetError()
-	case a.GetError() != "":
-		return fmt.Sprintf("HTTP %d: %s", a.GetStatusCode(), a.GetError())
+	if a.GetError() != "" {
+		return a.GetError() // names the status when one came ("HTTP 500: ...")
 	}
 	return fmt.Sprintf("HTTP %d", a.GetStatusCode())
 }

@@ -66,6 +66,15 @@ func testWebhooks(t *testing.T, e *env) {
 	p = admin.get(show)
 	require.Equal(t, "paused", p.Text("[data-testid=webhook-state]"))
 	require.Contains(t, p.Text("[data-testid=flash]"), "paused")
+	// Paused: no test to send (refused if posted), and the value must be
+	// true or false.
+	require.Zero(t, p.Doc.Find("[data-testid=test-webhook]").Length())
+	p = admin.post(show+"/test", nil)
+	require.GreaterOrEqual(t, p.Status, 400, p.Body)
+	require.Less(t, p.Status, 500, p.Body)
+	require.Contains(t, p.Body, "paused")
+	require.Equal(t, http.StatusBadRequest, admin.post(show+"/enabled", url.Values{"enabled": {"maybe"}}).Status)
+	require.Equal(t, "paused", admin.get(show).Text("[data-testid=webhook-state]"))
 	require.Equal(t, http.StatusSeeOther, admin.post(show+"/enabled", url.Values{"enabled": {"true"}}).Status)
 	require.Equal(t, "active", admin.get(show).Text("[data-testid=webhook-state]"))
 

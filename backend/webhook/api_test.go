@@ -362,6 +362,22 @@ func TestWebhookServiceConnect(t *testing.T) {
 	_, err = client.CreateWebhook(ctx, &parleyv1.CreateWebhookRequest{Url: "https://203.0.113.7/hook"})
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 
+	// A paused endpoint is sent no test and no replay: refused, nothing
+	// written, rather than a delivery that fails at once.
+	id := created.GetWebhook().GetId()
+	sent, err := client.TestWebhook(ctx, &parleyv1.TestWebhookRequest{Id: id})
+	require.NoError(t, err)
+	off := false
+	_, err = client.UpdateWebhook(ctx, &parleyv1.UpdateWebhookRequest{Id: id, Enabled: &off, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"enabled"}}})
+	require.NoError(t, err)
+	_, err = client.TestWebhook(ctx, &parleyv1.TestWebhookRequest{Id: id})
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	require.ErrorContains(t, err, "paused")
+	_, err = client.ReplayWebhookDelivery(ctx, &parleyv1.ReplayWebhookDeliveryRequest{WebhookId: id, DeliveryId: sent.GetDelivery().GetId()})
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	ds, err := client.ListWebhookDeliveries(ctx, &parleyv1.ListWebhookDeliveriesRequest{WebhookId: id})
+	require.NoError(t, err)
+	require.Len(t, ds.GetDeliveries(), 1, "only the test sent while enabled")
 }
 
 // Without the secrets key no endpoint can be made: the secret could not be

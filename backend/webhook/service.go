@@ -259,6 +259,9 @@ func (s *Service) TestWebhook(ctx context.Context, req *parleyv1.TestWebhookRequ
 		if err != nil {
 			return err
 		}
+		if !w.Enabled {
+			return errPaused
+		}
 		body, err := s.Hooks.payload(Test, toProto(w))
 		if err != nil {
 			return err
@@ -276,6 +279,10 @@ func (s *Service) TestWebhook(ctx context.Context, req *parleyv1.TestWebhookRequ
 	}
 	return &parleyv1.TestWebhookResponse{Delivery: out}, nil
 }
+
+// errPaused refuses to send to a paused endpoint (a test, a replay): the
+// delivery would fail at once without a request.
+var errPaused = apperr.New(apperr.FailedPrecondition, "the endpoint is paused (enabled: false): resume it first")
 
 // ListWebhookDeliveries lists an endpoint's deliveries, newest first, with
 // their attempts.
@@ -329,8 +336,12 @@ func (s *Service) ReplayWebhookDelivery(ctx context.Context, req *parleyv1.Repla
 	}
 	var out *parleyv1.WebhookDelivery
 	err = s.withWebhook(ctx, req.GetWebhookId(), func(tx pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
-		if _, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id}); err != nil {
+		w, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id})
+		if err != nil {
 			return err
+		}
+		if !w.Enabled {
+			return errPaused
 		}
 		d, err := q.GetWebhookDelivery(ctx, dbq.GetWebhookDeliveryParams{OrgID: org, ID: deliveryID})
 		if errors.Is(err, pgx.ErrNoRows) {
