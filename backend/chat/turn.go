@@ -828,6 +828,20 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	if db.Duplicate(err, "messages_pkey") {
 		err = nil
 	}
+	if db.ForeignKeyViolation(err) {
+		// The conversation was deleted while the model answered: the answer
+		// has nowhere to go (the client hears NotFound), but what it cost
+		// is counted, as a deleted conversation's answers are.
+		kept := s.Store.TenantAsync(storeCtx, t.org, func(q *dbq.Queries) error {
+			return q.AddDeletedUsage(storeCtx, dbq.AddDeletedUsageParams{
+				OrgID: t.org, AgentID: t.a.Agent.ID, Tokens: usage.PromptTokens + usage.CompletionTokens,
+				Cost: cost, ToolCalls: int64(len(t.calls)),
+			})
+		})
+		if kept != nil {
+			slog.WarnContext(ctx, "the usage of an answer whose conversation was deleted is not counted", "err", kept)
+		}
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package usage_test
 import (
 	"context"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -75,4 +76,38 @@ func TestUsageOutlivesDeletions(t *testing.T) {
 	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM usage_deleted").Scan(&left))
 	require.Zero(t, left)
 	require.NoError(t, tx.Commit(ctx))
+}
+
+// A turn whose conversation is deleted while the model answers cannot store
+// its answer (404), but what the model was paid for is counted.
+func TestUsageOfAnAnswerWithNowhereToGo(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	entered, release := make(chan struct{}), make(chan struct{})
+	var once sync.Once
+	fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		once.Do(func() { close(entered) })
+		<-release
+		return testenv.FakeReply{Tokens: []string{"a late answer"}}
+	}
+	e := testenv.New(t, testenv.WithFakeModels(fake))
+	r := e.Do("POST", "/api/agents", e.A.Key, map[string]any{"name": "Slow", "instructions": "Answer.", "model": "gpt-4o-mini"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	done := make(chan testenv.Response, 1)
+	go func() {
+		done <- e.Do("POST", "/api/v2/agent/"+a.ID+"/chat", e.A.Key, map[string]any{"query": "hello", "conversationId": "doomed"})
+	}()
+	<-entered
+	r = e.Do("DELETE", "/api/v2/conversations/doomed", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	close(release)
+	r = <-done
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+
+	rep, err := usage.Of(context.Background(), e.App.Store, e.A.ID, time.Now())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, rep.Today.Turns, "the answer's turn is counted")
+	require.Positive(t, rep.Today.Tokens)
 }

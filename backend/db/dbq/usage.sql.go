@@ -13,6 +13,36 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
+const addDeletedUsage = `-- name: AddDeletedUsage :exec
+INSERT INTO usage_deleted AS u (org_id, day, agent_id, turns, tokens, cost, tool_calls)
+VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, 1,
+        $3, $4, $5)
+ON CONFLICT (org_id, day, agent_id) DO UPDATE SET
+  turns = u.turns + 1, tokens = u.tokens + EXCLUDED.tokens,
+  cost = u.cost + EXCLUDED.cost, tool_calls = u.tool_calls + EXCLUDED.tool_calls
+`
+
+type AddDeletedUsageParams struct {
+	OrgID     uuid.UUID
+	AgentID   uuid.UUID
+	Tokens    int64
+	Cost      float64
+	ToolCalls int64
+}
+
+// One turn's usage whose answer could not be stored, its conversation
+// deleted while the model answered: counted as a deleted conversation's.
+func (q *Queries) AddDeletedUsage(ctx context.Context, arg AddDeletedUsageParams) error {
+	_, err := q.db.Exec(ctx, addDeletedUsage,
+		arg.OrgID,
+		arg.AgentID,
+		arg.Tokens,
+		arg.Cost,
+		arg.ToolCalls,
+	)
+	return err
+}
+
 const usageByDayAndAgent = `-- name: UsageByDayAndAgent :many
 SELECT day, agent_id, sum(turns)::bigint AS turns, sum(tokens)::bigint AS tokens,
        sum(cost)::float8 AS cost, sum(tool_calls)::bigint AS tool_calls

@@ -22,3 +22,13 @@ FROM (
 ) u
 GROUP BY 1, 2
 ORDER BY 1, 2;
+
+-- name: AddDeletedUsage :exec
+-- One turn's usage whose answer could not be stored, its conversation
+-- deleted while the model answered: counted as a deleted conversation's.
+INSERT INTO usage_deleted AS u (org_id, day, agent_id, turns, tokens, cost, tool_calls)
+VALUES (sqlc.arg(org_id), (now() AT TIME ZONE 'UTC')::date, sqlc.arg(agent_id), 1,
+        sqlc.arg(tokens), sqlc.arg(cost), sqlc.arg(tool_calls))
+ON CONFLICT (org_id, day, agent_id) DO UPDATE SET
+  turns = u.turns + 1, tokens = u.tokens + EXCLUDED.tokens,
+  cost = u.cost + EXCLUDED.cost, tool_calls = u.tool_calls + EXCLUDED.tool_calls;
