@@ -118,3 +118,61 @@ func TestRetentionDeletesExpiredDeliveries(t *testing.T) {
 	_, err = f.svc.ReplayWebhookDelivery(ctxB, &parleyv1.ReplayWebhookDeliveryRequest{WebhookId: hookB.GetId(), DeliveryId: oldOfB.String()})
 	require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
 }
+
+// The sweep passes over a delivery another transaction holds (one being
+// sent, or deleted with its endpoint) rather than wait for it, and takes it
+// on a later run; a tenant transaction that also names a cutoff sees no
+// other organization's deliveries through the sweep's policies.
+func TestRetentionSkipsLockedDeliveries(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	ctx := context.Background()
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	f.create(t, rc.URL, webhook.FormSubmitted)
+	var ids []uuid.UUID
+	for range 2 {
+		require.NoError(t, f.emit(t, false))
+		require.NoError(t, f.store.TenantTx(ctx, f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+			var id uuid.UUID
+			err := tx.QueryRow(ctx, `UPDATE webhook_deliveries SET status = 'succeeded', created_at = now() - interval '40 days'
+				WHERE id = (SELECT id FROM webhook_deliveries ORDER BY id DESC LIMIT 1) RETURNING id`).Scan(&id)
+			ids = append(ids, id)
+			return err
+		}))
+	}
+	_, err := f.store.Pool.Exec(ctx, "DELETE FROM river_job WHERE kind = 'webhook_delivery'")
+	require.NoError(t, err)
+	cutoff := time.Now().Add(-30 * 24 * time.Hour)
+
+	// Another organization's transaction naming a cutoff sees nothing of A.
+	orgB, _, err := account.Bootstrap(ctx, f.store, "B", "pro")
+	require.NoError(t, err)
+	both, err := f.store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer both.Rollback(ctx) //nolint:errcheck
+	_, err = both.Exec(ctx, "SELECT set_config('app.org_id', $1, true), set_config('app.webhook_expired_before', $2, true)",
+		orgB.String(), cutoff.UTC().Format(time.RFC3339Nano))
+	require.NoError(t, err)
+	var seen int
+	require.NoError(t, both.QueryRow(ctx, "SELECT count(*) FROM webhook_deliveries").Scan(&seen))
+	require.Zero(t, seen)
+	require.NoError(t, both.Rollback(ctx))
+
+	held, err := f.store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer held.Rollback(ctx) //nolint:errcheck
+	_, err = held.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.org.String())
+	require.NoError(t, err)
+	_, err = held.Exec(ctx, "SELECT 1 FROM webhook_deliveries WHERE id = $1 FOR UPDATE", ids[0])
+	require.NoError(t, err)
+
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := webhook.Prune(pctx, f.store, cutoff)
+	require.NoError(t, err, "the sweep waited on the held delivery")
+	require.EqualValues(t, 1, n)
+	require.NoError(t, held.Rollback(ctx))
+	n, err = webhook.Prune(ctx, f.store, cutoff)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n, "the held one, on the next run")
+}
