@@ -828,7 +828,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	if db.Duplicate(err, "messages_pkey") {
 		err = nil
 	}
-	if db.ForeignKeyViolation(err) {
+	if db.ForeignKeyViolation(err, "messages_org_id_conversation_id_fkey") {
 		// The conversation was deleted while the model answered: the answer
 		// has nowhere to go (the client hears NotFound), but what it cost
 		// is counted, as a deleted conversation's answers are.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -271,8 +272,10 @@ func queries(fn func(q *dbq.Queries) error) func(pgx.Tx, *dbq.Queries) error {
 var errNUL = apperr.New(apperr.Invalid, "a value holds a NUL character")
 
 // ForeignKeyViolation reports whether err is Postgres refusing a row whose
-// parent is gone (SQLSTATE 23503): a resource deleted since it was read.
-func ForeignKeyViolation(err error) bool {
+// parent is gone (SQLSTATE 23503): a resource deleted since it was read;
+// when constraints are named, by one of them.
+func ForeignKeyViolation(err error, constraints ...string) bool {
 	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23503"
+	return errors.As(err, &pgErr) && pgErr.Code == "23503" &&
+		(len(constraints) == 0 || slices.Contains(constraints, pgErr.ConstraintName))
 }
