@@ -105,3 +105,43 @@ func TestDeleteConversationRacesTurns(t *testing.T) {
 		}
 	}
 }
+
+// An agent and its conversations deleted at once: each conversation's
+// deletion takes the agent first, as the agent's does, so the two never
+// deadlock on the conversations or their kept usage (migration 00024);
+// a conversation's deletion either lands first or finds it gone (404).
+func TestDeleteConversationRacesDeleteAgent(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	for i := range 15 {
+		r := f.Do("POST", "/api/agents", f.A.Key, `{"name":"Doomed","instructions":"a","model":"gpt-4o-mini"}`)
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		var a struct{ ID string }
+		r.JSON(t, &a)
+		convs := []string{fmt.Sprintf("x-%d-a", i), fmt.Sprintf("x-%d-b", i), fmt.Sprintf("x-%d-c", i)}
+		for _, c := range convs {
+			f.chat(t, a.ID, f.A.Key, c, "", "hello")
+		}
+		reqs := [][2]string{{"DELETE", "/api/agents/" + a.ID}}
+		for _, c := range convs {
+			reqs = append(reqs, [2]string{"DELETE", "/api/v2/conversations/" + c})
+		}
+		resps := make([]testenv.Response, len(reqs))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for n, rq := range reqs {
+			wg.Go(func() {
+				<-start
+				resps[n] = f.Do(rq[0], rq[1], f.A.Key, nil)
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.Equal(t, 200, resps[0].Status, "iteration %d, the agent: %s", i, resps[0].Body)
+		for n := 1; n < len(resps); n++ {
+			if resps[n].Status != 200 {
+				require.Equal(t, 404, resps[n].Status, "iteration %d, conversation %d: %s", i, n, resps[n].Body)
+			}
+		}
+	}
+}
