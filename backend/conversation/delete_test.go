@@ -84,19 +84,7 @@ func TestDeleteConversationRacesTurns(t *testing.T) {
 		for range 2 {
 			reqs = append(reqs, [3]any{"POST", "/api/v2/agent/" + f.private + "/chat", map[string]any{"query": "more", "conversationId": conv}})
 		}
-		resps := make([]testenv.Response, len(reqs))
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for n, rq := range reqs {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				<-start
-				resps[n] = f.Do(rq[0].(string), rq[1].(string), f.A.Key, rq[2])
-			}()
-		}
-		close(start)
-		wg.Wait()
+		resps := f.concurrently(f.A.Key, reqs...)
 		require.Equal(t, 200, resps[0].Status, "iteration %d, the deletion: %s", i, resps[0].Body)
 		for n := 1; n < len(resps); n++ {
 			if resps[n].Status != 200 {
@@ -122,21 +110,11 @@ func TestDeleteConversationRacesDeleteAgent(t *testing.T) {
 		for _, c := range convs {
 			f.chat(t, a.ID, f.A.Key, c, "", "hello")
 		}
-		reqs := [][2]string{{"DELETE", "/api/agents/" + a.ID}}
+		reqs := [][3]any{{"DELETE", "/api/agents/" + a.ID, nil}}
 		for _, c := range convs {
-			reqs = append(reqs, [2]string{"DELETE", "/api/v2/conversations/" + c})
+			reqs = append(reqs, [3]any{"DELETE", "/api/v2/conversations/" + c, nil})
 		}
-		resps := make([]testenv.Response, len(reqs))
-		start := make(chan struct{})
-		var wg sync.WaitGroup
-		for n, rq := range reqs {
-			wg.Go(func() {
-				<-start
-				resps[n] = f.Do(rq[0], rq[1], f.A.Key, nil)
-			})
-		}
-		close(start)
-		wg.Wait()
+		resps := f.concurrently(f.A.Key, reqs...)
 		require.Equal(t, 200, resps[0].Status, "iteration %d, the agent: %s", i, resps[0].Body)
 		for n := 1; n < len(resps); n++ {
 			if resps[n].Status != 200 {
@@ -144,4 +122,21 @@ func TestDeleteConversationRacesDeleteAgent(t *testing.T) {
 			}
 		}
 	}
+}
+
+// concurrently sends the requests (method, path, body) with key at once,
+// after a barrier, and returns their responses in order.
+func (f *fixture) concurrently(key string, reqs ...[3]any) []testenv.Response {
+	resps := make([]testenv.Response, len(reqs))
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for n, rq := range reqs {
+		wg.Go(func() {
+			<-start
+			resps[n] = f.Do(rq[0].(string), rq[1].(string), key, rq[2])
+		})
+	}
+	close(start)
+	wg.Wait()
+	return resps
 }
