@@ -3,6 +3,7 @@ package console
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,14 +36,7 @@ type webhookForm struct {
 	Events           []string
 }
 
-func (f webhookForm) has(event string) bool {
-	for _, e := range f.Events {
-		if e == event {
-			return true
-		}
-	}
-	return false
-}
+func (f webhookForm) has(event string) bool { return slices.Contains(f.Events, event) }
 
 func (c *Console) webhooks(w http.ResponseWriter, r *http.Request) {
 	c.webhooksWith(w, r, http.StatusOK, webhooksView{})
