@@ -257,17 +257,15 @@ func (s *Service) SignInLink(ctx context.Context, org uuid.UUID, email string) (
 	}
 	var token string
 	err = s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
-		rows, err := q.ListMembers(ctx, org)
+		r, err := q.MemberOfOrgByEmail(ctx, dbq.MemberOfOrgByEmailParams{OrgID: org, Email: email})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return apperr.New(apperr.NotFound, "%s is not a member of this organization", email)
+		}
 		if err != nil {
 			return err
 		}
-		for _, r := range rows {
-			if r.Email == email {
-				token, err = s.link(ctx, q, org, "signin", email, Role(r.Role), nil, LinkTTL)
-				return err
-			}
-		}
-		return apperr.New(apperr.NotFound, "%s is not a member of this organization", email)
+		token, err = s.link(ctx, q, org, "signin", email, Role(r.Role), nil, LinkTTL)
+		return err
 	})
 	return token, err
 }
@@ -502,9 +500,6 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []
 		if err := q.WithdrawInvitesBy(ctx, dbq.WithdrawInvitesByParams{OrgID: by.OrgID, CreatedBy: id}); err != nil {
 			return err
 		}
-		if err := q.DeleteSigninLinksFor(ctx, dbq.DeleteSigninLinksForParams{OrgID: by.OrgID, Email: target.Email}); err != nil {
-			return err
-		}
 		made, err := q.ActiveKeysOfMember(ctx, dbq.ActiveKeysOfMemberParams{OrgID: by.OrgID, Member: target.Email})
 		if err != nil {
 			return err
@@ -512,8 +507,13 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []
 		for _, k := range made {
 			keys = append(keys, k.Name+" ("+k.DisplayPrefix+"…)")
 		}
-		_, err = q.DeleteMember(ctx, dbq.DeleteMemberParams{OrgID: by.OrgID, ID: id})
-		return err
+		if _, err = q.DeleteMember(ctx, dbq.DeleteMemberParams{OrgID: by.OrgID, ID: id}); err != nil {
+			return err
+		}
+		// After the member's deletion, which waits for a sign-in link
+		// being made for them at this moment (SignInLink locks their row):
+		// that link is deleted too, and any made later is refused.
+		return q.DeleteSigninLinksFor(ctx, dbq.DeleteSigninLinksForParams{OrgID: by.OrgID, Email: target.Email})
 	})
 	return keys, err
 }

@@ -2,8 +2,10 @@ package member_test
 
 import (
 	"context"
+	"crypto/sha256"
 	"runtime"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -111,4 +113,53 @@ func TestRemovedMembersSignInLinksDie(t *testing.T) {
 	m, err := s.FollowLink(ctx, fresh, "")
 	require.NoError(t, err, "a link made after works")
 	require.Equal(t, readmitted.ID, m.ID)
+}
+
+// A sign-in link made while its member is being removed dies with the
+// member: Remove deletes the member's links after the member, and the
+// member's deletion waits for the link's transaction (SignInLink locks the
+// member's row). The held transaction below is SignInLink's, stopped
+// between its read of the member and its commit.
+func TestSignInLinkMadeDuringRemovalDies(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
+	require.NoError(t, err)
+	s := &member.Service{Store: store}
+	owner, err := s.CreateOwner(ctx, org, "owner@example.com")
+	require.NoError(t, err)
+	invite, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Viewer)
+	require.NoError(t, err)
+	viewer, err := s.FollowLink(ctx, invite, "")
+	require.NoError(t, err)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	q := dbq.New(tx)
+	require.NoError(t, q.SetTenant(ctx, org.String()))
+	_, err = q.MemberOfOrgByEmail(ctx, dbq.MemberOfOrgByEmailParams{OrgID: org, Email: "viewer@example.com"})
+	require.NoError(t, err)
+
+	removed := make(chan error, 1)
+	go func() {
+		_, err := s.Remove(ctx, owner, viewer.ID)
+		removed <- err
+	}()
+	dbtest.WaitForLockWait(t, pool, "")
+	const token = "made-while-the-member-was-being-removed"
+	h := sha256.Sum256([]byte(token))
+	require.NoError(t, q.CreateMemberLink(ctx, dbq.CreateMemberLinkParams{OrgID: org, TokenHash: h[:], Purpose: "signin",
+		Email: "viewer@example.com", Role: string(member.Viewer), ExpiresAt: time.Now().Add(time.Hour)}))
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-removed)
+
+	again, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Admin)
+	require.NoError(t, err)
+	_, err = s.FollowLink(ctx, again, "")
+	require.NoError(t, err)
+	_, err = s.FollowLink(ctx, token, "")
+	require.Equal(t, apperr.Unauthenticated, apperr.CodeOf(err), "the link made during the removal signed in: %v", err)
 }

@@ -265,6 +265,35 @@ func (q *Queries) MemberByEmail(ctx context.Context, email string) (Member, erro
 	return i, err
 }
 
+const memberOfOrgByEmail = `-- name: MemberOfOrgByEmail :one
+SELECT org_id, id, email, role, password_hash, operator, created_at, last_sign_in_at, session_epoch FROM members WHERE org_id = $1 AND email = $2 FOR SHARE
+`
+
+type MemberOfOrgByEmailParams struct {
+	OrgID uuid.UUID
+	Email string
+}
+
+// The organization's member with this email, locked until the transaction
+// ends: SignInLink makes their link while Remove, which deletes the
+// member's links after the member, waits.
+func (q *Queries) MemberOfOrgByEmail(ctx context.Context, arg MemberOfOrgByEmailParams) (Member, error) {
+	row := q.db.QueryRow(ctx, memberOfOrgByEmail, arg.OrgID, arg.Email)
+	var i Member
+	err := row.Scan(
+		&i.OrgID,
+		&i.ID,
+		&i.Email,
+		&i.Role,
+		&i.PasswordHash,
+		&i.Operator,
+		&i.CreatedAt,
+		&i.LastSignInAt,
+		&i.SessionEpoch,
+	)
+	return i, err
+}
+
 const setLinkHash = `-- name: SetLinkHash :exec
 SELECT set_config('app.link_hash', $1::text, true)
 `

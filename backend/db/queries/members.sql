@@ -12,6 +12,12 @@ SELECT * FROM members WHERE email = sqlc.arg(email);
 -- name: GetMember :one
 SELECT * FROM members WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
+-- name: MemberOfOrgByEmail :one
+-- The organization's member with this email, locked until the transaction
+-- ends: SignInLink makes their link while Remove, which deletes the
+-- member's links after the member, waits.
+SELECT * FROM members WHERE org_id = sqlc.arg(org_id) AND email = sqlc.arg(email) FOR SHARE;
+
 -- name: ListMembers :many
 SELECT * FROM members WHERE org_id = sqlc.arg(org_id) ORDER BY created_at, id;
 
