@@ -1,15 +1,18 @@
 package form
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"math"
 	"regexp"
 	"regexp/syntax"
+	"time"
 
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/cache"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 )
 
@@ -87,7 +90,7 @@ func Compile(fields []*parleyv1.FormField) (*Schema, error) {
 		return nil, apperr.InvalidField("fields", "at most %d fields, not %d", MaxFields, len(fields))
 	}
 	s := &Schema{byName: make(map[string]int, len(fields))}
-	work := 0 // the patterns' MaxPatternWork so far
+	work, insts := 0, 0 // the patterns' MaxPatternWork and MaxPatternInstructions so far
 	for i, f := range fields {
 		at := fmt.Sprintf("fields[%d]", i)
 		if _, dup := s.byName[f.GetName()]; dup {
@@ -95,11 +98,16 @@ func Compile(fields []*parleyv1.FormField) (*Schema, error) {
 		}
 		cf := field{FormField: f, minLen: -1, maxLen: -1}
 		if p := f.GetPattern(); p != "" {
-			re, err := regexp.Compile(`^(?:` + p + `)$`)
+			n, err := patternSize(p)
 			if err != nil {
 				return nil, apperr.InvalidField(at+".pattern", "not a valid RE2 regular expression: %v", err)
 			}
-			cf.pattern, cf.patternSize = re, patternSize(p)
+			// SECURITY: compiling costs the program's size too, whatever
+			// the values: bounded before regexp compiles it.
+			if insts += n; insts > MaxPatternInstructions {
+				return nil, apperr.InvalidField(at+".pattern", "too complex for the form: its patterns compile to more than %d instructions (%d here; counted repetitions such as {500} multiply what they repeat)", MaxPatternInstructions, n)
+			}
+			cf.patternSize = n
 		}
 		switch t := f.GetType(); t {
 		case Text, Textarea, Email, Phone, URL:
@@ -140,17 +148,42 @@ func Compile(fields []*parleyv1.FormField) (*Schema, error) {
 				return nil, apperr.InvalidField(at, "min and max must be finite numbers")
 			}
 		}
-		if cf.pattern != nil {
+		if p := f.GetPattern(); p != "" {
 			// SECURITY: anyone may submit a published form; what its
-			// patterns cost to match is bounded when it is made.
-			if work += cf.patternSize * cf.maxLen; work > MaxPatternWork {
+			// patterns cost to match is bounded when it is made. A field
+			// counts at least one character (max 0 still runs the pattern
+			// on the empty value).
+			if work += cf.patternSize * max(cf.maxLen, 1); work > MaxPatternWork {
 				return nil, apperr.InvalidField(at+".pattern", "too complex for the form: its patterns' sizes (%d here) times their fields' longest values come to more than %d; simplify the pattern or lower max (counted repetitions such as {500} multiply what they repeat)", cf.patternSize, MaxPatternWork)
 			}
+			re, err := regexp.Compile(`^(?:` + p + `)$`)
+			if err != nil { // patternSize parsed it: not expected
+				return nil, apperr.InvalidField(at+".pattern", "not a valid RE2 regular expression: %v", err)
+			}
+			cf.pattern = re
 		}
 		s.byName[f.GetName()] = i
 		s.fields = append(s.fields, cf)
 	}
 	return s, nil
+}
+
+// schemas keeps compiled schemas by the SHA-256 of their stored fields. A
+// schema is a function of its fields alone, so an entry is never stale, and
+// one organization's form can share another's entry only by having the
+// same fields. Submissions then compile a form once per version of its
+// fields, not every time: anyone may submit a published form.
+var schemas = cache.New[[32]byte, *Schema](time.Hour, 1024)
+
+// StoredSchema is the Schema of fields stored by MarshalFields.
+func StoredSchema(stored []byte) (*Schema, error) {
+	return schemas.Get(sha256.Sum256(stored), func() (*Schema, error) {
+		fields, err := UnmarshalFields(stored)
+		if err != nil {
+			return nil, err
+		}
+		return Compile(fields)
+	})
 }
 
 func finite(f float64) bool { return !math.IsNaN(f) && !math.IsInf(f, 0) }
@@ -204,16 +237,90 @@ func UnmarshalFields(b []byte) ([]*parleyv1.FormField, error) {
 // the pattern, until its owner simplifies it.
 const MaxPatternWork = 2_000_000
 
+// MaxPatternInstructions bounds the instructions of a form's patterns'
+// compiled programs together. Compiling costs their size whatever the
+// value matched, and a form's schema is compiled when it is saved and
+// (unless cached) when it is submitted to: (.{1000}) sixty-two times over,
+// 434 characters, is 62,000 instructions, 75 ms and 18 MB to compile, and
+// fifty such fields on a form with max 0 passed MaxPatternWork. Usual
+// patterns are far within it: an email's (see MaxPatternWork) is 688, and
+// fifty of them 34,400.
+const MaxPatternInstructions = 50_000
+
 // patternSize is the instructions of p's compiled program, as regexp
-// compiles it (p compiled already, so it parses).
-func patternSize(p string) int {
+// compiles it, counted without compiling it (a large program costs its
+// size to compile, and it is only compiled once it fits), or the reason p
+// is not an RE2 expression.
+func patternSize(p string) (int, error) {
 	re, err := syntax.Parse(`^(?:`+p+`)$`, syntax.Perl)
 	if err != nil {
-		return 0
+		return 0, err
 	}
-	prog, err := syntax.Compile(re.Simplify())
-	if err != nil {
-		return 0
+	// The program's first two instructions: its failure and its match.
+	return 2 + instructions(re.Simplify(), map[*syntax.Regexp]size{}).insts, nil
+}
+
+// instructions counts what syntax.Compile makes of re, simplified, and
+// whether re matches the empty string (a star of such a thing compiles as
+// (x+)?, one instruction more). A simplified repetition's copies are one
+// shared subexpression, counted once (memo) and added for every use.
+func instructions(re *syntax.Regexp, memo map[*syntax.Regexp]size) size {
+	if n, ok := memo[re]; ok {
+		return n
 	}
-	return len(prog.Inst)
+	n := size{1, false} // a class, any character, a no-match
+	switch re.Op {
+	case syntax.OpEmptyMatch, syntax.OpBeginLine, syntax.OpEndLine, syntax.OpBeginText, syntax.OpEndText,
+		syntax.OpWordBoundary, syntax.OpNoWordBoundary:
+		n.nullable = true
+	case syntax.OpLiteral:
+		n.insts = max(len(re.Rune), 1)
+	case syntax.OpCapture, syntax.OpPlus:
+		sub := instructions(re.Sub[0], memo)
+		n = size{sub.insts + 1, sub.nullable}
+		if re.Op == syntax.OpCapture {
+			n.insts++
+		}
+	case syntax.OpQuest:
+		n = size{1 + instructions(re.Sub[0], memo).insts, true}
+	case syntax.OpStar:
+		sub := instructions(re.Sub[0], memo)
+		n = size{1 + sub.insts, true}
+		if sub.nullable {
+			n.insts++
+		}
+	case syntax.OpConcat:
+		n = size{0, true}
+		if len(re.Sub) == 0 {
+			n.insts = 1
+		}
+		for _, r := range re.Sub {
+			sub := instructions(r, memo)
+			n.insts += sub.insts
+			n.nullable = n.nullable && sub.nullable
+		}
+	case syntax.OpAlternate:
+		n = size{len(re.Sub) - 1, false}
+		for _, r := range re.Sub {
+			sub := instructions(r, memo)
+			n.insts += sub.insts
+			n.nullable = n.nullable || sub.nullable
+		}
+	case syntax.OpRepeat: // Simplify leaves none; as many as it would make
+		sub := instructions(re.Sub[0], memo)
+		k := re.Max
+		if k == -1 {
+			k = re.Min + 1
+		}
+		n = size{k*sub.insts + 1, re.Min == 0 || sub.nullable}
+	}
+	memo[re] = n
+	return n
+}
+
+// size is a subexpression's instructions, and whether it matches the
+// empty string.
+type size struct {
+	insts    int
+	nullable bool
 }

@@ -350,11 +350,7 @@ func (s *Service) Submit(ctx context.Context, c Caller, req *parleyv1.SubmitForm
 		if p == nil && !f.Published {
 			return notFound(req.GetFormId()) // unpublished meanwhile
 		}
-		fields, err := UnmarshalFields(f.Fields)
-		if err != nil {
-			return err
-		}
-		schema, err := Compile(fields)
+		schema, err := StoredSchema(f.Fields)
 		if err != nil {
 			return err
 		}

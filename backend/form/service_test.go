@@ -207,6 +207,9 @@ func TestFormDefinitionsAreChecked(t *testing.T) {
 			{Name: "b", Type: form.Textarea, Pattern: `[A-Z]{2}[0-9]{1,64}`},
 		}, "fields[1].pattern"},
 		{"length over the cap", []*parleyv1.FormField{{Name: "a", Type: form.Phone, Max: f64(17)}}, "fields[0].max"},
+		// Compiling costs the program's size, whatever max says.
+		{"patterns too large together, max 0", slowToCompile(50), "fields[0].pattern"},
+		{"pattern too large, max 0", []*parleyv1.FormField{{Name: "a", Type: form.Text, Max: f64(0), Pattern: `(?:` + strings.Repeat("a", 490) + `){1000}`}}, "fields[0].pattern"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			req := contactForm()
@@ -229,6 +232,16 @@ func TestFormDefinitionsAreChecked(t *testing.T) {
 	req.Fields = many[:50]
 	_, err = c.CreateForm(ctx, req)
 	require.NoError(t, err, "50 fields are allowed")
+}
+
+// slowToCompile is n text fields with max 0 and a pattern of 55,000
+// instructions each (about 25 ms to compile).
+func slowToCompile(n int) []*parleyv1.FormField {
+	fields := make([]*parleyv1.FormField, n)
+	for i := range fields {
+		fields[i] = &parleyv1.FormField{Name: fmt.Sprintf("f%d", i), Type: form.Text, Max: f64(0), Pattern: strings.Repeat(`(.{1000})`, 55)}
+	}
+	return fields
 }
 
 // Without a key: a published form's public view, and submissions with a
