@@ -165,9 +165,14 @@ func (c *Console) formsSave(w http.ResponseWriter, r *http.Request) {
 // the blank one, with room to spare.
 const builderRows = form.MaxFields + 10
 
-// builderFields reads the builder's field rows (field.<i>.<key>, i from 0).
-func builderFields(p url.Values) ([]*parleyv1.FormField, error) {
-	fields := []*parleyv1.FormField{}
+// builderFields reads the builder's field rows (field.<i>.<key>, i from 0),
+// every one of them even when a row is refused (the first refusal is the
+// error): the builder shown again keeps them all. Labels, patterns and
+// options are kept as typed (a pattern's spaces are part of it), as the
+// API keeps them, so that saving a form made through the API changes only
+// what was edited; only the options' line ends and blank lines go.
+func builderFields(p url.Values) (fields []*parleyv1.FormField, err error) {
+	fields = []*parleyv1.FormField{}
 	for i := range builderRows {
 		key := func(k string) string { return fmt.Sprintf("field.%d.%s", i, k) }
 		if _, ok := p[key("name")]; !ok {
@@ -178,25 +183,25 @@ func builderFields(p url.Values) ([]*parleyv1.FormField, error) {
 			continue
 		}
 		f := &parleyv1.FormField{
-			Name: name, Label: strings.TrimSpace(p.Get(key("label"))), Type: p.Get(key("type")),
-			Required: p.Get(key("required")) == "on", Pattern: strings.TrimSpace(p.Get(key("pattern"))),
+			Name: name, Label: p.Get(key("label")), Type: p.Get(key("type")),
+			Required: p.Get(key("required")) == "on", Pattern: p.Get(key("pattern")),
 			Options: []string{},
 		}
 		for _, o := range strings.Split(p.Get(key("options")), "\n") {
-			if o = strings.TrimSpace(o); o != "" {
+			if o = strings.TrimSuffix(o, "\r"); strings.TrimSpace(o) != "" {
 				f.Options = append(f.Options, o)
 			}
 		}
-		var err error
-		if f.Min, err = builderNumber(p.Get(key("min")), fmt.Sprintf("fields[%d].min", len(fields))); err != nil {
-			return fields, err
+		var bad error
+		if f.Min, bad = builderNumber(p.Get(key("min")), fmt.Sprintf("fields[%d].min", len(fields))); bad != nil && err == nil {
+			err = bad
 		}
-		if f.Max, err = builderNumber(p.Get(key("max")), fmt.Sprintf("fields[%d].max", len(fields))); err != nil {
-			return fields, err
+		if f.Max, bad = builderNumber(p.Get(key("max")), fmt.Sprintf("fields[%d].max", len(fields))); bad != nil && err == nil {
+			err = bad
 		}
 		fields = append(fields, f)
 	}
-	return fields, nil
+	return fields, err
 }
 
 // builderNumber reads a min or max box; blank is nil.

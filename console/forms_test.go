@@ -76,9 +76,14 @@ func testForms(t *testing.T, e *env) {
 	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
 	require.Contains(t, p.Text("[data-testid=error]"), "fields[1].pattern")
 	require.Equal(t, []string{"email", "code"}, fieldNames(p))
-	p = admin.post(builder, builderPost(name, false, map[string]string{"name": "n", "type": "number", "min": "ten"}))
+	p = admin.post(builder, builderPost(name, false,
+		map[string]string{"name": "a", "type": "text"},
+		map[string]string{"name": "n", "type": "number", "min": "ten"},
+		map[string]string{"name": "c", "type": "text"},
+	))
 	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
-	require.Contains(t, p.Text("[data-testid=error]"), "fields[0].min")
+	require.Contains(t, p.Text("[data-testid=error]"), "fields[1].min")
+	require.Equal(t, []string{"a", "n", "c"}, fieldNames(p), "the rows after a refused one are shown too")
 
 	// Fields added through the blank row, then one removed.
 	p = admin.post(builder, builderPost(name, true,
@@ -147,6 +152,27 @@ func testForms(t *testing.T, e *env) {
 	p = other.post(builder+"/delete", url.Values{})
 	require.Equal(t, http.StatusNotFound, p.Status)
 	require.NotContains(t, other.get("/console/forms").Body, id)
+
+	// A form made through the API, saved unchanged in the builder, keeps
+	// its fields as the API stored them (a pattern's spaces are part of it).
+	apiForm := apiID(t, e, "/api/forms", org.Key, map[string]any{"name": "Codes", "fields": []map[string]any{
+		{"name": "code", "type": "text", "label": " Code ", "pattern": " [a-z]+"},
+		{"name": "tier", "type": "select", "options": []string{" gold ", "silver"}},
+	}})
+	p = admin.get("/console/forms/" + apiForm)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	input := func(name string) string { return p.Doc.Find("[name='"+name+"']").AttrOr("value", "") }
+	require.Equal(t, " [a-z]+", input("field.0.pattern"))
+	p = admin.post("/console/forms/"+apiForm, builderPost("Codes", false,
+		map[string]string{"name": "code", "type": "text", "label": input("field.0.label"), "pattern": input("field.0.pattern")},
+		map[string]string{"name": "tier", "type": "select", "options": p.Doc.Find("textarea[name='field.1.options']").Text()},
+	))
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	r := e.api(t, "GET", "/api/forms/"+apiForm, org.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"label":" Code "`)
+	require.Contains(t, string(r.Body), `"pattern":" [a-z]+"`)
+	require.Contains(t, string(r.Body), `"options":[" gold ","silver"]`)
 
 	p = admin.post(builder+"/delete", url.Values{})
 	require.Equal(t, http.StatusSeeOther, p.Status)
