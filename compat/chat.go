@@ -130,9 +130,14 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 			errorFor(r, err)
 			return sse.Event("", []byte("[DONE]"))
 		}
-		// Failed before its first event (the provider refused, say): the
-		// client asked for a stream, so the error comes as one, with the
-		// error's status when the stream has not started yet.
+		if sse.Unstarted() {
+			// Failed before anything went out (a bad filter, the provider
+			// refused): the ordinary JSON error with its status (SPEC §7),
+			// which a client reads as it reads any refused request.
+			return err
+		}
+		// The stream started (its waiting comment) while the turn ran: the
+		// status went out, so the error comes as an error event.
 		writeStreamError(sse, r, err, func(body errorBody) []byte {
 			data, _ := json.Marshal(map[string]any{"type": "error", "error": body.Error})
 			return fmt.Appendf(nil, "data: %s\n\ndata: [DONE]\n\n", data)

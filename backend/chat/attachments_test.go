@@ -3,6 +3,7 @@ package chat_test
 import (
 	"bytes"
 	"encoding/base64"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -200,16 +201,15 @@ func TestDocumentAttachments(t *testing.T) {
 	r := f.Do("GET", "/api/v2/agent/"+f.private+"/conversations", f.A.Key, nil)
 	require.NotContains(t, string(r.Body), `"bad"`, "nothing was stored")
 
-	// A stream answers the refusal as a stream, with the same status.
+	// A stream refused before anything went out gets the same JSON error.
 	resp := f.Post("/api/v2/agent/"+f.private+"/chat", bearer(f.A.Key),
 		`{"query":"q","conversationId":"bad-sse","streaming":true,"attachments":[`+att("/missing.txt")+`]}`)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusBadRequest, resp.StatusCode)
-	var all strings.Builder
-	for _, ev := range testenv.ReadSSE(t, resp.Body) {
-		all.WriteString(ev.Data)
-	}
-	require.Contains(t, all.String(), "attachments[0]")
+	var b struct{ Error struct{ Code, Field string } }
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&b))
+	require.Equal(t, "BAD_REQUEST", b.Error.Code)
+	require.Equal(t, "attachments[0]", b.Error.Field)
 }
 
 // Loopback is refused unless the operator opened it to attachments

@@ -463,24 +463,19 @@ func TestProviderFailures(t *testing.T) {
 	require.Equal(t, "UPSTREAM_ERROR", raw.Err(t).Error.Code)
 	require.NotContains(t, string(raw.Body), f.fake.URL)
 
-	// Before any token, a stream fails with the error's status and an SSE
-	// error event (a client that asked for a stream reads one).
+	// Before anything went out, a stream fails as any request does: the
+	// error's status and the JSON error body (SPEC §7).
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply { return testenv.FakeReply{Status: 429} }
 	failed := f.Post("/api/v2/agent/"+f.private+"/chat", bearer(f.A.Key), `{"query":"q","conversationId":"fail-2","streaming":true}`)
 	defer failed.Body.Close()
 	require.Equal(t, http.StatusServiceUnavailable, failed.StatusCode)
-	require.Equal(t, "text/event-stream", failed.Header.Get("Content-Type"))
-	evs := testenv.ReadSSE(t, failed.Body)
-	require.Len(t, evs, 2)
+	require.Equal(t, "application/json; charset=utf-8", failed.Header.Get("Content-Type"))
 	var first struct {
-		Type  string
 		Error struct{ Code, Message string }
 	}
-	require.NoError(t, json.Unmarshal([]byte(evs[0].Data), &first))
-	require.Equal(t, "error", first.Type)
+	require.NoError(t, json.NewDecoder(failed.Body).Decode(&first))
 	require.Equal(t, "UPSTREAM_UNAVAILABLE", first.Error.Code)
 	require.NotContains(t, first.Error.Message, f.fake.URL)
-	require.Equal(t, "[DONE]", evs[1].Data)
 
 	// After tokens went out: an error event, then [DONE]; the partial answer is stored as incomplete.
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
