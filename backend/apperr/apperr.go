@@ -44,7 +44,10 @@ const (
 	// wait list is full (or the wait took too long); nothing was done, and
 	// the same request sent after RetryAfter may get in.
 	Overloaded Code = "overloaded"
-	Internal   Code = "internal"
+	// MethodNotAllowed: the path is a route, served for other methods
+	// (REST; the reply's Allow header names them).
+	MethodNotAllowed Code = "method_not_allowed"
+	Internal         Code = "internal"
 )
 
 // Mapping is how one code appears on each transport.
@@ -69,6 +72,7 @@ var table = map[Code]Mapping{
 	Timeout:            {connect.CodeDeadlineExceeded, http.StatusGatewayTimeout, "UPSTREAM_TIMEOUT"},
 	ShuttingDown:       {connect.CodeUnavailable, http.StatusServiceUnavailable, "SHUTTING_DOWN"},
 	Overloaded:         {connect.CodeUnavailable, http.StatusServiceUnavailable, "OVERLOADED"},
+	MethodNotAllowed:   {connect.CodeUnimplemented, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
 	Internal:           {connect.CodeInternal, http.StatusInternalServerError, "INTERNAL_ERROR"},
 }
 

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -177,6 +178,25 @@ func (h LogHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
 // WithGroup implements slog.Handler.
 func (h LogHandler) WithGroup(name string) slog.Handler { return LogHandler{h.Handler.WithGroup(name)} }
 
-func notFoundRoute(r *http.Request) error {
-	return apperr.New(apperr.NotFound, "no route for %s %s", r.Method, r.URL.Path)
+// noRoute is the error for a request no route of mux serves (mux's "/"
+// pattern took it): 405 with an Allow header when the path is a route for
+// other methods (a client reading 404 would take the agent for gone), else
+// 404.
+func noRoute(mux *http.ServeMux, w http.ResponseWriter, r *http.Request) error {
+	var allow []string
+	for _, m := range []string{http.MethodGet, http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete} {
+		if m == r.Method {
+			continue
+		}
+		other := *r
+		other.Method = m
+		if _, pattern := mux.Handler(&other); pattern != "" && pattern != "/" {
+			allow = append(allow, m)
+		}
+	}
+	if len(allow) == 0 {
+		return apperr.New(apperr.NotFound, "no route for %s %s", r.Method, r.URL.Path)
+	}
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	return apperr.New(apperr.MethodNotAllowed, "%s %s: this path takes %s", r.Method, r.URL.Path, strings.Join(allow, ", "))
 }

@@ -382,7 +382,7 @@ func (a *App) routes() (http.Handler, error) {
 	})
 	mux.HandleFunc("GET /readyz", a.readyz)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		compat.WriteError(w, r, notFoundRoute(r))
+		compat.WriteError(w, r, noRoute(mux, w, r))
 	})
 	var h http.Handler = requestLog(withCORS(a.cfg.CORSOrigins, unknownRPC(mux)))
 	if telemetry.Enabled() {

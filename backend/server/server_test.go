@@ -129,6 +129,20 @@ func TestHealthAndReadiness(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.Status)
 	require.Equal(t, "NOT_FOUND", r.Err(t).Error.Code)
 	require.NotEmpty(t, r.Header.Get("X-Request-Id"))
+
+	// A route asked with a method it does not take is 405 naming those it
+	// does, not 404 (which a client reads as "no such agent").
+	agent := "0190a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b"
+	for _, c := range []struct{ method, path, allow string }{
+		{"GET", "/api/v2/agent/" + agent + "/chat", "POST"},
+		{"PATCH", "/api/agents/" + agent, "GET, PUT, DELETE"},
+		{"DELETE", "/v2/agent/" + agent + "/conversations", "GET"},
+	} {
+		r = e.Do(c.method, c.path, e.A.Key, nil)
+		require.Equal(t, http.StatusMethodNotAllowed, r.Status, "%s %s: %s", c.method, c.path, r.Body)
+		require.Equal(t, "METHOD_NOT_ALLOWED", r.Err(t).Error.Code)
+		require.Equal(t, c.allow, r.Header.Get("Allow"), "%s %s", c.method, c.path)
+	}
 }
 
 func TestReadinessWaitsForMigrations(t *testing.T) {
