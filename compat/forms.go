@@ -3,8 +3,6 @@ package compat
 import (
 	"encoding/json"
 	"errors"
-	"io"
-	"log/slog"
 	"net/http"
 	"strconv"
 	"strings"
@@ -306,20 +304,7 @@ func (h *Handler) listSubmissions(w http.ResponseWriter, r *http.Request) error 
 		if err := h.validate(req); err != nil {
 			return err
 		}
-		started := false
-		err := h.forms.ExportCSV(r.Context(), req.GetId(), func(id string) io.Writer {
-			started = true
-			w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-			w.Header().Set("Content-Disposition", `attachment; filename="form-`+id+`-submissions.csv"`)
-			w.WriteHeader(http.StatusOK)
-			return w
-		})
-		if err != nil && started {
-			// The status is sent: the export ends short, and says so in the log.
-			slog.ErrorContext(r.Context(), "form export cut short", "err", err, "form", req.GetId())
-			return nil
-		}
-		return err
+		return h.forms.ServeCSV(w, r, req.GetId())
 	default:
 		return apperr.InvalidField("format", "csv or json")
 	}

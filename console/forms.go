@@ -2,8 +2,6 @@ package console
 
 import (
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"net/http"
 	"net/url"
@@ -262,21 +260,9 @@ func (c *Console) formsSubmissions(w http.ResponseWriter, r *http.Request) {
 	render(w, r, status, formSubmissionsPage(viewOf(r.Context()), d))
 }
 
-// formsCSV downloads every submission of a form (form.Service.ExportCSV).
+// formsCSV downloads every submission of a form (form.Service.ServeCSV).
 func (c *Console) formsCSV(w http.ResponseWriter, r *http.Request) {
-	started := false
-	err := c.formsService().ExportCSV(r.Context(), r.PathValue("id"), func(id string) io.Writer {
-		started = true
-		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
-		w.Header().Set("Content-Disposition", `attachment; filename="form-`+id+`-submissions.csv"`)
-		w.WriteHeader(http.StatusOK)
-		return w
-	})
-	if err != nil {
-		if started {
-			slog.ErrorContext(r.Context(), "form export cut short", "err", err)
-			return
-		}
+	if err := c.formsService().ServeCSV(w, r, r.PathValue("id")); err != nil {
 		c.errorPage(w, r, err)
 	}
 }

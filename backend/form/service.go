@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -476,6 +478,29 @@ func (s *Service) ExportCSV(ctx context.Context, formID string, start func(id st
 		last := rows[len(rows)-1]
 		params.BeforeTime, params.BeforeID = ptr(last.CreatedAt), ptr(last.ID)
 	}
+}
+
+// ServeCSV answers an HTTP request with ExportCSV's spreadsheet of formID
+// as an attachment. An error is returned only while nothing was sent (the
+// caller answers it). One after the status went out aborts the response
+// (http.ErrAbortHandler): the client sees a broken download, never a
+// shorter file that looks complete.
+func (s *Service) ServeCSV(w http.ResponseWriter, r *http.Request, formID string) error {
+	started := false
+	err := s.ExportCSV(r.Context(), formID, func(id string) io.Writer {
+		started = true
+		w.Header().Set("Content-Type", "text/csv; charset=utf-8")
+		w.Header().Set("Content-Disposition", `attachment; filename="form-`+id+`-submissions.csv"`)
+		w.WriteHeader(http.StatusOK)
+		return w
+	})
+	if err != nil && started {
+		if r.Context().Err() == nil {
+			slog.ErrorContext(r.Context(), "form export cut short", "err", err, "form", formID)
+		}
+		panic(http.ErrAbortHandler)
+	}
+	return err
 }
 
 // withForm runs fn in the principal's tenant transaction for the form id.
