@@ -263,7 +263,7 @@ func (h *Handler) submitForm(w http.ResponseWriter, r *http.Request) error {
 
 // decodeSubmission reads a submission's body into the request.
 func decodeSubmission(w http.ResponseWriter, r *http.Request) (*parleyv1.SubmitFormRequest, error) {
-	body, err := wire.ReadBody(w, r)
+	body, err := wire.ReadBodyMax(w, r, wire.MaxMessageBytes)
 	if err != nil {
 		return nil, err
 	}

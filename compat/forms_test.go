@@ -12,6 +12,8 @@ import (
 
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/compat"
+	"github.com/parleyhq/parley/compat/wire"
 )
 
 type formField struct {
@@ -431,4 +433,33 @@ func TestPublicFormLimitsPerVisitorAndIP(t *testing.T) {
 	require.Equal(t, http.StatusCreated, submit(two.ID, "roamer", "203.0.113.7").StatusCode)
 	r = e.Do("POST", "/api/forms/"+one.ID, free.Key, `{"values":{"n":2}}`)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+}
+
+// A body larger than its route takes is 413 naming the body: 64 KiB for
+// management, 1 MiB for a form submission, whose values a form may let run
+// well past 64 KiB (ten textareas of 10,000 characters).
+func TestLargeBodies(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"x","instructions":"`+strings.Repeat("y", compat.MaxBodyBytes)+`"}`)
+	require.Equal(t, http.StatusRequestEntityTooLarge, r.Status, "%s", r.Body)
+	require.Equal(t, "PAYLOAD_TOO_LARGE", r.Err(t).Error.Code)
+	require.Equal(t, "body", r.Err(t).Error.Field)
+
+	fields := make([]string, 10)
+	for i := range fields {
+		fields[i] = fmt.Sprintf(`{"name":"t%d","type":"textarea"}`, i)
+	}
+	f := makeForm(t, e, e.A.Key, `{"name":"Long","fields":[`+strings.Join(fields, ",")+`]}`)
+	publish(t, e, e.A.Key, f.ID)
+	values := map[string]any{}
+	for i := range fields {
+		values[fmt.Sprintf("t%d", i)] = strings.Repeat("é", 10000)
+	}
+	r = e.Do("POST", "/api/forms/"+f.ID, "", map[string]any{"values": values, "visitorId": "v1"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+
+	r = e.Do("POST", "/api/forms/"+f.ID, "", `{"visitorId":"v1","values":{"t0":"`+strings.Repeat("y", wire.MaxMessageBytes)+`"}}`)
+	require.Equal(t, http.StatusRequestEntityTooLarge, r.Status, "%s", r.Body)
+	require.Equal(t, "body", r.Err(t).Error.Field)
 }

@@ -44,6 +44,9 @@ const (
 	// wait list is full (or the wait took too long); nothing was done, and
 	// the same request sent after RetryAfter may get in.
 	Overloaded Code = "overloaded"
+	// TooLarge: the request body is larger than its route takes. Connect
+	// says resource_exhausted, as connect-go does of an oversized message.
+	TooLarge Code = "too_large"
 	// MethodNotAllowed: the path is a route, served for other methods
 	// (REST; the reply's Allow header names them).
 	MethodNotAllowed Code = "method_not_allowed"
@@ -72,6 +75,7 @@ var table = map[Code]Mapping{
 	Timeout:            {connect.CodeDeadlineExceeded, http.StatusGatewayTimeout, "UPSTREAM_TIMEOUT"},
 	ShuttingDown:       {connect.CodeUnavailable, http.StatusServiceUnavailable, "SHUTTING_DOWN"},
 	Overloaded:         {connect.CodeUnavailable, http.StatusServiceUnavailable, "OVERLOADED"},
+	TooLarge:           {connect.CodeResourceExhausted, http.StatusRequestEntityTooLarge, "PAYLOAD_TOO_LARGE"},
 	MethodNotAllowed:   {connect.CodeUnimplemented, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED"},
 	Internal:           {connect.CodeInternal, http.StatusInternalServerError, "INTERNAL_ERROR"},
 }

@@ -61,8 +61,6 @@ import (
 // the elector, the producers and the completer share the rest (they batch).
 const jobsMaxConns = 4
 
-// maxMessageBytes bounds a Connect/gRPC request message.
-const maxMessageBytes = 1 << 20
 
 // App is a configured Parley instance: its handler and what it holds open.
 type App struct {
@@ -302,7 +300,7 @@ func (a *App) routes() (http.Handler, error) {
 	)
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
-		connect.WithReadMaxBytes(maxMessageBytes),
+		connect.WithReadMaxBytes(wire.MaxMessageBytes),
 		// Compressing replies of a few hundred bytes costs more CPU than
 		// it saves on the wire.
 		connect.WithCompressMinBytes(1 << 10),

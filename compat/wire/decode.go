@@ -17,10 +17,16 @@ import (
 
 // ReadBody reads at most MaxBodyBytes of a request body.
 func ReadBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	return ReadBodyMax(w, r, MaxBodyBytes)
+}
+
+// ReadBodyMax reads at most limit bytes of a request body; a larger one is
+// TooLarge (413) naming the field body.
+func ReadBodyMax(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var tooBig *http.MaxBytesError
 	if errors.As(err, &tooBig) {
-		return nil, apperr.InvalidField("body", "larger than the %d bytes allowed", MaxBodyBytes)
+		return nil, &apperr.Error{Code: apperr.TooLarge, Field: "body", Message: fmt.Sprintf("body: larger than the %d bytes allowed", limit)}
 	}
 	if err != nil {
 		return nil, apperr.InvalidField("body", "could not be read")
@@ -149,3 +155,8 @@ func describe(goType string) string {
 
 // MaxBodyBytes bounds a management request body (documented in openapi.json).
 const MaxBodyBytes = 64 << 10
+
+// MaxMessageBytes bounds a Connect or gRPC request message, and a REST
+// form submission, whose values a form may let run to 50 fields of 10,000
+// characters.
+const MaxMessageBytes = 1 << 20
