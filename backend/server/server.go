@@ -61,7 +61,6 @@ import (
 // the elector, the producers and the completer share the rest (they batch).
 const jobsMaxConns = 4
 
-
 // App is a configured Parley instance: its handler and what it holds open.
 type App struct {
 	cfg  Config
