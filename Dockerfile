@@ -14,6 +14,9 @@ FROM --platform=$BUILDPLATFORM golang:${GO_VERSION}-bookworm AS build
 WORKDIR /src
 ENV CGO_ENABLED=0 GOFLAGS=-trimpath
 COPY go.mod go.sum ./
+# go.mod replaces github.com/ledongthuc/pdf with ./third_party/pdf: without
+# its go.mod here, `go mod download` fails ("reading third_party/pdf/go.mod").
+COPY third_party/pdf/go.mod third_party/pdf/
 RUN --mount=type=cache,target=/go/pkg/mod \
     go mod download
 COPY . .

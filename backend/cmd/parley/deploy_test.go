@@ -177,6 +177,18 @@ func TestDockerfile(t *testing.T) {
 	require.Contains(t, final, `ENTRYPOINT ["/usr/local/bin/parley"]`)
 	require.Contains(t, final, "EXPOSE 8080")
 
+	// `go mod download` runs before the sources are copied: every module
+	// go.mod replaces with a directory has its go.mod copied before it
+	// (found by building the image with podman, scripts/image-local.sh).
+	gomod, err := os.ReadFile(filepath.Join(repoRoot, "go.mod"))
+	require.NoError(t, err)
+	download := regexp.MustCompile(`(?m)^\s+go mod download$`).FindStringIndex(df)
+	require.NotNil(t, download, "the builder downloads the modules in a step of its own")
+	for _, m := range regexp.MustCompile(`(?m)^replace \S+ => \./(\S+)$`).FindAllStringSubmatch(string(gomod), -1) {
+		at := strings.Index(df, "COPY "+m[1]+"/go.mod ")
+		require.True(t, at >= 0 && at < download[0], "the Dockerfile copies %s/go.mod before go mod download", m[1])
+	}
+
 	// The builder is given what the binary embeds (go:embed), and none of
 	// it is excluded by .dockerignore.
 	ignore, err := os.ReadFile(filepath.Join(repoRoot, ".dockerignore"))
