@@ -121,18 +121,9 @@ stand_ins() {
 }
 
 build() {
-	dockerfile="$REPO/Dockerfile"
-	# go.mod replaces github.com/ledongthuc/pdf with ./third_party/pdf, so
-	# `go mod download` needs that go.mod before `COPY . .`; until the
-	# Dockerfile copies it, build from a fixed copy.
-	if ! grep -q 'third_party' "$dockerfile"; then
-		log "the Dockerfile does not copy third_party/pdf/go.mod before go mod download: building from a fixed copy"
-		dockerfile="$WORK/Dockerfile"
-		sed 's|^COPY go.mod go.sum ./$|&\nCOPY third_party/pdf/go.mod third_party/pdf/|' "$REPO/Dockerfile" >"$dockerfile"
-	fi
 	log "podman build -t $IMAGE"
 	start=$(date +%s)
-	nice -n 10 podman build --pull=never -f "$dockerfile" \
+	nice -n 10 podman build --pull=never -f "$REPO/Dockerfile" \
 		--build-arg GOPROXY="$(go env GOPROXY 2>/dev/null || echo https://proxy.golang.org,direct)" \
 		-t "$IMAGE" "$REPO"
 	log "built $IMAGE in $(($(date +%s) - start))s, $(podman image inspect "$IMAGE" --format '{{.Size}}') bytes"
