@@ -34,7 +34,7 @@ func testSignInAndOut(t *testing.T, e *env) {
 	// A sign-in link: GET only asks, POST signs in, once.
 	ctx := context.Background()
 	org := e.Bootstrap("Links", "starter")
-	_, err := e.members.CreateOwner(ctx, org.ID, "links-owner@example.com")
+	linksOwner, err := e.members.CreateOwner(ctx, org.ID, "links-owner@example.com")
 	require.NoError(t, err)
 	token, err := e.members.SignInLink(ctx, org.ID, "links-owner@example.com")
 	require.NoError(t, err)
@@ -55,6 +55,22 @@ func testSignInAndOut(t *testing.T, e *env) {
 	require.Contains(t, p.Text("[data-testid=error]"), "invalid, used or expired")
 	p = again.post("/console/link", url.Values{"token": {"made-up"}})
 	require.Equal(t, http.StatusUnauthorized, p.Status)
+
+	// A lost password: a sign-in link's page sets a new one, and the old
+	// one no longer signs in.
+	require.NoError(t, e.members.ChangePassword(ctx, linksOwner, "", "the forgotten passphrase"))
+	token, err = e.members.SignInLink(ctx, org.ID, "links-owner@example.com")
+	require.NoError(t, err)
+	lost := e.anon(t)
+	p = lost.get("/console/link?token=" + token)
+	require.Equal(t, 1, p.Doc.Find("input[name=password]").Length(), "a sign-in link's page offers a new password")
+	p = lost.post("/console/link", url.Values{"token": {token}, "password": {"a brand new passphrase"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	require.Equal(t, http.StatusOK, lost.get("/console/").Status)
+	p = e.anon(t).post("/console/signin", url.Values{"email": {"links-owner@example.com"}, "password": {"the forgotten passphrase"}})
+	require.Equal(t, http.StatusUnauthorized, p.Status, "the old password still signs in")
+	p = e.anon(t).post("/console/signin", url.Values{"email": {"links-owner@example.com"}, "password": {"a brand new passphrase"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Text("[data-testid=error]"))
 
 	// Sign out ends the session on the server: the old cookie is dead.
 	cookies := c.http.Jar.Cookies(mustURL(t, e.URL))

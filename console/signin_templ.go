@@ -191,12 +191,17 @@ func linkPage(token string, invite bool, errMsg string) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			if invite {
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<input type=\"hidden\" name=\"invite\" value=\"1\"> <label for=\"password\">Password</label> <input id=\"password\" type=\"password\" name=\"password\" autocomplete=\"new-password\" minlength=\"12\">")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 14, "<input type=\"hidden\" name=\"invite\" value=\"1\"> <label for=\"password\">Password</label> ")
+				if templ_7745c5c3_Err != nil {
+					return templ_7745c5c3_Err
+				}
+			} else {
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, " <label for=\"password\">New password (optional: at least 12 characters; leave it empty to keep yours)</label> ")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
 			}
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "<p><button type=\"submit\" data-testid=\"continue\">Continue</button></p></form>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 16, "<input id=\"password\" type=\"password\" name=\"password\" autocomplete=\"new-password\" minlength=\"12\"><p><button type=\"submit\" data-testid=\"continue\">Continue</button></p></form>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

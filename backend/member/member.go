@@ -347,7 +347,8 @@ func (s *Service) link(ctx context.Context, q *dbq.Queries, org uuid.UUID, purpo
 var errBadLink = apperr.New(apperr.Unauthenticated, "this link is invalid, used or expired; ask for a new one")
 
 // FollowLink uses a sign-in link or an invitation once and returns the
-// member it signs in (created by an invitation, with password if given).
+// member it signs in: created by an invitation, with password if given;
+// found by a sign-in link, whose password, if given, replaces theirs.
 func (s *Service) FollowLink(ctx context.Context, token, password string) (*Member, error) {
 	if token == "" || len(token) > 100 {
 		return nil, errBadLink
@@ -407,18 +408,30 @@ func (s *Service) FollowLink(ctx context.Context, token, password string) (*Memb
 			}
 			m = fromRow(r)
 		} else {
-			rows, err := q.ListMembers(ctx, l.OrgID)
+			r, err := q.MemberOfOrgByEmail(ctx, dbq.MemberOfOrgByEmailParams{OrgID: l.OrgID, Email: l.Email})
+			if errors.Is(err, pgx.ErrNoRows) {
+				return errBadLink // the member was removed since
+			}
 			if err != nil {
 				return err
 			}
-			for _, r := range rows {
-				if r.Email == l.Email {
-					m = fromRow(r)
+			if password != "" {
+				// A sign-in link is how a member who lost their password
+				// gets back in (parley admin signin-link): it may set a new
+				// one, which ends their other sessions.
+				if err := CheckNewPassword(password); err != nil {
+					return err
 				}
+				ph, err := HashPassword(password)
+				if err != nil {
+					return err
+				}
+				if _, err := q.SetMemberPassword(ctx, dbq.SetMemberPasswordParams{OrgID: l.OrgID, ID: r.ID, PasswordHash: &ph}); err != nil {
+					return err
+				}
+				r.PasswordHash, r.SessionEpoch = &ph, r.SessionEpoch+1
 			}
-			if m == nil {
-				return errBadLink // the member was removed since
-			}
+			m = fromRow(r)
 		}
 		return q.TouchMemberSignIn(ctx, dbq.TouchMemberSignInParams{OrgID: l.OrgID, ID: m.ID})
 	})
@@ -426,21 +439,6 @@ func (s *Service) FollowLink(ctx context.Context, token, password string) (*Memb
 		return nil, err
 	}
 	return m, nil
-}
-
-// SetPassword sets m's own password.
-func (s *Service) SetPassword(ctx context.Context, m *Member, password string) error {
-	if err := CheckNewPassword(password); err != nil {
-		return err
-	}
-	h, err := HashPassword(password)
-	if err != nil {
-		return err
-	}
-	return s.Store.Tenant(ctx, m.OrgID, func(q *dbq.Queries) error {
-		_, err := q.SetMemberPassword(ctx, dbq.SetMemberPasswordParams{OrgID: m.OrgID, ID: m.ID, PasswordHash: &h})
-		return err
-	})
 }
 
 // SetRole changes a member's role. Only owners may, and an organization

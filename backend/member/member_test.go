@@ -47,7 +47,7 @@ func TestSignInPasswordAlwaysChecksAHash(t *testing.T) {
 	withPassword, err := s.CreateOwner(ctx, org, "ada@example.com")
 	require.NoError(t, err)
 	const password = "a long and rare passphrase"
-	require.NoError(t, s.SetPassword(ctx, withPassword, password))
+	require.NoError(t, s.ChangePassword(ctx, withPassword, "", password))
 	_, err = s.CreateOwner(ctx, org, "link@example.com")
 	require.NoError(t, err)
 	// An empty hash is no password either (Member.HasPassword).
@@ -162,4 +162,45 @@ func TestSignInLinkMadeDuringRemovalDies(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.FollowLink(ctx, token, "")
 	require.Equal(t, apperr.Unauthenticated, apperr.CodeOf(err), "the link made during the removal signed in: %v", err)
+}
+
+// A member who lost their password gets back in by a sign-in link (parley
+// admin signin-link), which may set a new one: the old one stops working
+// and their other sessions end (the epoch moves). A new password too short
+// leaves the link unspent.
+func TestSignInLinkSetsANewPassword(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
+	require.NoError(t, err)
+	s := &member.Service{Store: store}
+	m, err := s.CreateOwner(ctx, org, "ada@example.com")
+	require.NoError(t, err)
+	require.NoError(t, s.ChangePassword(ctx, m, "", "the one she forgot"))
+	before, err := s.Get(ctx, org, m.ID)
+	require.NoError(t, err)
+
+	link, err := s.SignInLink(ctx, org, "ada@example.com")
+	require.NoError(t, err)
+	_, err = s.FollowLink(ctx, link, "short")
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err), "%v", err)
+	back, err := s.FollowLink(ctx, link, "a new and longer passphrase")
+	require.NoError(t, err, "the refused password left the link unspent")
+	require.Equal(t, m.ID, back.ID)
+	require.Equal(t, before.SessionEpoch+1, back.SessionEpoch, "the member's other sessions end")
+
+	_, err = s.SignInPassword(ctx, "ada@example.com", "the one she forgot")
+	require.Equal(t, apperr.Unauthenticated, apperr.CodeOf(err))
+	_, err = s.SignInPassword(ctx, "ada@example.com", "a new and longer passphrase")
+	require.NoError(t, err)
+
+	// Without a password, a link signs in and changes nothing.
+	link, err = s.SignInLink(ctx, org, "ada@example.com")
+	require.NoError(t, err)
+	_, err = s.FollowLink(ctx, link, "")
+	require.NoError(t, err)
+	_, err = s.SignInPassword(ctx, "ada@example.com", "a new and longer passphrase")
+	require.NoError(t, err)
 }
