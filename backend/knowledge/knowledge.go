@@ -229,7 +229,7 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 	if len(pieces) == 0 {
 		return permanent("the document holds no text")
 	}
-	r := run{k: k, org: org, id: id, fingerprint: fingerprint(emb, pieces, owners)}
+	r := run{k: k, org: org, id: id, model: emb.Model(), fingerprint: fingerprint(emb, pieces, owners)}
 	err = r.start(ctx)
 	if err == nil {
 		err = r.write(ctx, src.DatastoreID, emb, pieces, owners)
@@ -285,8 +285,12 @@ type run struct {
 	k           *Knowledge
 	org, id     uuid.UUID
 	fingerprint string
-	gen         int32          // the generation it writes
-	written     map[int32]bool // places earlier attempts wrote
+	// model is the embedder the run embeds with, the datastore's when the
+	// run read its content: once the datastore names another, the run is
+	// superseded (the change queued a run with the new one).
+	model   string
+	gen     int32          // the generation it writes
+	written map[int32]bool // places earlier attempts wrote
 }
 
 // locked runs fn in a tenant transaction holding the datasource's row, if
@@ -324,6 +328,9 @@ func (k *Knowledge) emit(ctx context.Context, tx pgx.Tx, q *dbq.Queries, org, id
 // start begins the run, or resumes it where an earlier attempt stopped.
 func (r *run) start(ctx context.Context) error {
 	return r.locked(ctx, func(q *dbq.Queries, row dbq.LockDatasourceRow) error {
+		if row.EmbeddingModel != r.model {
+			return errGone // the datastore's embedder changed while the content was read
+		}
 		r.gen = row.Generation + 1
 		r.written = map[int32]bool{}
 		if row.IngestFingerprint == r.fingerprint {
@@ -341,9 +348,10 @@ func (r *run) start(ctx context.Context) error {
 	})
 }
 
-// owned is true while the datasource's row still names this run.
+// owned is true while the datasource's row still names this run, and its
+// datastore the run's embedder.
 func (r *run) owned(row dbq.LockDatasourceRow) bool {
-	return row.IngestFingerprint == r.fingerprint && row.Generation+1 == r.gen
+	return row.IngestFingerprint == r.fingerprint && row.Generation+1 == r.gen && row.EmbeddingModel == r.model
 }
 
 // write embeds and stores the pieces no earlier attempt wrote, a batch at a

@@ -697,12 +697,12 @@ func (q *Queries) ListDatastores(ctx context.Context, orgID uuid.UUID) ([]Datast
 
 const lockDatasource = `-- name: LockDatasource :one
 WITH store AS MATERIALIZED (
-  SELECT s.id FROM datasources k
+  SELECT s.id, s.embedding_model FROM datasources k
   JOIN datastores s ON s.org_id = k.org_id AND s.id = k.datastore_id
   WHERE k.org_id = $1 AND k.id = $2
   FOR KEY SHARE OF s
 )
-SELECT d.generation, d.ingest_fingerprint FROM datasources d
+SELECT d.generation, d.ingest_fingerprint, store.embedding_model FROM datasources d
 JOIN store ON store.id = d.datastore_id
 WHERE d.org_id = $1 AND d.id = $2
 FOR NO KEY UPDATE OF d
@@ -716,6 +716,7 @@ type LockDatasourceParams struct {
 type LockDatasourceRow struct {
 	Generation        int32
 	IngestFingerprint string
+	EmbeddingModel    string
 }
 
 // Every ingestion transaction that touches a datasource's chunks takes its
@@ -727,10 +728,12 @@ type LockDatasourceRow struct {
 // write datastore_text_stats and text_postings, whose inserts check the
 // datastore's key, and checked only then it waited for a deletion of the
 // datastore that waited for this datasource. No row when either is gone.
+// The datastore's embedder, as it is now, tells a run whether its vectors
+// are still the datastore's (a change of model queues a new run).
 func (q *Queries) LockDatasource(ctx context.Context, arg LockDatasourceParams) (LockDatasourceRow, error) {
 	row := q.db.QueryRow(ctx, lockDatasource, arg.OrgID, arg.ID)
 	var i LockDatasourceRow
-	err := row.Scan(&i.Generation, &i.IngestFingerprint)
+	err := row.Scan(&i.Generation, &i.IngestFingerprint, &i.EmbeddingModel)
 	return i, err
 }
 

@@ -74,13 +74,15 @@ DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(
 -- write datastore_text_stats and text_postings, whose inserts check the
 -- datastore's key, and checked only then it waited for a deletion of the
 -- datastore that waited for this datasource. No row when either is gone.
+-- The datastore's embedder, as it is now, tells a run whether its vectors
+-- are still the datastore's (a change of model queues a new run).
 WITH store AS MATERIALIZED (
-  SELECT s.id FROM datasources k
+  SELECT s.id, s.embedding_model FROM datasources k
   JOIN datastores s ON s.org_id = k.org_id AND s.id = k.datastore_id
   WHERE k.org_id = sqlc.arg(org_id) AND k.id = sqlc.arg(id)
   FOR KEY SHARE OF s
 )
-SELECT d.generation, d.ingest_fingerprint FROM datasources d
+SELECT d.generation, d.ingest_fingerprint, store.embedding_model FROM datasources d
 JOIN store ON store.id = d.datastore_id
 WHERE d.org_id = sqlc.arg(org_id) AND d.id = sqlc.arg(id)
 FOR NO KEY UPDATE OF d;
