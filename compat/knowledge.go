@@ -2,7 +2,6 @@ package compat
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"time"
@@ -139,9 +138,9 @@ func (h *Handler) createDatasource(w http.ResponseWriter, r *http.Request) error
 			return err
 		}
 	} else {
-		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, knowledge.MaxUploadBytes))
+		body, err := wire.ReadBodyMax(w, r, knowledge.MaxUploadBytes)
 		if err != nil {
-			return apperr.InvalidField("body", "larger than %d bytes", knowledge.MaxUploadBytes)
+			return err
 		}
 		var b struct {
 			Type      *string `json:"type"`

@@ -14,10 +14,13 @@ import (
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
@@ -127,6 +130,24 @@ func TestIngestionAtItsLimits(t *testing.T) {
 		require.NoError(t, f.App.Pool.QueryRow(context.Background(),
 			"SELECT attempt FROM river_job WHERE kind = 'ingest_datasource' AND args->>'datasource_id' = $1", up.ID).Scan(&attempts))
 		require.Equal(t, 1, attempts, "the document needed retries")
+	})
+
+	// Over Connect, in its JSON (the file in base64) or binary form, a file
+	// past the 1 MiB other services' messages are held to is taken as over
+	// REST (it was refused as resource_exhausted, a 429).
+	t.Run("a large file over Connect", func(t *testing.T) {
+		t.Parallel()
+		store := f.datastore(t, ent.Key, "Connect")
+		doc := bytes.Repeat([]byte("A paragraph of the handbook, in words a reader would use.\n\n"), (3<<20)/58)
+		for _, p := range []struct {
+			hc  *http.Client
+			opt connect.ClientOption
+		}{{http.DefaultClient, connect.WithProtoJSON()}, {testenv.H2C(), connect.WithGRPC()}} {
+			c := parleyv1connect.NewDatastoreServiceClient(p.hc, f.URL, p.opt, connect.WithInterceptors(testenv.Bearer(ent.Key)))
+			resp, err := c.CreateDatasource(context.Background(), &parleyv1.CreateDatasourceRequest{DatastoreId: store, Type: "file", File: doc, FileName: "handbook.txt"})
+			require.NoError(t, err)
+			require.NotEmpty(t, resp.GetDatasource().GetId())
+		}
 	})
 
 	// Deleting a datasource while it is being ingested or re-ingested never

@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"unicode/utf8"
@@ -14,13 +15,18 @@ import (
 // framing.
 const MaxUploadBytes = MaxFileBytes + 1<<20
 
+// MaxMessageBytes bounds a DatastoreService message over Connect or gRPC:
+// a file of MaxFileBytes as Connect's JSON carries it (base64, four bytes
+// for three) and room for the rest. Other services take wire.MaxMessageBytes.
+const MaxMessageBytes = (MaxFileBytes+2)/3*4 + 1<<20
+
 // maxNameBytes bounds the "name" field of an upload: 300 characters (the
 // schema's limit) of up to 4 bytes each.
 const maxNameBytes = 300 * 4
 
 // TooLargeError is an upload whose file is above MaxFileBytes. It unwraps
-// to an Invalid error naming the field "file" (the REST API's 400); the
-// console answers it with 413.
+// to a TooLarge error naming the field "file" (413), and carries the file's
+// name for the console's page.
 type TooLargeError struct {
 	// FileName is the uploaded file's name, when it was read before the
 	// limit was hit.
@@ -32,7 +38,8 @@ func (e *TooLargeError) Error() string { return e.err.Error() }
 func (e *TooLargeError) Unwrap() error { return e.err }
 
 func tooLarge(name string) error {
-	return &TooLargeError{FileName: name, err: apperr.InvalidField("file", "larger than the %d bytes allowed", MaxFileBytes)}
+	return &TooLargeError{FileName: name, err: &apperr.Error{Code: apperr.TooLarge, Field: "file",
+		Message: fmt.Sprintf("file: larger than the %d bytes allowed", MaxFileBytes)}}
 }
 
 // ReadUpload reads a multipart/form-data datasource upload into req, as the

@@ -100,8 +100,14 @@ func TestReadUpload(t *testing.T) {
 	var tl *TooLargeError
 	require.ErrorAs(t, err, &tl)
 	require.Equal(t, "big.txt", tl.FileName)
-	require.Equal(t, "file", fieldOf(err), "the REST API still sees an Invalid error naming file")
+	tooLarge := func(err error) string {
+		var e *apperr.Error
+		require.True(t, errors.As(err, &e), "%v is not an apperr", err)
+		require.Equal(t, apperr.TooLarge, e.Code, "413")
+		return e.Field
+	}
+	require.Equal(t, "file", tooLarge(err))
 	_, err = read(uploadRequest(t, [3]string{"name", "", "x"}, [3]string{"padding", "", strings.Repeat("p", MaxUploadBytes)}, [3]string{"file", "late.txt", "x"}))
 	require.ErrorAs(t, err, &tl)
-	require.Equal(t, "file", fieldOf(err))
+	require.Equal(t, "file", tooLarge(err))
 }

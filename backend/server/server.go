@@ -15,6 +15,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"os"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -337,7 +338,8 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(parleyv1connect.NewAgentServiceHandler(agents, opts...))
 	mux.Handle(parleyv1connect.NewApiKeyServiceHandler(accounts, opts...))
 	mux.Handle(parleyv1connect.NewOrganizationServiceHandler(accounts, opts...))
-	mux.Handle(parleyv1connect.NewDatastoreServiceHandler(datastores, opts...))
+	// A datasource's file travels in its message: the service takes larger ones.
+	mux.Handle(parleyv1connect.NewDatastoreServiceHandler(datastores, append(slices.Clip(opts), connect.WithReadMaxBytes(knowledge.MaxMessageBytes))...))
 	chatPath, chatHandler := parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), opts...)
 	mux.Handle(chatPath, chatHandler)
 	convPath, convHandler := parleyv1connect.NewConversationServiceHandler(conversations, opts...)
