@@ -113,12 +113,29 @@ type unit struct {
 	tokens int
 }
 
+// maxTokenBytes is more bytes than a token of usual text holds: a
+// sentence or word longer than max tokens of it is cut without being
+// counted whole. Counting is what costs (BPE over one run of letters grows
+// faster than its length: a 20 MiB file of one "word" took 38 s and 3.5 GiB
+// to chunk); a run of text denser than this is cut too, into smaller
+// pieces, which is harmless.
+const maxTokenBytes = 32
+
+// countUpTo is text's tokens when text may be max tokens or fewer, else
+// max+1 without counting it.
+func countUpTo(text string, max int) int {
+	if len(text) > max*maxTokenBytes {
+		return max + 1
+	}
+	return llm.CountTokens(text)
+}
+
 // splitUnits cuts text into sentences (keeping their trailing space and
 // paragraph breaks), and a sentence longer than max into word runs.
 func splitUnits(text string, max int) []unit {
 	var out []unit
 	for _, s := range sentences(text) {
-		n := llm.CountTokens(s)
+		n := countUpTo(s, max)
 		if n <= max {
 			out = append(out, unit{s, n})
 			continue
@@ -126,16 +143,14 @@ func splitUnits(text string, max int) []unit {
 		var b strings.Builder
 		bt := 0
 		for _, w := range strings.SplitAfter(s, " ") {
-			wt := llm.CountTokens(w)
+			wt := countUpTo(w, max)
 			if bt+wt > max && b.Len() > 0 {
 				out = append(out, unit{b.String(), bt})
 				b.Reset()
 				bt = 0
 			}
 			if wt > max { // one "word" longer than a chunk: cut it by runes
-				for _, part := range splitRunes(w, max) {
-					out = append(out, unit{part, llm.CountTokens(part)})
-				}
+				out = append(out, splitRunes(w, max)...)
 				continue
 			}
 			b.WriteString(w)
@@ -148,10 +163,10 @@ func splitUnits(text string, max int) []unit {
 	return out
 }
 
-// splitRunes cuts s into parts of at most max tokens, assuming at least one
-// rune per token.
-func splitRunes(s string, max int) []string {
-	var out []string
+// splitRunes cuts s into units of at most max tokens, assuming at least one
+// rune per token; each part is counted once (a long run's cost).
+func splitRunes(s string, max int) []unit {
+	var out []unit
 	for len(s) > 0 {
 		n := 0
 		i := 0
@@ -160,14 +175,17 @@ func splitRunes(s string, max int) []string {
 			i += size
 			n++
 		}
-		for i > 0 && llm.CountTokens(s[:i]) > max {
+		tokens := llm.CountTokens(s[:i])
+		for i > 0 && tokens > max {
 			_, size := utf8.DecodeLastRuneInString(s[:i])
 			i -= size
+			tokens = llm.CountTokens(s[:i])
 		}
 		if i == 0 {
 			_, i = utf8.DecodeRuneInString(s)
+			tokens = llm.CountTokens(s[:i])
 		}
-		out = append(out, s[:i])
+		out = append(out, unit{s[:i], tokens})
 		s = s[i:]
 	}
 	return out

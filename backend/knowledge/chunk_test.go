@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/parleyhq/parley/backend/llm"
+	"github.com/stretchr/testify/require"
 )
 
 func randomDoc(r *rand.Rand) Document {
@@ -122,4 +123,38 @@ func longestSuffixPrefix(a, b string) string {
 		}
 	}
 	return ""
+}
+
+// A run too long to count whole (a line of hex, a sentence without a stop)
+// is cut into pieces within the limit, with nothing lost.
+func TestChunkOfLongRuns(t *testing.T) {
+	t.Parallel()
+	opt := DefaultChunkOptions
+	for name, text := range map[string]string{
+		"one word":         strings.Repeat("0123456789abcdef", 4000) + "END",
+		"one sentence":     strings.Repeat("words without a full stop ", 3000) + "END",
+		"dense characters": strings.Repeat("東京🎉", 8000) + "END",
+	} {
+		pieces := Chunk(Document{Sections: []Section{{Text: text}}}, opt)
+		require.Greater(t, len(pieces), 1, name)
+		for _, p := range pieces {
+			require.LessOrEqual(t, llm.CountTokens(p.Text), opt.MaxTokens, name)
+		}
+		require.True(t, strings.HasSuffix(pieces[len(pieces)-1].Text, "END"), "%s: the end was lost", name)
+	}
+}
+
+// BenchmarkChunkOneLongRun chunks 4 MiB of one "word" (no space, no
+// sentence end), as a file of hex or base64 is: its parts are cut without
+// counting the whole run (countUpTo).
+//
+//	go test -run '^$' -bench BenchmarkChunkOneLongRun -benchmem ./backend/knowledge/
+func BenchmarkChunkOneLongRun(b *testing.B) {
+	doc := Document{Sections: []Section{{Text: strings.Repeat("0123456789abcdef", 4<<20/16)}}}
+	b.SetBytes(4 << 20)
+	for b.Loop() {
+		if len(Chunk(doc, DefaultChunkOptions)) == 0 {
+			b.Fatal("no pieces")
+		}
+	}
 }
