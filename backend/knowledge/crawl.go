@@ -65,18 +65,21 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		}
 		return nil, permanent("%s: %v", start, err)
 	}
+	// The site is the start URL's host and the one it redirected to
+	// (example.com to www.example.com): its links name the latter.
+	site := func(u *url.URL) bool { return sameHost(u, root) || sameHost(u, first.URL) }
 	var queue []string
 	// read is a page already read, the queue's first: the start page,
 	// which is not fetched a second time.
 	var read *netguard.Page
-	if urls, ok := sitemapURLs(first.Body); ok {
-		for _, u := range urls {
-			if pu, err := url.Parse(u); err == nil && pu.Host == root.Host {
-				queue = append(queue, pu.String())
+	sitemap, isSitemap := sitemapOf(first.Body)
+	if isSitemap {
+		queue = k.sitemapPages(ctx, sitemap, site, maxPages)
+		if len(queue) == 0 {
+			if ctx.Err() != nil {
+				return nil, stopped(ctx, start)
 			}
-			if len(queue) >= maxPages {
-				break
-			}
+			return nil, permanent("the sitemap %s lists no page of %s", start, first.URL.Host)
 		}
 	} else {
 		queue = []string{first.URL.String()}
@@ -114,6 +117,8 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 				continue
 			}
 		}
+		// A page reached by a redirect is not read again under its own URL.
+		seen[p.URL.String()] = true
 		d, _, err := Extract(ctx, pageName(p.URL), p.Body, p.URL.String())
 		if ctx.Err() != nil {
 			return nil, stopped(ctx, start)
@@ -129,8 +134,11 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		} else {
 			lastErr = err
 		}
+		if isSitemap {
+			continue // a sitemap's pages are the ones it lists
+		}
 		for _, l := range links(p.Body, p.URL) {
-			if l.Host == root.Host && !seen[l.String()] && len(queue) < maxPages*4 {
+			if site(l) && !seen[l.String()] && len(queue) < maxPages*4 {
 				queue = append(queue, l.String())
 			}
 		}
@@ -139,6 +147,9 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		if tempErr != nil {
 			// A retry may read the page that failed for now.
 			return nil, fmt.Errorf("no page of %s could be read: %w", start, tempErr)
+		}
+		if lastErr == nil {
+			return nil, permanent("no page of %s could be read", start)
 		}
 		return nil, permanent("no page of %s could be read: %v", start, lastErr)
 	}
@@ -198,12 +209,12 @@ func pageName(u *url.URL) string {
 	return u.Path
 }
 
-// sitemapURLs reads a sitemap (urlset) or the first level of a sitemap
-// index; ok is false when b is not one.
-func sitemapURLs(b []byte) ([]string, bool) {
+// sitemapOf reads a sitemap: a urlset's pages, or a sitemap index's
+// sitemaps; ok is false when b is not one.
+func sitemapOf(b []byte) (sitemap, bool) {
 	trimmed := bytes.TrimSpace(b)
 	if !bytes.HasPrefix(trimmed, []byte("<?xml")) && !bytes.HasPrefix(trimmed, []byte("<urlset")) && !bytes.HasPrefix(trimmed, []byte("<sitemapindex")) {
-		return nil, false
+		return sitemap{}, false
 	}
 	var doc struct {
 		XMLName xml.Name
@@ -215,19 +226,78 @@ func sitemapURLs(b []byte) ([]string, bool) {
 		} `xml:"sitemap"`
 	}
 	if err := xml.Unmarshal(b, &doc); err != nil {
-		return nil, false
+		return sitemap{}, false
 	}
 	if doc.XMLName.Local != "urlset" && doc.XMLName.Local != "sitemapindex" {
-		return nil, false
+		return sitemap{}, false
 	}
-	var out []string
-	for _, u := range doc.URLs {
-		if len(out) >= maxSitemapURLs {
-			break
-		}
-		out = append(out, strings.TrimSpace(u.Loc))
+	var out sitemap
+	for _, u := range doc.URLs[:min(len(doc.URLs), maxSitemapURLs)] {
+		out.pages = append(out.pages, strings.TrimSpace(u.Loc))
+	}
+	for _, m := range doc.Sitemaps[:min(len(doc.Sitemaps), maxSitemaps)] {
+		out.sitemaps = append(out.sitemaps, strings.TrimSpace(m.Loc))
 	}
 	return out, true
+}
+
+// sitemap is what a sitemap lists: pages (a urlset), or other sitemaps (a
+// sitemap index).
+type sitemap struct{ pages, sitemaps []string }
+
+// maxSitemaps bounds the sitemaps of an index that are read.
+const maxSitemaps = 50
+
+// sitemapPages are the pages of the site a sitemap lists, up to maxPages:
+// those of a urlset, or those of the urlsets a sitemap index lists (one
+// level; sitemaps of the site only, fetched through the guard, and one that
+// fails is skipped).
+func (k *Knowledge) sitemapPages(ctx context.Context, m sitemap, site func(*url.URL) bool, maxPages int) []string {
+	var out []string
+	add := func(pages []string) {
+		for _, u := range pages {
+			if len(out) >= maxPages {
+				return
+			}
+			if pu, err := url.Parse(u); err == nil && site(pu) {
+				out = append(out, pu.String())
+			}
+		}
+	}
+	add(m.pages)
+	for _, loc := range m.sitemaps {
+		if len(out) >= maxPages || ctx.Err() != nil {
+			break
+		}
+		if u, err := url.Parse(loc); err != nil || !site(u) {
+			continue
+		}
+		p, err := k.Guard.Get(ctx, loc)
+		if err != nil {
+			slog.WarnContext(ctx, "crawl: sitemap skipped", "url", loc, "err", err)
+			continue
+		}
+		if child, ok := sitemapOf(p.Body); ok {
+			add(child.pages)
+		}
+	}
+	return out
+}
+
+// sameHost reports whether a and b name the same host (in any case) and
+// port (the scheme's when none is given).
+func sameHost(a, b *url.URL) bool {
+	return strings.EqualFold(a.Hostname(), b.Hostname()) && effectivePort(a) == effectivePort(b)
+}
+
+func effectivePort(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if strings.EqualFold(u.Scheme, "https") {
+		return "443"
+	}
+	return "80"
 }
 
 // links are a page's <a href> targets, resolved, without fragments.

@@ -3,10 +3,12 @@ package knowledge
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -137,4 +139,64 @@ func TestCrawlSiteUnreadableForNowIsRetried(t *testing.T) {
 	require.Nil(t, docs)
 	msg, perm := Permanent(err)
 	require.False(t, perm, "a site unreadable for now failed for good: %s", msg)
+}
+
+// A sitemap index is read one level down: the pages its sitemaps list on
+// the site, and no others (no link of theirs is followed). A start URL
+// that redirects to another host (example.com to www.example.com) crawls
+// that host's links; a sitemap listing no page of the site says so.
+func TestCrawlSitemapIndexAndRedirectedHost(t *testing.T) {
+	t.Parallel()
+	var fetched sync.Map
+	site := http.NewServeMux()
+	site.HandleFunc("/index.xml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`+
+			`<sitemap><loc>http://%s/a.xml</loc></sitemap><sitemap><loc>http://%s/b.xml</loc></sitemap>`+
+			`<sitemap><loc>http://elsewhere.example/c.xml</loc></sitemap></sitemapindex>`, r.Host, r.Host)
+	})
+	for _, m := range []string{"a", "b"} {
+		site.HandleFunc("/"+m+".xml", func(w http.ResponseWriter, r *http.Request) {
+			fmt.Fprintf(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://%s/p/%s1</loc></url><url><loc>http://%s/p/%s2</loc></url></urlset>`, r.Host, m, r.Host, m)
+		})
+	}
+	site.HandleFunc("/empty.xml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://elsewhere.example/x</loc></url></urlset>`)
+	})
+	site.HandleFunc("/p/", func(w http.ResponseWriter, r *http.Request) {
+		fetched.Store(r.URL.Path, true)
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><p>Page %s of the handbook.</p><a href="/p/linked">more</a></body></html>`, r.URL.Path)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	k := loopbackKnowledge()
+
+	docs, err := k.crawl(context.Background(), srv.URL+"/index.xml", 50)
+	require.NoError(t, err)
+	var urls []string
+	for _, d := range docs {
+		urls = append(urls, strings.TrimPrefix(d.URL, srv.URL))
+	}
+	require.ElementsMatch(t, []string{"/p/a1", "/p/a2", "/p/b1", "/p/b2"}, urls)
+	_, linked := fetched.Load("/p/linked")
+	require.False(t, linked, "a sitemap crawl followed a page's link")
+
+	_, err = k.crawl(context.Background(), srv.URL+"/empty.xml", 50)
+	msg, ok := Permanent(err)
+	require.True(t, ok, "%v", err)
+	require.Contains(t, msg, "lists no page of")
+
+	// 127.0.0.2 redirects to the site at 127.0.0.1 (another host).
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	moved := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.RedirectHandler(srv.URL+"/p/home", http.StatusMovedPermanently)}}
+	moved.Start()
+	defer moved.Close()
+	docs, err = k.crawl(context.Background(), moved.URL+"/", 50)
+	require.NoError(t, err)
+	urls = nil
+	for _, d := range docs {
+		urls = append(urls, strings.TrimPrefix(d.URL, srv.URL))
+	}
+	require.ElementsMatch(t, []string{"/p/home", "/p/linked"}, urls, "the redirected host's links were not followed")
 }
