@@ -47,7 +47,7 @@ func adminPage(v *view, ov *operator.Overview, formErr string) templ.Component {
 				}()
 			}
 			ctx = templ.InitializeContext(ctx)
-			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Operator</h1><p class=\"muted\">Every organization on this Parley. Each change here is recorded in the audit below.</p>")
+			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 1, "<h1>Operator</h1><p class=\"muted\">Every organization on this Parley. Each change made on this page is recorded in the audit below (changes made with <code>parley admin</code> on the server are not).</p>")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}

@@ -347,6 +347,9 @@ func SetLimits(ctx context.Context, store *db.Store, org uuid.UUID, lim plan.Lim
 	if lim.PerMinute <= 0 || lim.PerDay <= 0 || lim.PerMinute > 1<<31-1 || lim.PerDay > 1<<31-1 {
 		return errors.New("limits must be positive 32-bit numbers")
 	}
+	if lim.PerDay < lim.PerMinute {
+		return errors.New("the limit per day must be at least the limit per minute")
+	}
 	return store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		o, err := q.GetOrganization(ctx, org)
 		if errors.Is(err, pgx.ErrNoRows) {
@@ -360,6 +363,9 @@ func SetLimits(ctx context.Context, store *db.Store, org uuid.UUID, lim plan.Lim
 		}
 		pm, pd := int32(lim.PerMinute), int32(lim.PerDay)
 		_, err = q.SetOrganizationLimits(ctx, dbq.SetOrganizationLimitsParams{ID: org, RequestsPerMinute: &pm, RequestsPerDay: &pd})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return fmt.Errorf("organization %s left the enterprise plan meanwhile; only enterprise limits are set per organization", org)
+		}
 		return err
 	})
 }

@@ -244,6 +244,7 @@ func TestService(t *testing.T) {
 	// B (enterprise, custom limits, an enterprise key) goes down to starter:
 	// its key comes down too, the custom limits go, the audit says so.
 	require.NoError(t, account.SetLimits(ctx, w.store, w.b, plan.Limits{PerMinute: 7, PerDay: 70}))
+	require.ErrorContains(t, account.SetLimits(ctx, w.store, w.b, plan.Limits{PerMinute: 70, PerDay: 7}), "per day must be at least")
 	ch, err := s.SetOrgPlan(ctx, w.op, w.b, plan.Starter)
 	require.NoError(t, err)
 	require.Equal(t, plan.Enterprise, ch.From)
@@ -253,6 +254,11 @@ func TestService(t *testing.T) {
 		keys, err := q.ListAPIKeys(ctx, w.b)
 		require.NoError(t, err)
 		require.Equal(t, plan.Starter, keys[0].Plan)
+		// The update itself refuses an organization no longer on
+		// enterprise (SetLimits racing the plan's change).
+		pm := int32(9)
+		_, err = q.SetOrganizationLimits(ctx, dbq.SetOrganizationLimitsParams{ID: w.b, RequestsPerMinute: &pm, RequestsPerDay: &pm})
+		require.ErrorIs(t, err, pgx.ErrNoRows)
 		org, err := q.GetOrganization(ctx, w.b)
 		require.NoError(t, err)
 		require.Equal(t, plan.Starter, org.Plan)

@@ -139,7 +139,7 @@ const setOrganizationLimits = `-- name: SetOrganizationLimits :one
 UPDATE organizations
 SET custom_requests_per_minute = $1,
     custom_requests_per_day = $2
-WHERE id = $3
+WHERE id = $3 AND plan = 'enterprise'
 RETURNING id, name, plan, custom_requests_per_minute, custom_requests_per_day, created_at
 `
 
@@ -149,6 +149,9 @@ type SetOrganizationLimitsParams struct {
 	ID                uuid.UUID
 }
 
+// Only an enterprise organization has limits of its own: checked in the
+// update itself, so that an operator's move to another plan at the same
+// moment (which clears them) cannot leave them set. No row otherwise.
 func (q *Queries) SetOrganizationLimits(ctx context.Context, arg SetOrganizationLimitsParams) (Organization, error) {
 	row := q.db.QueryRow(ctx, setOrganizationLimits, arg.RequestsPerMinute, arg.RequestsPerDay, arg.ID)
 	var i Organization

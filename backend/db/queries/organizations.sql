@@ -22,10 +22,13 @@ SELECT plan FROM organizations WHERE id = sqlc.arg(id) FOR SHARE;
 SELECT id FROM organizations WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
 
 -- name: SetOrganizationLimits :one
+-- Only an enterprise organization has limits of its own: checked in the
+-- update itself, so that an operator's move to another plan at the same
+-- moment (which clears them) cannot leave them set. No row otherwise.
 UPDATE organizations
 SET custom_requests_per_minute = sqlc.arg(requests_per_minute),
     custom_requests_per_day = sqlc.arg(requests_per_day)
-WHERE id = sqlc.arg(id)
+WHERE id = sqlc.arg(id) AND plan = 'enterprise'
 RETURNING *;
 
 -- name: ListPlans :many
