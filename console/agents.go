@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"math"
 	"net/http"
@@ -79,8 +80,12 @@ func readForm(w http.ResponseWriter, r *http.Request) error {
 	} else {
 		err = r.ParseForm()
 	}
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return apperr.New(apperr.TooLarge, "the form is larger than the %d bytes allowed", maxFormBytes)
+	}
 	if err != nil {
-		return apperr.New(apperr.Invalid, "the form could not be read (at most 1 MiB)")
+		return apperr.New(apperr.Invalid, "the form could not be read")
 	}
 	return nil
 }

@@ -185,9 +185,25 @@ func (c *Console) Handler() http.Handler {
 	// SECURITY: no console request body is larger than a datasource's
 	// upload and its form; bounded here, before anything parses one (Go's
 	// multipart parser keeps up to 32 MiB in memory and writes the rest to
-	// temporary files, without end). Forms read with readForm, the sign-in
-	// forms too, are bounded at maxFormBytes.
-	return securityHeaders(c.Secure, http.MaxBytesHandler(c.sessions.LoadAndSave(cop.Handler(c.mux)), maxBodyBytes))
+	// temporary files, without end). Forms are read at maxFormBytes
+	// (readForms).
+	return securityHeaders(c.Secure, http.MaxBytesHandler(c.sessions.LoadAndSave(cop.Handler(c.readForms(c.mux))), maxBodyBytes))
+}
+
+// readForms reads every posted form that is not multipart (an upload's
+// handler reads its own, readForm or knowledge.ReadUpload) before its
+// handler runs, at most maxFormBytes: a handler's r.PostFormValue then
+// sees the form, never a body it failed to read as empty fields.
+func (c *Console) readForms(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+			if err := readForm(w, r); err != nil {
+				c.errorPage(w, r, err)
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // maxBodyBytes bounds every console request's body: an upload of the
@@ -316,9 +332,22 @@ func (c *Console) signedIn(need member.Role, h http.HandlerFunc) http.HandlerFun
 func (c *Console) flash(ctx context.Context, msg string) { c.sessions.Put(ctx, sessFlash, msg) }
 
 // safeNext keeps a post-sign-in destination inside the console.
+// A dot segment, even percent-encoded, is refused: a browser resolves
+// /console/..//evil.example to //evil.example's path on this host, and
+// %2e%2e as it resolves "..".
 func safeNext(next string) string {
 	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
 		return "/console/"
+	}
+	p, _, _ := strings.Cut(next, "?")
+	p, err := url.PathUnescape(p)
+	if err != nil {
+		return "/console/"
+	}
+	for _, seg := range strings.Split(p, "/") {
+		if seg == "." || seg == ".." {
+			return "/console/"
+		}
 	}
 	return next
 }
