@@ -100,17 +100,20 @@ func (h *Handler) getAgent(w http.ResponseWriter, r *http.Request) error {
 
 func (h *Handler) listAgents(w http.ResponseWriter, r *http.Request) error {
 	req := &parleyv1.ListAgentsRequest{}
+	// Over REST, 0 is not "the default" as over Connect: the bounds are
+	// said as REST takes them.
 	for _, p := range []struct {
 		name string
 		dst  *int32
-	}{{"page", &req.Page}, {"limit", &req.Limit}} {
+		max  int64
+	}{{"page", &req.Page, 1_000_000}, {"limit", &req.Limit, 100}} {
 		raw := r.URL.Query().Get(p.name)
 		if raw == "" {
 			continue
 		}
 		n, err := strconv.ParseInt(raw, 10, 32)
-		if err != nil || n < 1 {
-			return apperr.InvalidField(p.name, "must be a positive integer")
+		if err != nil || n < 1 || n > p.max {
+			return apperr.InvalidField(p.name, "must be a whole number from 1 to %d", p.max)
 		}
 		*p.dst = int32(n)
 	}

@@ -171,6 +171,7 @@ func TestRESTRefusesBadInputNamingTheField(t *testing.T) {
 		{"page", "GET", "/api/agents?page=abc", nil, "page"},
 		{"page zero", "GET", "/api/agents?page=0", nil, "page"},
 		{"limit over max", "GET", "/api/agents?limit=101", nil, "limit"},
+		{"limit zero", "GET", "/api/agents?limit=0", nil, "limit"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package compat
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -230,11 +231,11 @@ func (h *Handler) queryDatastore(w http.ResponseWriter, r *http.Request) error {
 		req.DatasourceIds = b.Filters.DatasourceIDs
 	}
 	if err := h.validate(req); err != nil {
-		return err
+		return filtersField(err)
 	}
 	resp, err := h.datastores.Query(r.Context(), req)
 	if err != nil {
-		return err
+		return filtersField(err)
 	}
 	items := []map[string]any{}
 	for _, x := range resp.GetResults() {
@@ -267,4 +268,17 @@ func respond[Req proto.Message, Resp any](h *Handler, w http.ResponseWriter, r *
 	}
 	writeJSON(w, status, render(resp))
 	return nil
+}
+
+// filtersField names a refused datasource id as the REST body holds it,
+// under filters (filters.datasourceIds[0]), as chat does.
+func filtersField(err error) error {
+	var e *apperr.Error
+	if errors.As(err, &e) && strings.HasPrefix(e.Field, "datasource_ids") {
+		c := *e
+		c.Field = "filters." + e.Field
+		c.Message = "filters." + e.Message
+		return &c
+	}
+	return err
 }

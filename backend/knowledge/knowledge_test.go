@@ -280,13 +280,15 @@ func TestFileUploadAndDatasourceFilters(t *testing.T) {
 
 	status, _ = f.query(t, f.A.Key, store, map[string]any{"query": "warranty", "topK": 51})
 	require.Equal(t, 400, status)
-	status, _ = f.query(t, f.A.Key, store, map[string]any{"query": "warranty", "filters": map[string]any{"datasourceIds": []string{"nope"}}})
-	require.Equal(t, 400, status)
+	r := f.Do("POST", "/api/datastores/"+store+"/query", f.A.Key, map[string]any{"query": "warranty", "filters": map[string]any{"datasourceIds": []string{"nope"}}})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "filters.datasourceIds[0]", r.Err(t).Error.Field, "named as the body holds it")
 	// A datasource of another datastore of the organization is not in this one.
 	elsewhere := f.source(t, f.A.Key, f.datastore(t, f.A.Key, "elsewhere"), map[string]any{"type": "text", "text": "Warranty claims go to the manufacturer."})
-	r := f.Do("POST", "/api/datastores/"+store+"/query", f.A.Key, map[string]any{"query": "warranty", "filters": map[string]any{"datasourceIds": []string{other.ID, elsewhere.ID}}})
+	r = f.Do("POST", "/api/datastores/"+store+"/query", f.A.Key, map[string]any{"query": "warranty", "filters": map[string]any{"datasourceIds": []string{other.ID, elsewhere.ID}}})
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
-	require.Equal(t, "datasourceIds[1]", r.Err(t).Error.Field)
+	require.Equal(t, "filters.datasourceIds[1]", r.Err(t).Error.Field)
+	require.True(t, strings.HasPrefix(r.Err(t).Error.Message, "filters.datasourceIds[1]"), r.Err(t).Error.Message)
 }
 
 func TestKnowledgeTenantIsolation(t *testing.T) {
