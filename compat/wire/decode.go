@@ -136,12 +136,18 @@ func JSONError(err error) error {
 	return apperr.InvalidField("body", "malformed JSON: %s", strings.TrimPrefix(err.Error(), "json: "))
 }
 
+// describe names the JSON a Go type takes, as a client knows it (never a
+// Go type's name).
 func describe(goType string) string {
 	switch strings.TrimLeft(goType, "*") {
 	case "string":
 		return "a string"
-	case "float64", "float32", "int", "int32", "int64":
+	case "float64", "float32":
 		return "a number"
+	case "int32", "uint32":
+		return "a whole number that fits in 32 bits"
+	case "int", "int64", "uint", "uint64":
+		return "a whole number"
 	case "bool":
 		return "a boolean"
 	case "[]string":
@@ -150,7 +156,7 @@ func describe(goType string) string {
 	if strings.HasPrefix(goType, "[]") {
 		return "an array"
 	}
-	return fmt.Sprintf("an object (%s)", goType)
+	return "an object"
 }
 
 // MaxBodyBytes bounds a management request body (documented in openapi.json).

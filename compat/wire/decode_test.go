@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/stretchr/testify/require"
 )
 
 // Text that is not valid UTF-8 is refused before encoding/json would turn it
@@ -53,5 +54,26 @@ func TestDecodeStrictRefusesTextThatIsNotUTF8(t *testing.T) {
 		if _, _, err := DecodeChat("agent", []byte(tc.body)); err == nil || err.Error() != e.Error() {
 			t.Errorf("%s: DecodeChat got %v, want %v", tc.body, err, e)
 		}
+	}
+}
+
+// A wrong type is named as a client knows it, never by a Go type's name;
+// a whole number is asked for where one is wanted.
+func TestTypeErrorsSayWhatJSONIsWanted(t *testing.T) {
+	t.Parallel()
+	var v struct {
+		N      *int32         `json:"n"`
+		Fields map[string]any `json:"customFields"`
+		Price  *float64       `json:"price"`
+	}
+	for body, want := range map[string]string{
+		`{"n":10.5}`:           "n: must be a whole number that fits in 32 bits, not number 10.5",
+		`{"n":99999999999}`:    "n: must be a whole number that fits in 32 bits, not number 99999999999",
+		`{"customFields":"x"}`: "customFields: must be an object, not string",
+		`{"price":"9"}`:        "price: must be a number, not string",
+	} {
+		err := DecodeStrict([]byte(body), &v)
+		require.Error(t, err, body)
+		require.Equal(t, want, err.Error(), body)
 	}
 }
