@@ -77,6 +77,7 @@ func (h *Handler) createDatastore(w http.ResponseWriter, r *http.Request) error 
 	if err != nil {
 		return err
 	}
+	w.Header().Set("Location", "/api/datastores/"+resp.GetDatastore().GetId())
 	writeJSON(w, http.StatusCreated, datastoreJSON(resp.GetDatastore()))
 	return nil
 }
@@ -172,6 +173,7 @@ func (h *Handler) createDatasource(w http.ResponseWriter, r *http.Request) error
 	if err != nil {
 		return err
 	}
+	w.Header().Set("Location", "/api/datasources/"+resp.GetDatasource().GetId())
 	writeJSON(w, http.StatusCreated, datasourceJSON(resp.GetDatasource()))
 	return nil
 }

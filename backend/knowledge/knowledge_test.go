@@ -32,6 +32,7 @@ func (f kfix) datastore(t *testing.T, key, name string) string {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var d struct{ ID string }
 	r.JSON(t, &d)
+	require.Equal(t, "/api/datastores/"+d.ID, r.Header.Get("Location"))
 	return d.ID
 }
 
@@ -46,6 +47,7 @@ func (f kfix) source(t *testing.T, key, store string, body any) datasource {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var d datasource
 	r.JSON(t, &d)
+	require.Equal(t, "/api/datasources/"+d.ID, r.Header.Get("Location"))
 	return d
 }
 
