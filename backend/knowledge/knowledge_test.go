@@ -315,7 +315,7 @@ func TestKnowledgeTenantIsolation(t *testing.T) {
 	require.Equal(t, 403, status)
 	r := f.Do("POST", "/api/datastores/"+storeB+"/query", f.B.Key, map[string]any{"query": "launch code", "filters": map[string]any{"datasourceIds": []string{a.ID}}})
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
-	require.Equal(t, "datasourceIds[0]", r.Err(t).Error.Field)
+	require.Equal(t, "filters.datasourceIds[0]", r.Err(t).Error.Field)
 	require.Contains(t, r.Err(t).Error.Message, fmt.Sprintf("datasource %q is not in this datastore", a.ID))
 	for _, req := range [][2]string{{"GET", "/api/datastores/" + storeA}, {"GET", "/api/datasources/" + a.ID}, {"DELETE", "/api/datasources/" + a.ID}, {"GET", "/api/datastores/" + storeA + "/datasources"}} {
 		r := f.Do(req[0], req[1], f.B.Key, nil)
