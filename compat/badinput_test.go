@@ -122,6 +122,12 @@ func testMessageRulesNameTheirField(t *testing.T, e *testenv.Env) {
 		{`{"type":"qa","question":" ","answer":"a"}`, "question", "question is required for a qa datasource"},
 		{`{"type":"qa","question":"q","answer":""}`, "answer", "answer is required for a qa datasource"},
 		{`{"type":"qa"}`, "question", "question is required for a qa datasource; answer is required for a qa datasource"},
+		// A field of another type is refused, not stored unused.
+		{`{"type":"text","text":"t","url":"file:///etc/passwd"}`, "url", "url is only for web_page and web_site datasources"},
+		{`{"type":"web_page","url":"https://example.com/","maxPages":5}`, "maxPages", "maxPages is only for a web_site datasource"},
+		{`{"type":"web_site","url":"https://example.com/","answer":"a"}`, "answer", "answer is only for a qa datasource"},
+		{`{"type":"qa","question":"q","answer":"a","text":"t"}`, "text", "text is only for a text datasource"},
+		{`{"type":"text","text":"t","sourceUrl":"https://example.com/"}`, "sourceUrl", "sourceUrl is only for a qa datasource"},
 	} {
 		r := e.Do("POST", "/api/datastores/"+ds.ID+"/datasources", e.A.Key, tc.body)
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", tc.body, r.Body)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
@@ -37,8 +38,8 @@ func (f kfix) datastore(t *testing.T, key, name string) string {
 }
 
 type datasource struct {
-	ID, Status, Error, Type string
-	ChunkCount              int
+	ID, Status, Error, Type, Name string
+	ChunkCount                    int
 }
 
 func (f kfix) source(t *testing.T, key, store string, body any) datasource {
@@ -271,6 +272,10 @@ func TestFileUploadAndDatasourceFilters(t *testing.T) {
 	require.Contains(t, string(body), `"field":"file"`)
 
 	other := f.source(t, f.A.Key, store, map[string]any{"type": "qa", "question": "Is the warranty transferable?", "answer": "Yes, the warranty follows the appliance to its new owner.", "sourceUrl": "https://shop.example/warranty"})
+	// A name taken from a long question keeps to a name's 300 characters.
+	long := f.source(t, f.A.Key, f.datastore(t, f.A.Key, "Names"), map[string]any{"type": "qa", "question": strings.Repeat("Is it é? ", 1000), "answer": "Yes."})
+	require.Equal(t, 300, utf8.RuneCountInString(long.Name))
+	require.True(t, strings.HasSuffix(long.Name, "…"), long.Name)
 	require.Equal(t, "synced", f.settled(t, f.A.Key, other.ID).Status)
 
 	_, all := f.query(t, f.A.Key, store, map[string]any{"query": "warranty", "topK": 10})

@@ -245,6 +245,9 @@ func (s *Service) DeleteDatastore(ctx context.Context, req *parleyv1.DeleteDatas
 	return &parleyv1.DeleteDatastoreResponse{}, err
 }
 
+// maxNameRunes is a datasource name's length at most (the schema's).
+const maxNameRunes = 300
+
 // CreateDatasource implements DatastoreService: the row and its ingestion
 // job are written in one transaction.
 func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateDatasourceRequest) (*parleyv1.CreateDatasourceResponse, error) {
@@ -292,6 +295,11 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 		if u, err := url.Parse(cfg.SourceURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
 			return nil, apperr.InvalidField("source_url", "must be an http or https URL")
 		}
+	}
+	// A name taken from the question or the URL keeps to the 300
+	// characters a name given may have (whole runes).
+	if r := []rune(name); len(r) > maxNameRunes {
+		name = string(r[:maxNameRunes-1]) + "…"
 	}
 	rawCfg, err := json.Marshal(cfg)
 	if err != nil {

@@ -38,10 +38,14 @@ func Validate(v protovalidate.Validator, msg proto.Message) error {
 			first = field
 		}
 		text := v.Proto.GetMessage()
-		if field == "" || named != nil && strings.HasPrefix(text, string(named.Name())+" ") {
-			// A rule on the whole message, whose message says what is
-			// wrong and names the field it is about, if one.
-			msgs = append(msgs, text)
+		if field == "" {
+			msgs = append(msgs, text) // a rule on the whole message, about no one field
+			continue
+		}
+		if named != nil && strings.HasPrefix(text, string(named.Name())+" ") {
+			// A rule on the whole message about one field, whose message
+			// names it (max_pages is ...): as a REST client knows it.
+			msgs = append(msgs, field+strings.TrimPrefix(text, string(named.Name())))
 			continue
 		}
 		msgs = append(msgs, field+": "+text)

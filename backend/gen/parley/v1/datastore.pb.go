@@ -1580,7 +1580,7 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\tdatastore\x18\x01 \x01(\v2\x14.parley.v1.DatastoreR\tdatastore\"3\n" +
 	"\x16DeleteDatastoreRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"\x19\n" +
-	"\x17DeleteDatastoreResponse\"\x90\b\n" +
+	"\x17DeleteDatastoreResponse\"\x92\x0f\n" +
 	"\x17CreateDatasourceRequest\x12,\n" +
 	"\fdatastore_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\vdatastoreId\x12=\n" +
 	"\x04type\x18\x02 \x01(\tB)\xbaH&r$R\x04textR\x04fileR\bweb_pageR\bweb_siteR\x02qaR\x04type\x12\x1c\n" +
@@ -1598,12 +1598,20 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	" \x01(\fB\n" +
 	"\xbaH\az\x05\x18\x80\x80\x80\n" +
 	"R\x04file\x12%\n" +
-	"\tfile_name\x18\v \x01(\tB\b\xbaH\x05r\x03\x18\xac\x02R\bfileName:\xbf\x04\xbaH\xbb\x04\x1aj\n" +
+	"\tfile_name\x18\v \x01(\tB\b\xbaH\x05r\x03\x18\xac\x02R\bfileName:\xc1\v\xbaH\xbd\v\x1aj\n" +
 	"\x0fdatasource.text\x12&text is required for a text datasource\x1a/this.type != 'text' || this.text.matches('\\\\S')\x1a\x83\x01\n" +
 	"\x0edatasource.url\x125url is required for web_page and web_site datasources\x1a:!(this.type in ['web_page', 'web_site']) || this.url != ''\x1ar\n" +
 	"\x13datasource.question\x12(question is required for a qa datasource\x1a1this.type != 'qa' || this.question.matches('\\\\S')\x1al\n" +
 	"\x11datasource.answer\x12&answer is required for a qa datasource\x1a/this.type != 'qa' || this.answer.matches('\\\\S')\x1ae\n" +
-	"\x0fdatasource.file\x12&file is required for a file datasource\x1a*this.type != 'file' || size(this.file) > 0\"Q\n" +
+	"\x0fdatasource.file\x12&file is required for a file datasource\x1a*this.type != 'file' || size(this.file) > 0\x1ab\n" +
+	"\x14datasource.only.text\x12\"text is only for a text datasource\x1a&this.type == 'text' || this.text == ''\x1a\x81\x01\n" +
+	"\x13datasource.only.url\x121url is only for web_page and web_site datasources\x1a7this.type in ['web_page', 'web_site'] || this.url == ''\x1ax\n" +
+	"\x19datasource.only.max_pages\x12+max_pages is only for a web_site datasource\x1a.this.type == 'web_site' || this.max_pages == 0\x1aj\n" +
+	"\x18datasource.only.question\x12$question is only for a qa datasource\x1a(this.type == 'qa' || this.question == ''\x1ad\n" +
+	"\x16datasource.only.answer\x12\"answer is only for a qa datasource\x1a&this.type == 'qa' || this.answer == ''\x1ap\n" +
+	"\x1adatasource.only.source_url\x12&source_url is only for a qa datasource\x1a*this.type == 'qa' || this.source_url == ''\x1ag\n" +
+	"\x14datasource.only.file\x12\"file is only for a file datasource\x1a+this.type == 'file' || size(this.file) == 0\x1aq\n" +
+	"\x19datasource.only.file_name\x12'file_name is only for a file datasource\x1a+this.type == 'file' || this.file_name == ''\"Q\n" +
 	"\x18CreateDatasourceResponse\x125\n" +
 	"\n" +
 	"datasource\x18\x01 \x01(\v2\x15.parley.v1.DatasourceR\n" +
