@@ -79,8 +79,26 @@ func TestDeleteDatastoreBeingDeleted(t *testing.T) {
 	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
 	require.Equal(t, fmt.Sprintf("datastore %q not found", store), r.Err(t).Error.Message)
 
-	// An update naming nothing to change is refused, as every update's.
+	// So is a datasource: the second deletion is 404 (it was a 200).
 	kept := f.datastore(t, f.A.Key, "kept")
+	ds := f.source(t, f.A.Key, kept, map[string]any{"type": "text", "text": "Deleted twice at once."})
+	ctx := context.Background()
+	tx, err := f.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
+	require.NoError(t, err)
+	n, err := dbq.New(tx).DeleteDatasource(ctx, dbq.DeleteDatasourceParams{OrgID: f.A.ID, ID: uuid.MustParse(ds.ID)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	second := make(chan testenv.Response)
+	go func() { second <- f.Do("DELETE", "/api/datasources/"+ds.ID, f.A.Key, nil) }()
+	dbtest.WaitForLockWait(t, f.App.Pool, "")
+	require.NoError(t, tx.Commit(ctx))
+	r = <-second
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+
+	// An update naming nothing to change is refused, as every update's.
 	for _, body := range []any{map[string]any{}, json.RawMessage("null")} {
 		r = f.Do("PATCH", "/api/datastores/"+kept, f.A.Key, body)
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)

@@ -398,7 +398,12 @@ func (s *Service) DeleteDatasource(ctx context.Context, req *parleyv1.DeleteData
 		if err != nil {
 			return err
 		}
-		_, err = q.DeleteDatasource(ctx, dbq.DeleteDatasourceParams{OrgID: p.OrgID, ID: r.ID})
+		n, err := q.DeleteDatasource(ctx, dbq.DeleteDatasourceParams{OrgID: p.OrgID, ID: r.ID})
+		if err == nil && n == 0 {
+			// Deleted by another request since it was read: missing, as
+			// DeleteDatastore says of a datastore.
+			return db.Missing(ctx, q, "datasource", "datasource", r.ID)
+		}
 		return err
 	})
 	return &parleyv1.DeleteDatasourceResponse{}, err
