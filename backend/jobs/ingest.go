@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/parleyhq/parley/backend/knowledge"
@@ -36,6 +37,11 @@ func (IngestArgs) InsertOpts() river.InsertOpts { return river.InsertOpts{MaxAtt
 type IngestWorker struct {
 	river.WorkerDefaults[IngestArgs]
 	K *knowledge.Knowledge
+	// Pool reads River's jobs, and PerOrg is how many of one
+	// organization's ingestions may run at once across the deployment
+	// (fairShare); 0 leaves them unbounded.
+	Pool   *pgxpool.Pool
+	PerOrg int
 	// timeout sizes an attempt; knowledge.IngestTimeout unless a test
 	// shortens it.
 	timeout func(IngestArgs) time.Duration
@@ -60,6 +66,9 @@ func (w *IngestWorker) Timeout(job *river.Job[IngestArgs]) time.Duration {
 // running for good after the last attempt.
 func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (err error) {
 	org, id := job.Args.OrgID, job.Args.DatasourceID
+	if wait := w.fairShare(ctx, job); wait > 0 {
+		return river.JobSnooze(wait)
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			slog.ErrorContext(ctx, "ingestion panicked", "datasource", id, "panic", r, "stack", string(debug.Stack()))
@@ -96,4 +105,41 @@ func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (er
 		w.K.Fail(ctx, org, id, "ingestion failed after "+attempts+reason)
 	}
 	return err
+}
+
+// fairWait is how long the next job in an organization's line waits
+// before it asks again; those behind it wait longer, up to fairWaitMax.
+const (
+	fairWait    = time.Second
+	fairWaitMax = 30 * time.Second
+)
+
+// fairShare is how long job must wait for its turn among its
+// organization's ingestions, or 0 to run now. An organization's ingestions
+// run in the order they were queued, PerOrg at most at once (counted in
+// River's table, every instance's): a job runs when fewer than PerOrg of
+// its organization's jobs queued before it are running or waiting to
+// (a retry in its backoff does not hold the line). Without it, one
+// organization's crawls of slow sites (up to hours each) held every
+// worker, and every other organization's documents waited behind them.
+// The oldest job of an organization always runs, so its line moves. A
+// waiting job keeps its attempts (River counts no snooze), and its
+// datasource stays pending. A failed count lets the job run.
+func (w *IngestWorker) fairShare(ctx context.Context, job *river.Job[IngestArgs]) time.Duration {
+	if w.PerOrg <= 0 || w.Pool == nil {
+		return 0
+	}
+	var ahead int
+	err := w.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+		WHERE kind = $1 AND args->>'org_id' = $2 AND id < $3 AND state IN ('running', 'available', 'scheduled')`,
+		IngestArgs{}.Kind(), job.Args.OrgID.String(), job.ID).Scan(&ahead)
+	if err != nil {
+		slog.WarnContext(ctx, "ingestion: counting the organization's jobs ahead", "err", err)
+		return 0
+	}
+	if ahead < w.PerOrg {
+		return 0
+	}
+	slog.InfoContext(ctx, "ingestion waits for its organization's earlier ones", "datasource", job.Args.DatasourceID, "ahead", ahead)
+	return min(time.Duration(ahead-w.PerOrg+1)*fairWait, fairWaitMax)
 }

@@ -307,3 +307,35 @@ func TestIngestTimeoutGrows(t *testing.T) {
 	w := &IngestWorker{}
 	require.Equal(t, large, w.Timeout(&river.Job[IngestArgs]{Args: IngestArgs{SizeBytes: knowledge.MaxFileBytes}}))
 }
+
+// An organization's ingestions run in the order they were queued, PerOrg
+// at once: a job with PerOrg of its organization's jobs ahead of it (one
+// running on any instance, here) waits, snoozed (no attempt counted, its
+// datasource still pending), while another organization's job runs.
+func TestIngestionWorkersAreShared(t *testing.T) {
+	t.Parallel()
+	w := &IngestWorker{PerOrg: 1}
+	f := setup(t, "The shop opens at nine.", w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	w.Pool = f.store.Pool
+	ctx := context.Background()
+
+	// A crawl of the same organization, queued earlier, running.
+	c, err := river.NewClient(riverpgxv5.New(f.store.Pool), &river.Config{})
+	require.NoError(t, err)
+	other, err := c.Insert(ctx, IngestArgs{OrgID: f.org, DatasourceID: uuid.New(), MaxPages: 1000}, nil)
+	require.NoError(t, err)
+	_, err = f.store.Pool.Exec(ctx, "UPDATE river_job SET state = 'running', attempt = 1, attempted_at = now() WHERE id = $1", other.Job.ID)
+	require.NoError(t, err)
+
+	res := f.work(t, 1, 5)
+	require.Equal(t, river.EventKindJobSnoozed, res.EventKind)
+	require.Equal(t, "pending", f.datasource(t).Status, "a waiting job's datasource is pending")
+
+	// The running job is another organization's: this one runs.
+	_, err = f.store.Pool.Exec(ctx, `UPDATE river_job SET args = jsonb_set(args, '{org_id}', to_jsonb($1::text)) WHERE id = $2`, uuid.NewString(), other.Job.ID)
+	require.NoError(t, err)
+	res = f.work(t, 1, 5)
+	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
+	require.Equal(t, "synced", f.datasource(t).Status)
+}

@@ -51,8 +51,13 @@ type Config struct {
 func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error) {
 	rc := &river.Config{Logger: cfg.Logger, Middleware: []rivertype.Middleware{&observer{}}}
 	if cfg.Workers {
+		n := cfg.MaxWorkers
+		if n <= 0 {
+			n = 4
+		}
 		workers := river.NewWorkers()
-		river.AddWorker(workers, &IngestWorker{K: k})
+		// One organization's ingestions take at most half the workers.
+		river.AddWorker(workers, &IngestWorker{K: k, Pool: pool, PerOrg: max(1, n/2)})
 		if cfg.Webhooks != nil {
 			river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks})
 		}
@@ -63,10 +68,6 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 			}
 		}
 		rc.Workers = workers
-		n := cfg.MaxWorkers
-		if n <= 0 {
-			n = 4
-		}
 		// Deliveries wait on other people's servers (10 s at most each):
 		// their own queue, wider, so that neither kind holds up the other.
 		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: n}, QueueWebhooks: {MaxWorkers: 4 * n}}
