@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -145,7 +146,9 @@ func TestTopologyTwoAPIInstancesAndOneWorker(t *testing.T) {
 			j := done[id][0]
 			require.Equal(t, "completed", j.state, id)
 			require.Equal(t, 1, j.attempt, "%s was run once", id)
-			require.Len(t, j.attemptedBy, 1, "%s was run by one client", id)
+			// (A job waiting its turn among its organization's, snoozed,
+			// is picked up again: by the same client.)
+			require.Len(t, slices.Compact(j.attemptedBy), 1, "%s was run by one client", id)
 		}
 		// One ingestion's chunks each, none twice.
 		require.NoError(t, one.App.Store.TenantTx(ctx, org.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
