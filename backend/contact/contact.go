@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"maps"
 	"reflect"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/phone"
 	"github.com/parleyhq/parley/backend/webhook"
 )
 
@@ -43,11 +43,6 @@ const (
 	MaxCustomFields       = 16 << 10
 	MaxStoredCustomFields = 32 << 10
 )
-
-// e164 is a phone number as contacts keep it: a plus, then 7 to 15 digits,
-// the first not 0 (the schema's request pattern also lets through the
-// separators Normalize drops).
-var e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 
 // Fields are what is known of a contact at one moment; empty fields are
 // unknown, and never erase what is stored.
@@ -71,7 +66,8 @@ type Fields struct {
 }
 
 // Normalize trims f, lowercases its email and drops the spaces, dots,
-// dashes and brackets people write in phone numbers ("+33 6 12-34-56-78"),
+// dashes and brackets people write in phone numbers ("+33 6 12-34-56-78",
+// phone.Normalize),
 // then checks it by the schema's rules for a contact (parley.v1.Contact: an
 // email address, an E.164 phone number, names of at most 200 characters)
 // and the note's length; no field may hold NUL or bytes that are not
@@ -79,12 +75,7 @@ type Fields struct {
 // does (phoneNumber).
 func (f *Fields) Normalize() error {
 	f.Email = strings.ToLower(strings.TrimSpace(f.Email))
-	f.PhoneNumber = strings.Map(func(r rune) rune {
-		if strings.ContainsRune(" \t.-()/", r) {
-			return -1
-		}
-		return r
-	}, f.PhoneNumber)
+	f.PhoneNumber = phone.Normalize(f.PhoneNumber)
 	f.FirstName, f.LastName, f.Note = strings.TrimSpace(f.FirstName), strings.TrimSpace(f.LastName), strings.TrimSpace(f.Note)
 	// A chat request's fields were checked at the edge (wire.NoNUL); a
 	// model's tool arguments were not, and Postgres refuses NUL in text.
@@ -101,7 +92,7 @@ func (f *Fields) Normalize() error {
 	if n := utf8.RuneCountInString(f.Note); n > MaxNote {
 		return apperr.InvalidField("note", "at most %d characters, not %d", MaxNote, n)
 	}
-	if f.PhoneNumber != "" && !e164.MatchString(f.PhoneNumber) {
+	if f.PhoneNumber != "" && !phone.Valid(f.PhoneNumber) {
 		return apperr.InvalidField("phoneNumber", "must be in international (E.164) format: a plus, the country code and the number, e.g. +33612345678")
 	}
 	err := protovalidate.Validate(&parleyv1.Contact{Email: f.Email, PhoneNumber: f.PhoneNumber, FirstName: f.FirstName, LastName: f.LastName})

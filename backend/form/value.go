@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/parleyhq/parley/backend/apperr"
+	"github.com/parleyhq/parley/backend/phone"
 )
 
 // Values are a submission's accepted values by field name: string (text,
@@ -30,17 +31,11 @@ var (
 	// email is the syntax of HTML's <input type=email> (WHATWG), the one
 	// browsers check before a form is sent.
 	email = regexp.MustCompile(`^[a-zA-Z0-9.!#$%&'*+/=?^_` + "`" + `{|}~-]+@[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?)*$`)
-	// e164 is an international phone number: a plus, a country code that
-	// does not start with 0, at most 15 digits in all.
-	e164 = regexp.MustCompile(`^\+[1-9][0-9]{1,14}$`)
 	// date is a calendar date as HTML's <input type=date> sends it.
 	date = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}$`)
 	// decimal is a number written as JSON writes one.
 	decimal = regexp.MustCompile(`^-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?$`)
 )
-
-// phoneNoise is what people write in phone numbers besides digits.
-const phoneNoise = " \t.-()/"
 
 // Decode checks a submission's values against the schema and returns them
 // normalized (trimmed, phone numbers in E.164). Names the form does not
@@ -140,12 +135,7 @@ func (f *field) typed(v *structpb.Value) (any, *problem) {
 	}
 	s = strings.TrimSpace(s)
 	if f.GetType() == Phone {
-		s = strings.Map(func(r rune) rune {
-			if strings.ContainsRune(phoneNoise, r) {
-				return -1
-			}
-			return r
-		}, s)
+		s = phone.Normalize(s)
 	}
 	if s == "" {
 		return nil, nil
@@ -173,7 +163,7 @@ func (f *field) text(s string) *problem {
 			return bad("must be an email address, e.g. name@example.com")
 		}
 	case Phone:
-		if !e164.MatchString(s) {
+		if !phone.Valid(s) {
 			return bad("must be a phone number in international (E.164) format: a plus, the country code and the number, e.g. +33612345678")
 		}
 	case URL:

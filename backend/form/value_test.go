@@ -105,6 +105,10 @@ func TestDecodeEveryType(t *testing.T) {
 			{`"+33 6 12 34 56 7a"`, nil, "E.164"},
 			{`"+"`, nil, "E.164"},
 			{`"+1"`, nil, "E.164"},
+			// As contacts take them (package phone): 7 digits at least,
+			// a "(0)" trunk prefix dropped.
+			{`"+12"`, nil, "E.164"},
+			{`"+33 (0)6 12 34 56 78"`, "+33612345678", ""},
 			{`33612345678`, nil, "must be a string"},
 			{`" - "`, nil, ""},
 		}},
