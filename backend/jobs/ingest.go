@@ -14,6 +14,7 @@ import (
 	"github.com/riverqueue/river"
 
 	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/netguard"
 )
 
 // IngestArgs is the job that ingests one datasource. SizeBytes and
@@ -88,9 +89,15 @@ func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (er
 	// makes it available again without counting the attempt, its last
 	// included. Only its own timeout (a deadline) counts against it.
 	stopped := errors.Is(ctx.Err(), context.Canceled)
+	if job.Attempt < job.MaxAttempts && !stopped {
+		w.K.Retrying(ctx, org, id, job.Attempt, job.MaxAttempts, err)
+	}
 	if job.Attempt >= job.MaxAttempts && !stopped {
 		slog.ErrorContext(ctx, "ingestion failed", "datasource", id, "attempt", job.Attempt, "err", err)
 		reason := "; it will not be retried"
+		if r, ok := netguard.Reason(err); ok {
+			reason = " (" + r + "); it will not be retried"
+		}
 		if ctx.Err() != nil {
 			limit := w.Timeout(job)
 			if limit >= time.Second {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,14 +178,46 @@ func TestLastAttemptRecordsTheFailure(t *testing.T) {
 	res := f.work(t, 1, 2)
 	require.Equal(t, river.EventKindJobFailed, res.EventKind)
 	requireRetried(t, res)
-	require.Equal(t, "running", f.datasource(t).Status, "a failure that will be retried is not final")
+	d := f.datasource(t)
+	require.Equal(t, "pending", d.Status, "a failure that will be retried is not final")
+	require.Equal(t, "attempt 1 of 2 failed (an error on our side); it will be retried", d.Error,
+		"the error's own text (a provider's, a database's) is for the log")
 
 	res = f.work(t, 2, 2)
 	require.Equal(t, rivertype.JobStateDiscarded, res.Job.State)
-	d := f.datasource(t)
+	d = f.datasource(t)
 	require.Equal(t, "error", d.Status)
 	require.Equal(t, "ingestion failed after 2 attempts; it will not be retried", d.Error,
 		"the error's own text (a provider's, a database's) is for the log")
+}
+
+// A page that fails for a reason that may pass (a 503) is retried, and the
+// datasource says so with the site's answer, the organization's own URL's,
+// between attempts and after the last one.
+func TestRetriedFetchSaysWhy(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "busy", http.StatusServiceUnavailable)
+	}))
+	defer srv.Close()
+	w := &IngestWorker{}
+	f := setup(t, "", w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'web_page', config = $1 WHERE id = $2", []byte(`{"url":"`+srv.URL+`/faq"}`), f.ds)
+		return err
+	}))
+	host := strings.TrimPrefix(srv.URL, "http://")
+
+	f.work(t, 1, 2)
+	d := f.datasource(t)
+	require.Equal(t, "pending", d.Status)
+	require.Equal(t, "attempt 1 of 2 failed ("+host+" answered 503 Service Unavailable); it will be retried", d.Error)
+
+	f.work(t, 2, 2)
+	d = f.datasource(t)
+	require.Equal(t, "error", d.Status)
+	require.Equal(t, "ingestion failed after 2 attempts ("+host+" answered 503 Service Unavailable); it will not be retried", d.Error)
 }
 
 // A last attempt stopped by a graceful shutdown (its context cancelled, not
@@ -261,7 +296,7 @@ func TestTimedOutAttemptResumes(t *testing.T) {
 	first := emb.texts.Load()
 	require.Positive(t, first, "the first attempt wrote no batch")
 	require.Less(t, first, int64(total), "the first attempt was not cut short")
-	require.Equal(t, "running", f.datasource(t).Status)
+	require.Equal(t, "pending", f.datasource(t).Status, "waiting for its next attempt")
 	written := f.chunks(t)
 	require.Positive(t, written, "the first attempt committed no batch")
 

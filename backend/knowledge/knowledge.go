@@ -152,6 +152,29 @@ func (k *Knowledge) Fail(ctx context.Context, org, id uuid.UUID, msg string) {
 	}
 }
 
+// Retrying records that an attempt at ingesting a datasource failed and
+// another will follow: the datasource is pending again, and its error says
+// why when the failure is the site's (netguard.Reason: a 503, a timeout),
+// which is the organization's own URL; any other reason (the database, an
+// embedding provider) is for the log only.
+func (k *Knowledge) Retrying(ctx context.Context, org, id uuid.UUID, attempt, of int, err error) {
+	reason := "an error on our side"
+	if r, ok := netguard.Reason(err); ok {
+		reason = r
+	} else if errors.Is(err, context.DeadlineExceeded) {
+		reason = "it ran out of time; the next resumes where it stopped"
+	}
+	msg := fmt.Sprintf("attempt %d of %d failed (%s); it will be retried", attempt, of, reason)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		return q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: org, ID: id, Status: "pending", Error: msg})
+	})
+	if err != nil {
+		slog.WarnContext(ctx, "recording an ingestion's retry", "datasource", id, "err", err)
+	}
+}
+
 // Throughput floors the ingestion timeout is sized with: the slowest
 // configuration measured (the neural embedder on two cores, some 40 chunks
 // of ~1.2 kB a second, docs/benchmarks.md) with a margin of four.

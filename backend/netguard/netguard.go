@@ -400,6 +400,22 @@ type StatusError struct {
 
 func (e *StatusError) Error() string { return e.Host + " answered " + e.Status }
 
+// Reason is what a caller may be told of err, a fetch's failure: the
+// site's answer (StatusError) or why no answer came (unreached's words,
+// which name neither an address nor a port), and false for any other
+// error, which says nothing a caller should read.
+func Reason(err error) (string, bool) {
+	var status *StatusError
+	if errors.As(err, &status) {
+		return status.Error(), true
+	}
+	var un *unreachedError
+	if errors.As(err, &un) {
+		return un.msg, true
+	}
+	return "", false
+}
+
 // unreachedError is a request that got no response, as its caller may
 // read it: what went wrong, not where the connection went. The cause stays
 // wrapped for errors.Is and errors.As.
