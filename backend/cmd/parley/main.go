@@ -293,7 +293,21 @@ func readyURL(addr string) string {
 }
 
 func openStore(ctx context.Context, url string) (*db.Store, func(), error) {
-	if _, err := db.Migrate(ctx, url); err != nil {
+	// An admin command migrates the database as serve does, unless
+	// PARLEY_MIGRATE is false (instances that leave it to `parley
+	// migrate`): then one finding migrations pending stops, rather than
+	// migrate a production database by the way.
+	var cfg server.Config
+	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
+	if !cfg.Migrate {
+		n, err := db.Pending(ctx, url)
+		if err != nil {
+			return nil, nil, err
+		}
+		if n > 0 {
+			return nil, nil, fmt.Errorf("the database has %d migrations to apply and PARLEY_MIGRATE is false: run `parley migrate` first", n)
+		}
+	} else if _, err := db.Migrate(ctx, url); err != nil {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
 	pool, err := db.Open(ctx, url, 2, nil)

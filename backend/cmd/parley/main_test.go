@@ -21,6 +21,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/dbtest"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
@@ -436,4 +437,19 @@ func TestHelp(t *testing.T) {
 	// serve's flags: ErrHelp, which main does not count as a failure.
 	err = run(context.Background(), []string{"serve", "--help"}, &out, &errs)
 	require.ErrorIs(t, err, flag.ErrHelp)
+}
+
+// With PARLEY_MIGRATE=false (instances that leave migrations to `parley
+// migrate`), an admin command finding migrations pending stops and says
+// so, and migrates nothing. Not parallel: the environment is the
+// process's.
+func TestAdminCommandsLeaveMigrationsToMigrate(t *testing.T) {
+	t.Setenv("PARLEY_MIGRATE", "false")
+	u := dbtest.NewEmpty(t)
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme"}, &out, &errOut)
+	require.ErrorContains(t, err, "run `parley migrate` first")
+	n, err := db.Pending(context.Background(), u)
+	require.NoError(t, err)
+	require.Positive(t, n, "the command migrated the database")
 }
