@@ -3,7 +3,9 @@ package compat
 import (
 	"encoding/json"
 	"errors"
+	"maps"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -241,11 +243,12 @@ func (h *Handler) submitForm(w http.ResponseWriter, r *http.Request) error {
 	if err == nil {
 		err = h.validate(req)
 	}
-	if err != nil {
-		return err
+	var resp *parleyv1.SubmitFormResponse
+	if err == nil {
+		var rate *ratelimit.Result
+		resp, rate, err = h.forms.Submit(r.Context(), form.Caller{ClientIP: clientIP(r)}, req)
+		ratelimit.WriteHeaders(w.Header(), rate, time.Now())
 	}
-	resp, rate, err := h.forms.Submit(r.Context(), form.Caller{ClientIP: clientIP(r)}, req)
-	ratelimit.WriteHeaders(w.Header(), rate, time.Now())
 	if err != nil {
 		var e *apperr.Error
 		if errors.As(err, &e) && e.Code == apperr.Invalid && strings.HasPrefix(e.Field, "values.") {
@@ -288,6 +291,17 @@ func DecodeSubmission(formID string, body []byte) (*parleyv1.SubmitFormRequest, 
 	}
 	values := &structpb.Struct{}
 	if err := protojson.Unmarshal(b.Values, values); err != nil {
+		// Name the value at fault when values is an object (a number
+		// past float64's range, 1e400, is refused by protojson alone).
+		var each map[string]json.RawMessage
+		if json.Unmarshal(b.Values, &each) != nil {
+			return nil, apperr.InvalidField("values", "must be a JSON object of the form's field names and values")
+		}
+		for _, name := range slices.Sorted(maps.Keys(each)) {
+			if protojson.Unmarshal(each[name], &structpb.Value{}) != nil {
+				return nil, apperr.InvalidField("values."+name, "is not a value a form takes (a number out of range?)")
+			}
+		}
 		return nil, apperr.InvalidField("values", "must be a JSON object of the form's field names and values")
 	}
 	req.Values = values.GetFields()

@@ -222,6 +222,7 @@ func TestPublicFormOverREST(t *testing.T) {
 	for body, field := range map[string]string{
 		`{"values":{"first_name":"Ada"}}`:                                                   "visitorId",
 		`{"values":[1],"visitorId":"v"}`:                                                    "values",
+		`{"values":{"first_name":"Ada","seats":1e400},"visitorId":"v"}`:                     "values.seats",
 		`{"values":{},"visitorId":"v","extra":1}`:                                           "extra",
 		`{"values":{},"visitorId":"v w"}`:                                                   "visitorId",
 		`{"values":{},"visitorId":"v","conversationId":"` + strings.Repeat("c", 201) + `"}`: "conversationId",
