@@ -119,10 +119,16 @@ func TestTopologyTwoAPIInstancesAndOneWorker(t *testing.T) {
 			worker.Close()
 		})
 
+		// Read in the database: the organization's ingestions run one at a
+		// time on a worker of two (jobs.IngestWorker.PerOrg), longer than
+		// the API's rate limit would let this poll it.
 		require.Eventually(t, func() bool {
-			for i, id := range ids {
-				var ds struct{ Status, Error string }
-				[]*testenv.Env{two, one}[i%2].Do("GET", "/api/datasources/"+id, org.Key, nil).JSON(t, &ds)
+			for _, id := range ids {
+				var ds dbq.GetDatasourceRow
+				require.NoError(t, one.App.Store.Tenant(ctx, org.ID, func(q *dbq.Queries) (err error) {
+					ds, err = q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: org.ID, ID: uuid.MustParse(id)})
+					return err
+				}))
 				require.NotEqual(t, "error", ds.Status, ds.Error)
 				if ds.Status != "synced" {
 					return false
