@@ -14,10 +14,7 @@ import (
 // give it: a session alone (a borrowed laptop, a stolen cookie) does not
 // change it. One who signs in with links only sets a first one.
 func (s *Service) ChangePassword(ctx context.Context, m *Member, current, password string) error {
-	if err := CheckNewPassword(password); err != nil {
-		return err
-	}
-	h, err := HashPassword(password)
+	h, err := newPasswordHash(password)
 	if err != nil {
 		return err
 	}

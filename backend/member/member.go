@@ -343,6 +343,15 @@ func (s *Service) link(ctx context.Context, q *dbq.Queries, org uuid.UUID, purpo
 		Email: email, Role: string(role), CreatedBy: by, ExpiresAt: s.now().Add(ttl)})
 }
 
+// newPasswordHash is the hash of a new password, checked first
+// (CheckNewPassword): an invitation's, a sign-in link's, a change's.
+func newPasswordHash(password string) (string, error) {
+	if err := CheckNewPassword(password); err != nil {
+		return "", err
+	}
+	return HashPassword(password)
+}
+
 // errBadLink is every link that cannot be followed.
 var errBadLink = apperr.New(apperr.Unauthenticated, "this link is invalid, used or expired; ask for a new one")
 
@@ -393,10 +402,7 @@ func (s *Service) FollowLink(ctx context.Context, token, password string) (*Memb
 			}
 			var hash *string
 			if password != "" {
-				if err := CheckNewPassword(password); err != nil {
-					return err
-				}
-				ph, err := HashPassword(password)
+				ph, err := newPasswordHash(password)
 				if err != nil {
 					return err
 				}
@@ -419,10 +425,7 @@ func (s *Service) FollowLink(ctx context.Context, token, password string) (*Memb
 				// A sign-in link is how a member who lost their password
 				// gets back in (parley admin signin-link): it may set a new
 				// one, which ends their other sessions.
-				if err := CheckNewPassword(password); err != nil {
-					return err
-				}
-				ph, err := HashPassword(password)
+				ph, err := newPasswordHash(password)
 				if err != nil {
 					return err
 				}
