@@ -83,16 +83,18 @@ func (h *Handler) createDatastore(w http.ResponseWriter, r *http.Request) error 
 }
 
 func (h *Handler) listDatastores(w http.ResponseWriter, r *http.Request) error {
-	resp, err := h.datastores.ListDatastores(r.Context(), &parleyv1.ListDatastoresRequest{})
+	limit, cursor, err := pageQuery(r)
 	if err != nil {
 		return err
 	}
-	items := []map[string]any{}
-	for _, d := range resp.GetDatastores() {
-		items = append(items, datastoreJSON(d))
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"datastores": items})
-	return nil
+	return respond(h, w, r, &parleyv1.ListDatastoresRequest{Limit: limit, Cursor: cursor}, h.datastores.ListDatastores, http.StatusOK,
+		func(resp *parleyv1.ListDatastoresResponse) any {
+			items := []map[string]any{}
+			for _, d := range resp.GetDatastores() {
+				items = append(items, datastoreJSON(d))
+			}
+			return map[string]any{"datastores": items, "nextCursor": nextCursor(resp.GetNextCursor())}
+		})
 }
 
 func (h *Handler) getDatastore(w http.ResponseWriter, r *http.Request) error {
@@ -179,13 +181,18 @@ func (h *Handler) createDatasource(w http.ResponseWriter, r *http.Request) error
 }
 
 func (h *Handler) listDatasources(w http.ResponseWriter, r *http.Request) error {
-	return respond(h, w, r, &parleyv1.ListDatasourcesRequest{DatastoreId: r.PathValue("id")}, h.datastores.ListDatasources, http.StatusOK,
+	limit, cursor, err := pageQuery(r)
+	if err != nil {
+		return err
+	}
+	req := &parleyv1.ListDatasourcesRequest{DatastoreId: r.PathValue("id"), Limit: limit, Cursor: cursor}
+	return respond(h, w, r, req, h.datastores.ListDatasources, http.StatusOK,
 		func(resp *parleyv1.ListDatasourcesResponse) any {
 			items := []map[string]any{}
 			for _, d := range resp.GetDatasources() {
 				items = append(items, datasourceJSON(d))
 			}
-			return map[string]any{"datasources": items}
+			return map[string]any{"datasources": items, "nextCursor": nextCursor(resp.GetNextCursor())}
 		})
 }
 

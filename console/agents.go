@@ -236,12 +236,22 @@ func (c *Console) agentsWith(w http.ResponseWriter, r *http.Request, status int,
 	render(w, r, status, agentsPage(v, data))
 }
 
+// datastores are all the organization's datastores, page after page: the
+// agent form offers each.
 func (c *Console) datastores(ctx context.Context) ([]*parleyv1.Datastore, error) {
-	ds, err := c.Datastores.ListDatastores(ctx, &parleyv1.ListDatastoresRequest{})
-	if err != nil {
-		return nil, err
+	var all []*parleyv1.Datastore
+	req := &parleyv1.ListDatastoresRequest{}
+	for {
+		ds, err := c.Datastores.ListDatastores(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, ds.GetDatastores()...)
+		if ds.GetNextCursor() == "" {
+			return all, nil
+		}
+		req.Cursor = ds.GetNextCursor()
 	}
-	return ds.GetDatastores(), nil
 }
 
 func (c *Console) createAgent(w http.ResponseWriter, r *http.Request) {

@@ -64,6 +64,7 @@ func TestConsole(t *testing.T) {
 		"browser walk":             testBrowserWalk,
 		"other organizations' ids": testOtherOrganizationsIDs,
 		"datastores":               testDatastores,
+		"datastore pages":          testDatastorePages,
 		"conversations":            testConversations,
 		"forms":                    testForms,
 		"forms: viewers read":      testFormsViewer,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -26,7 +27,12 @@ func (c *Console) dsList(w http.ResponseWriter, r *http.Request) {
 // datastoresWith renders the list, with the create form's values and error
 // after a refused create.
 func (c *Console) dsListWith(w http.ResponseWriter, r *http.Request, status int, form *parleyv1.CreateDatastoreRequest, formErr string) {
-	list, err := c.Datastores.ListDatastores(r.Context(), &parleyv1.ListDatastoresRequest{})
+	req := &parleyv1.ListDatastoresRequest{Cursor: r.URL.Query().Get("cursor")}
+	err := c.validate(req)
+	var list *parleyv1.ListDatastoresResponse
+	if err == nil {
+		list, err = c.Datastores.ListDatastores(r.Context(), req)
+	}
 	if err != nil {
 		c.errorPage(w, r, err)
 		return
@@ -34,7 +40,13 @@ func (c *Console) dsListWith(w http.ResponseWriter, r *http.Request, status int,
 	if form == nil {
 		form = &parleyv1.CreateDatastoreRequest{}
 	}
-	render(w, r, status, dsListPage(viewOf(r.Context()), list.GetDatastores(), form, formErr))
+	render(w, r, status, dsListPage(viewOf(r.Context()), dsListView{Stores: list.GetDatastores(), Cursor: req.GetCursor(), Next: list.GetNextCursor()}, form, formErr))
+}
+
+// dsListView is a page of the datastores list.
+type dsListView struct {
+	Stores       []*parleyv1.Datastore
+	Cursor, Next string
 }
 
 func (c *Console) dsCreate(w http.ResponseWriter, r *http.Request) {
@@ -78,6 +90,9 @@ func dsFormError(err error) (int, string, bool) {
 type dsView struct {
 	Store   *parleyv1.Datastore
 	Sources []*parleyv1.Datasource
+	// Cursor is the page of datasources shown (empty for the newest);
+	// Next the following page's, empty on the last.
+	Cursor, Next string
 	// Form holds the values of a refused add, to fill the form again;
 	// FormErr says why, and FormType which form it was.
 	Form     *parleyv1.CreateDatasourceRequest
@@ -89,7 +104,8 @@ type dsView struct {
 	Results  []*parleyv1.QueryResult
 }
 
-// dsLoad fills the datastore and its datasources.
+// dsLoad fills the datastore and the page of its datasources that
+// ?cursor= names (the newest without).
 func (c *Console) dsLoad(r *http.Request, id string) (*dsView, error) {
 	get := &parleyv1.GetDatastoreRequest{Id: id}
 	if err := c.validate(get); err != nil {
@@ -99,11 +115,28 @@ func (c *Console) dsLoad(r *http.Request, id string) (*dsView, error) {
 	if err != nil {
 		return nil, err
 	}
-	list, err := c.Datastores.ListDatasources(r.Context(), &parleyv1.ListDatasourcesRequest{DatastoreId: ds.GetDatastore().GetId()})
+	list := &parleyv1.ListDatasourcesRequest{DatastoreId: ds.GetDatastore().GetId(), Cursor: r.URL.Query().Get("cursor")}
+	if err := c.validate(list); err != nil {
+		return nil, err
+	}
+	sources, err := c.Datastores.ListDatasources(r.Context(), list)
 	if err != nil {
 		return nil, err
 	}
-	return &dsView{Store: ds.GetDatastore(), Sources: list.GetDatasources(), Form: &parleyv1.CreateDatasourceRequest{}}, nil
+	return &dsView{
+		Store: ds.GetDatastore(), Sources: sources.GetDatasources(), Cursor: list.GetCursor(), Next: sources.GetNextCursor(),
+		Form: &parleyv1.CreateDatasourceRequest{},
+	}, nil
+}
+
+// dsURL is a datastore's page (or its sources table, with suffix
+// "/sources") at a page of its datasources.
+func dsURL(id, suffix, cursor string) string {
+	u := "/console/datastores/" + id + suffix
+	if cursor != "" {
+		u += "?cursor=" + url.QueryEscape(cursor)
+	}
+	return u
 }
 
 func (c *Console) dsShow(w http.ResponseWriter, r *http.Request) {

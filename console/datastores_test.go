@@ -2,16 +2,21 @@ package console_test
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/member"
 )
@@ -276,4 +281,79 @@ func testDatastores(t *testing.T, e *env) {
 	p = admin.get("/console/datastores/" + store)
 	require.Len(t, sourcesOf(t, p), 2)
 	require.Equal(t, "synced", sourcesOf(t, p)[textName].Status)
+}
+
+// testDatastorePages: the datastores list and a datastore's datasources
+// come a page of 100 at a time, with links to the older and the newest;
+// the agent form still offers every datastore.
+func testDatastorePages(t *testing.T, e *env) {
+	org := e.Bootstrap("Many Stores", "pro")
+	admin := e.as(t, org.ID, member.Admin)
+	ctx := context.Background()
+	var first uuid.UUID
+	require.NoError(t, e.App.Store.Tenant(ctx, org.ID, func(q *dbq.Queries) error {
+		for i := range 101 {
+			d, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{
+				OrgID: org.ID, ID: uuid.New(), Name: fmt.Sprintf("store %03d", i), EmbeddingModel: "m", EmbeddingDim: 8,
+			})
+			if err != nil {
+				return err
+			}
+			if i == 0 {
+				first = d.ID
+			}
+		}
+		for i := range 101 {
+			if _, err := q.CreateDatasource(ctx, dbq.CreateDatasourceParams{
+				OrgID: org.ID, ID: uuid.New(), DatastoreID: first, Type: "text", Name: fmt.Sprintf("text %03d", i), Config: []byte("{}"),
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+
+	// Made in one transaction, the rows share a creation time: their ids
+	// order them, and every one is on exactly one page.
+	names := func(p page, sel string) []string {
+		var out []string
+		p.Doc.Find(sel).Each(func(_ int, s *goquery.Selection) { out = append(out, strings.TrimSpace(s.Text())) })
+		return out
+	}
+	p := admin.get("/console/datastores")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	seen := names(p, "[data-testid=datastore-link]")
+	require.Len(t, seen, 100)
+	require.Zero(t, p.Doc.Find("[data-testid=first-page]").Length())
+	next, ok := p.Doc.Find("[data-testid=next-page]").Attr("href")
+	require.True(t, ok, "no link to the older datastores")
+	p = admin.get(next)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	seen = append(seen, names(p, "[data-testid=datastore-link]")...)
+	require.Len(t, seen, 101)
+	slices.Sort(seen)
+	require.Len(t, slices.Compact(seen), 101, "a datastore on both pages")
+	require.Zero(t, p.Doc.Find("[data-testid=next-page]").Length())
+	require.Equal(t, "/console/datastores", p.Doc.Find("[data-testid=first-page]").AttrOr("href", ""))
+	p = admin.get("/console/datastores?cursor=nope")
+	require.Equal(t, http.StatusBadRequest, p.Status)
+
+	p = admin.get("/console/datastores/" + first.String())
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	seen = names(p, "[data-testid=source-name]")
+	require.Len(t, seen, 100)
+	next, ok = p.Doc.Find("[data-testid=sources] [data-testid=next-page]").Attr("href")
+	require.True(t, ok, "no link to the older datasources")
+	p = admin.get(next)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	seen = append(seen, names(p, "[data-testid=source-name]")...)
+	slices.Sort(seen)
+	require.Len(t, slices.Compact(seen), 101, "a datasource on both pages, or on none")
+	// The pending table polls for the page it shows.
+	_, cursor, _ := strings.Cut(next, "?")
+	require.Equal(t, "/console/datastores/"+first.String()+"/sources?"+cursor, p.Doc.Find("[data-testid=sources]").AttrOr("hx-get", ""))
+
+	p = admin.get("/console/agents")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	require.Equal(t, 101, p.Doc.Find("#new-datastores option").Length(), "the agent form offers every datastore")
 }

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"path"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -20,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/backend/embed"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/page"
 )
 
 // DefaultTopK is a query's result count when none is asked.
@@ -144,14 +146,26 @@ func (s *Service) GetDatastore(ctx context.Context, req *parleyv1.GetDatastoreRe
 	return &parleyv1.GetDatastoreResponse{Datastore: out}, err
 }
 
-// ListDatastores implements DatastoreService.
-func (s *Service) ListDatastores(ctx context.Context, _ *parleyv1.ListDatastoresRequest) (*parleyv1.ListDatastoresResponse, error) {
+// MaxListLimit bounds a page of datastores or datasources; it is also the
+// default.
+const MaxListLimit = 100
+
+// ListDatastores implements DatastoreService: a page of the organization's
+// datastores, newest first. A cursor that is not one of this listing's is
+// Invalid.
+func (s *Service) ListDatastores(ctx context.Context, req *parleyv1.ListDatastoresRequest) (*parleyv1.ListDatastoresResponse, error) {
+	limit := page.Size(req.GetLimit(), MaxListLimit, MaxListLimit)
+	beforeTime, beforeID, err := page.After(req.GetCursor())
+	if err != nil {
+		return nil, err
+	}
 	resp := &parleyv1.ListDatastoresResponse{Datastores: []*parleyv1.Datastore{}}
-	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
-		rows, err := q.ListDatastores(ctx, p.OrgID)
+	err = s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+		rows, err := q.PageDatastores(ctx, dbq.PageDatastoresParams{OrgID: p.OrgID, BeforeTime: beforeTime, BeforeID: beforeID, MaxRows: limit + 1})
 		if err != nil {
 			return err
 		}
+		rows, resp.NextCursor = page.Cut(rows, limit, func(d dbq.Datastore) (time.Time, string) { return d.CreatedAt, d.ID.String() })
 		for _, d := range rows {
 			pd, err := datastoreProto(ctx, q, d)
 			if err != nil {
@@ -372,19 +386,31 @@ func (s *Service) GetDatasource(ctx context.Context, req *parleyv1.GetDatasource
 	return &parleyv1.GetDatasourceResponse{Datasource: out}, err
 }
 
-// ListDatasources implements DatastoreService.
+// ListDatasources implements DatastoreService: a page of a datastore's
+// datasources, newest first.
 func (s *Service) ListDatasources(ctx context.Context, req *parleyv1.ListDatasourcesRequest) (*parleyv1.ListDatasourcesResponse, error) {
+	limit := page.Size(req.GetLimit(), MaxListLimit, MaxListLimit)
+	beforeTime, beforeID, err := page.After(req.GetCursor())
+	if err != nil {
+		return nil, err
+	}
 	resp := &parleyv1.ListDatasourcesResponse{Datasources: []*parleyv1.Datasource{}}
-	err := s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
+	err = s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
 		d, err := datastore(ctx, q, p.OrgID, req.GetDatastoreId())
 		if err != nil {
 			return err
 		}
-		rows, err := q.ListDatasources(ctx, dbq.ListDatasourcesParams{OrgID: p.OrgID, DatastoreID: d.ID})
+		rows, err := q.PageDatasources(ctx, dbq.PageDatasourcesParams{
+			OrgID: p.OrgID, DatastoreID: d.ID, BeforeTime: beforeTime, BeforeID: beforeID, MaxRows: limit + 1,
+		})
+		if err != nil {
+			return err
+		}
+		rows, resp.NextCursor = page.Cut(rows, limit, func(r dbq.PageDatasourcesRow) (time.Time, string) { return r.CreatedAt, r.ID.String() })
 		for _, r := range rows {
 			resp.Datasources = append(resp.Datasources, datasourceProto(dbq.GetDatasourceRow(r)))
 		}
-		return err
+		return nil
 	})
 	return resp, err
 }

@@ -760,6 +760,135 @@ func (q *Queries) MarkSynced(ctx context.Context, arg MarkSyncedParams) error {
 	return err
 }
 
+const pageDatasources = `-- name: PageDatasources :many
+SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
+FROM datasources
+WHERE org_id = $1 AND datastore_id = $2
+  AND ($3::timestamptz IS NULL
+       OR (created_at, id) < ($3::timestamptz, $4::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $5
+`
+
+type PageDatasourcesParams struct {
+	OrgID       uuid.UUID
+	DatastoreID uuid.UUID
+	BeforeTime  *time.Time
+	BeforeID    *uuid.UUID
+	MaxRows     int32
+}
+
+type PageDatasourcesRow struct {
+	ID          uuid.UUID
+	DatastoreID uuid.UUID
+	Type        string
+	Name        string
+	Status      string
+	Error       string
+	Config      []byte
+	ContentType string
+	SizeBytes   int64
+	Generation  int32
+	ChunkCount  int32
+	CreatedAt   time.Time
+	UpdatedAt   time.Time
+	SyncedAt    *time.Time
+}
+
+// A page of a datastore's datasources, newest first, after the cursor.
+func (q *Queries) PageDatasources(ctx context.Context, arg PageDatasourcesParams) ([]PageDatasourcesRow, error) {
+	rows, err := q.db.Query(ctx, pageDatasources,
+		arg.OrgID,
+		arg.DatastoreID,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []PageDatasourcesRow
+	for rows.Next() {
+		var i PageDatasourcesRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.DatastoreID,
+			&i.Type,
+			&i.Name,
+			&i.Status,
+			&i.Error,
+			&i.Config,
+			&i.ContentType,
+			&i.SizeBytes,
+			&i.Generation,
+			&i.ChunkCount,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+			&i.SyncedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const pageDatastores = `-- name: PageDatastores :many
+SELECT org_id, id, name, description, embedding_model, embedding_dim, created_at, updated_at FROM datastores
+WHERE org_id = $1
+  AND ($2::timestamptz IS NULL
+       OR (created_at, id) < ($2::timestamptz, $3::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $4
+`
+
+type PageDatastoresParams struct {
+	OrgID      uuid.UUID
+	BeforeTime *time.Time
+	BeforeID   *uuid.UUID
+	MaxRows    int32
+}
+
+// A page of the organization's datastores, newest first, after the cursor
+// (the last row of the previous page).
+func (q *Queries) PageDatastores(ctx context.Context, arg PageDatastoresParams) ([]Datastore, error) {
+	rows, err := q.db.Query(ctx, pageDatastores,
+		arg.OrgID,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []Datastore
+	for rows.Next() {
+		var i Datastore
+		if err := rows.Scan(
+			&i.OrgID,
+			&i.ID,
+			&i.Name,
+			&i.Description,
+			&i.EmbeddingModel,
+			&i.EmbeddingDim,
+			&i.CreatedAt,
+			&i.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const publishGeneration = `-- name: PublishGeneration :exec
 UPDATE chunks SET visible = (generation = $1)
 WHERE org_id = $2 AND datasource_id = $3

@@ -17,6 +17,16 @@ FOR KEY SHARE;
 -- name: ListDatastores :many
 SELECT * FROM datastores WHERE org_id = sqlc.arg(org_id) ORDER BY created_at DESC, id DESC;
 
+-- name: PageDatastores :many
+-- A page of the organization's datastores, newest first, after the cursor
+-- (the last row of the previous page).
+SELECT * FROM datastores
+WHERE org_id = sqlc.arg(org_id)
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(before_time)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows);
+
 -- name: DatastoreCounts :one
 SELECT (SELECT count(*) FROM datasources d WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = sqlc.arg(datastore_id))::bigint AS datasources,
        (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = sqlc.arg(datastore_id))::bigint AS chunks;
@@ -52,6 +62,16 @@ WHERE d.org_id = sqlc.arg(org_id) AND d.id = sqlc.arg(id);
 SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
 FROM datasources WHERE org_id = sqlc.arg(org_id) AND datastore_id = sqlc.arg(datastore_id)
 ORDER BY created_at DESC, id DESC;
+
+-- name: PageDatasources :many
+-- A page of a datastore's datasources, newest first, after the cursor.
+SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
+FROM datasources
+WHERE org_id = sqlc.arg(org_id) AND datastore_id = sqlc.arg(datastore_id)
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(before_time)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows);
 
 -- name: DeleteDatasource :execrows
 DELETE FROM datasources WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);

@@ -493,7 +493,11 @@ func (x *GetDatastoreResponse) GetDatastore() *Datastore {
 }
 
 type ListDatastoresRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 means 100; at most 100.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_cursor of the previous page; empty for the first.
+	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -528,9 +532,26 @@ func (*ListDatastoresRequest) Descriptor() ([]byte, []int) {
 	return file_parley_v1_datastore_proto_rawDescGZIP(), []int{6}
 }
 
+func (x *ListDatastoresRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListDatastoresRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type ListDatastoresResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Datastores    []*Datastore           `protobuf:"bytes,1,rep,name=datastores,proto3" json:"datastores,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Datastores []*Datastore `protobuf:"bytes,1,rep,name=datastores,proto3" json:"datastores,omitempty"`
+	// The cursor of the following page; empty on the last one.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -570,6 +591,13 @@ func (x *ListDatastoresResponse) GetDatastores() []*Datastore {
 		return x.Datastores
 	}
 	return nil
+}
+
+func (x *ListDatastoresResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
 }
 
 type UpdateDatastoreRequest struct {
@@ -1028,8 +1056,12 @@ func (x *GetDatasourceResponse) GetDatasource() *Datasource {
 }
 
 type ListDatasourcesRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	DatastoreId   string                 `protobuf:"bytes,1,opt,name=datastore_id,json=datastoreId,proto3" json:"datastore_id,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	DatastoreId string                 `protobuf:"bytes,1,opt,name=datastore_id,json=datastoreId,proto3" json:"datastore_id,omitempty"`
+	// 0 means 100; at most 100.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_cursor of the previous page; empty for the first.
+	Cursor        string `protobuf:"bytes,3,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1071,9 +1103,26 @@ func (x *ListDatasourcesRequest) GetDatastoreId() string {
 	return ""
 }
 
+func (x *ListDatasourcesRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListDatasourcesRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type ListDatasourcesResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Datasources   []*Datasource          `protobuf:"bytes,1,rep,name=datasources,proto3" json:"datasources,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first.
+	Datasources []*Datasource `protobuf:"bytes,1,rep,name=datasources,proto3" json:"datasources,omitempty"`
+	// The cursor of the following page; empty on the last one.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1113,6 +1162,13 @@ func (x *ListDatasourcesResponse) GetDatasources() []*Datasource {
 		return x.Datasources
 	}
 	return nil
+}
+
+func (x *ListDatasourcesResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
 }
 
 type DeleteDatasourceRequest struct {
@@ -1561,12 +1617,16 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\x13GetDatastoreRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"J\n" +
 	"\x14GetDatastoreResponse\x122\n" +
-	"\tdatastore\x18\x01 \x01(\v2\x14.parley.v1.DatastoreR\tdatastore\"\x17\n" +
-	"\x15ListDatastoresRequest\"N\n" +
+	"\tdatastore\x18\x01 \x01(\v2\x14.parley.v1.DatastoreR\tdatastore\"Z\n" +
+	"\x15ListDatastoresRequest\x12\x1f\n" +
+	"\x05limit\x18\x01 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\x12 \n" +
+	"\x06cursor\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x06cursor\"o\n" +
 	"\x16ListDatastoresResponse\x124\n" +
 	"\n" +
 	"datastores\x18\x01 \x03(\v2\x14.parley.v1.DatastoreR\n" +
-	"datastores\"\xaa\x02\n" +
+	"datastores\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"\xaa\x02\n" +
 	"\x16UpdateDatastoreRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12^\n" +
 	"\x04name\x18\x02 \x01(\tBE\xbaHB\xba\x01:\n" +
@@ -1621,11 +1681,15 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\x15GetDatasourceResponse\x125\n" +
 	"\n" +
 	"datasource\x18\x01 \x01(\v2\x15.parley.v1.DatasourceR\n" +
-	"datasource\"F\n" +
+	"datasource\"\x89\x01\n" +
 	"\x16ListDatasourcesRequest\x12,\n" +
-	"\fdatastore_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\vdatastoreId\"R\n" +
+	"\fdatastore_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\vdatastoreId\x12\x1f\n" +
+	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\x12 \n" +
+	"\x06cursor\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x06cursor\"s\n" +
 	"\x17ListDatasourcesResponse\x127\n" +
-	"\vdatasources\x18\x01 \x03(\v2\x15.parley.v1.DatasourceR\vdatasources\"4\n" +
+	"\vdatasources\x18\x01 \x03(\v2\x15.parley.v1.DatasourceR\vdatasources\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"4\n" +
 	"\x17DeleteDatasourceRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"\x1a\n" +
 	"\x18DeleteDatasourceResponse\"4\n" +
