@@ -51,6 +51,10 @@ type Config struct {
 	NoRedirects bool
 }
 
+// maxHeaderBytes bounds a response's headers, as net/http's server bounds
+// a request's (http.DefaultMaxHeaderBytes).
+const maxHeaderBytes = 1 << 20
+
 // Client fetches user-given URLs.
 type Client struct {
 	cfg  Config
@@ -89,8 +93,11 @@ func New(cfg Config) *Client {
 		DialContext:           dialer.DialContext,
 		TLSHandshakeTimeout:   10 * time.Second,
 		ResponseHeaderTimeout: 15 * time.Second,
-		MaxIdleConns:          10,
-		IdleConnTimeout:       30 * time.Second,
+		// MaxBytes bounds the body only: without this, Go reads up to 10
+		// MiB of a response's headers, whatever MaxBytes says.
+		MaxResponseHeaderBytes: maxHeaderBytes,
+		MaxIdleConns:           10,
+		IdleConnTimeout:        30 * time.Second,
 	}
 	c.http = &http.Client{
 		Transport: tr,

@@ -287,3 +287,24 @@ func TestUnreachedNamesNoAddress(t *testing.T) {
 		t.Errorf("CheckDestination of an unresolved name: %v", err)
 	}
 }
+
+// A response's headers are bounded too: a server answering 4 MiB of
+// headers (Go's client alone reads up to 10 MiB of them) gets no response
+// read, by Send or Get.
+func TestCapsHeaderSize(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		for i := range 4 {
+			w.Header().Set("X-Big-"+string(rune('a'+i)), strings.Repeat("h", 1<<20))
+		}
+		w.Write([]byte("ok"))
+	}))
+	defer srv.Close()
+	c := New(Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	if r, err := c.Send(context.Background(), Request{Method: http.MethodGet, URL: srv.URL}); err == nil {
+		t.Fatalf("Send read a response of %d header bytes, want an error", len(r.Header.Get("X-Big-a"))*4)
+	}
+	if _, err := c.Get(context.Background(), srv.URL); err == nil {
+		t.Fatal("Get read the response, want an error")
+	}
+}
