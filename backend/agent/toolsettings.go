@@ -39,6 +39,11 @@ func checkToolSettings(ctx context.Context, guard *netguard.Client, ps *parleyv1
 			if tool.ForbiddenHeader(name) {
 				return apperr.InvalidField(field+".headers", "%s is set by Parley and cannot be configured", name)
 			}
+			// The schema refuses CR, LF and NUL; the HTTP client refuses
+			// every other control character but a tab, at each call.
+			if !tool.ValidHeaderValue(e.GetHeaders()[name]) {
+				return apperr.InvalidField(fmt.Sprintf("%s.headers[%q]", field, name), "must not contain control characters (a tab is allowed)")
+			}
 		}
 	}
 	return nil

@@ -151,12 +151,28 @@ func ForbiddenHeader(name string) bool {
 	return false
 }
 
+// ValidHeaderValue reports whether value can be sent as a header value:
+// Go's HTTP client refuses one holding a control character other than a
+// tab (RFC 9110 §5.5), and then no call to the endpoint is ever sent.
+func ValidHeaderValue(value string) bool {
+	for i := 0; i < len(value); i++ {
+		if c := value[i]; (c < ' ' && c != '\t') || c == 0x7f {
+			return false
+		}
+	}
+	return true
+}
+
 // Limits of one call: NewGuard's client enforces the time and the size
 // read; the model reads at most httpBodyForModel bytes of it.
 const (
 	HTTPTimeout      = 10 * time.Second
 	HTTPMaxBytes     = 1 << 20
 	httpBodyForModel = 16 << 10
+	// httpHeaderForModel bounds each response header the model reads
+	// (Content-Type, a redirect's Location): the body's bound is no bound
+	// if a header of the endpoint's can carry megabytes into the prompt.
+	httpHeaderForModel = 1 << 10
 )
 
 // NewGuard is the client http_request's calls go through (Deps.Guard):
@@ -305,7 +321,7 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 		return redirected(e.Name, u, status, loc), nil
 	}
 	res := Result{
-		Content: "HTTP " + status + "\nContent-Type: " + resp.Header.Get("Content-Type") + "\n\n" + bodyForModel(resp),
+		Content: "HTTP " + status + "\nContent-Type: " + clip(resp.Header.Get("Content-Type"), httpHeaderForModel) + "\n\n" + bodyForModel(resp),
 		IsError: resp.Status >= 400,
 		Summary: strings.TrimSpace(status) + ", " + sizeOf(resp),
 	}
@@ -321,7 +337,7 @@ func redirected(name string, from *url.URL, status, location string) Result {
 	where := "(an invalid URL)"
 	if to, err := from.Parse(location); err == nil {
 		to.User, to.RawQuery, to.ForceQuery, to.Fragment, to.RawFragment = nil, "", false, "", ""
-		where = to.String()
+		where = clip(to.String(), httpHeaderForModel)
 	}
 	content := "HTTP " + status + "\nLocation: " + where + " (query left out)\n\n" +
 		"Endpoint " + name + " redirected elsewhere; http_request does not follow redirects, so this endpoint gave no answer. " +

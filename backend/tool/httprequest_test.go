@@ -764,3 +764,73 @@ func TestHTTPRequestLegacyPlainHeaderValues(t *testing.T) {
 		require.Equal(t, "legacy-key-1", sent(e, id, fmt.Sprintf("legacy-sealed-%d", i)))
 	}
 }
+
+// A header value the HTTP client would refuse to send (a control
+// character other than a tab: the schema refuses only CR, LF and NUL) is
+// refused when the agent is configured, naming the header, instead of
+// being stored and then failing every call as "could not be reached".
+func TestHTTPRequestHeaderValueWithControlCharacterIsRefused(t *testing.T) {
+	t.Parallel()
+	ep := newEndpoint(t, `{}`)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(llm.ToolCall{ID: "get", Name: "http_request", Arguments: `{"endpoint":"orders"}`})
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	id := createAgent(t, e, e.A.Key, endpointsBody(map[string]any{"name": "orders", "url": ep.URL}))["id"].(string)
+	const field = `toolSettings.http_request.endpoints[0].headers["X-Key"]`
+	for _, v := range []string{"a\x01b", "a\x1bb", "a\x7fb"} {
+		body := endpointsBody(map[string]any{"name": "orders", "url": ep.URL, "headers": map[string]string{"X-Key": v}})
+		r := e.Do("PUT", "/api/agents/"+id, e.A.Key, body)
+		require.Equal(t, 400, r.Status, "%q: %s", v, r.Body)
+		require.Equal(t, field, r.Err(t).Error.Field, "%q", v)
+		body["name"], body["instructions"] = "x", "i"
+		r = e.Do("POST", "/api/agents", e.A.Key, body)
+		require.Equal(t, 400, r.Status, "%q: %s", v, r.Body)
+		require.Equal(t, field, r.Err(t).Error.Field, "%q", v)
+	}
+	// A tab is a header value's character: stored, and sent.
+	r := e.Do("PUT", "/api/agents/"+id, e.A.Key, endpointsBody(map[string]any{"name": "orders", "url": ep.URL, "headers": map[string]string{"X-Key": "a\tb"}}))
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r = e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"orders?","conversationId":"ctl-1"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	require.Len(t, ep.requests(), 1)
+	require.Equal(t, "a\tb", ep.requests()[0].Header.Get("X-Key"))
+}
+
+// The model's share of a response is bounded whatever part of it is large:
+// a Content-Type or a redirect's Location of hundreds of KiB (Go's client
+// reads up to 10 MiB of headers) reaches the prompt cut, like the body.
+func TestHTTPRequestResponseHeadersAreBoundedForTheModel(t *testing.T) {
+	t.Parallel()
+	bigType := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; x="+strings.Repeat("c", 500<<10))
+		_, _ = io.WriteString(w, "hi")
+	}))
+	t.Cleanup(bigType.Close)
+	bigLocation := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Location", "/"+strings.Repeat("d", 500<<10))
+		w.WriteHeader(http.StatusFound)
+	}))
+	t.Cleanup(bigLocation.Close)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(
+		llm.ToolCall{ID: "type", Name: "http_request", Arguments: `{"endpoint":"type"}`},
+		llm.ToolCall{ID: "location", Name: "http_request", Arguments: `{"endpoint":"location"}`},
+	)
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	id := createAgent(t, e, e.A.Key, endpointsBody(
+		map[string]any{"name": "type", "url": bigType.URL}, map[string]any{"name": "location", "url": bigLocation.URL},
+	))["id"].(string)
+	events := streamEvents(t, e, id, e.A.Key, `{"query":"go","conversationId":"hdr-1","streaming":true}`)
+	calls := ofType(events, "tool_call")
+	require.Len(t, calls, 2)
+	require.Equal(t, "200 OK, 2 bytes", calls[0]["result"])
+	require.Equal(t, "302 Found, not followed", calls[1]["result"])
+	second := req(fp.Requests()[1])
+	for _, id := range []string{"type", "location"} {
+		got := second.toolResult(id)
+		require.Less(t, len(got), 4<<10, "%s: %d bytes reach the model", id, len(got))
+	}
+	require.Contains(t, second.toolResult("type"), "HTTP 200 OK\nContent-Type: text/plain; x=ccc")
+	require.Contains(t, second.toolResult("type"), "\n\nhi")
+	require.Contains(t, second.toolResult("location"), "Location: "+bigLocation.URL+"/ddd")
+}
