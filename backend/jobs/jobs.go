@@ -59,7 +59,9 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		// One organization's ingestions take at most half the workers.
 		river.AddWorker(workers, &IngestWorker{K: k, Pool: pool, PerOrg: max(1, n/2)})
 		if cfg.Webhooks != nil {
-			river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks})
+			// One organization's deliveries take at most half of one
+			// instance's delivery workers.
+			river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks, Pool: pool, PerOrg: 2 * n})
 		}
 		if cfg.Store != nil {
 			river.AddWorker(workers, &PruneWorker{Store: cfg.Store})

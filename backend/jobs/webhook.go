@@ -3,9 +3,11 @@ package jobs
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
 	"github.com/parleyhq/parley/backend/webhook"
@@ -33,6 +35,11 @@ const QueueWebhooks = "webhooks"
 type DeliverWorker struct {
 	river.WorkerDefaults[DeliverArgs]
 	D *webhook.Deliverer
+	// Pool reads River's jobs, and PerOrg is how many of one
+	// organization's deliveries may be sent at once across the deployment
+	// (fairShare); 0 leaves them unbounded.
+	Pool   *pgxpool.Pool
+	PerOrg int
 	// nextRetry replaces webhook.NextRetry in tests that retry at once.
 	nextRetry func(attempt int) time.Time
 }
@@ -53,6 +60,9 @@ func (w *DeliverWorker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
 
 // Work implements river.Worker.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	if wait := w.fairShare(ctx, job); wait > 0 {
+		return river.JobSnooze(wait)
+	}
 	err := w.D.Deliver(ctx, job.Args.OrgID, job.Args.DeliveryID, job.Attempt, job.Attempt >= job.MaxAttempts)
 	if errors.Is(err, webhook.ErrInterrupted) {
 		// Cut short by shutdown: run again as soon as a worker can,
@@ -61,4 +71,38 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		return river.JobSnooze(0)
 	}
 	return err
+}
+
+// fairWaitDelivery is how long a delivery whose organization already has
+// its share of deliveries in flight waits before it asks again.
+const fairWaitDelivery = time.Second
+
+// fairShare is how long job must wait for one of its organization's
+// deliveries in flight to end, or 0 to send it now: at most PerOrg of an
+// organization's deliveries are sent at once (counted in River's table,
+// every instance's). Without it, one organization's endpoints that answer
+// slowly (webhook.AttemptTimeout each), fed by its public agents'
+// visitors, held every delivery worker, and every other organization's
+// events waited behind them. Only attempts begun within twice a
+// delivery's limit count, so that jobs of a crashed worker (running until
+// River rescues them) do not hold their organization's line. A waiting
+// delivery keeps its attempts (River counts no snooze). A failed count
+// lets the job run.
+func (w *DeliverWorker) fairShare(ctx context.Context, job *river.Job[DeliverArgs]) time.Duration {
+	if w.PerOrg <= 0 || w.Pool == nil {
+		return 0
+	}
+	var running int
+	err := w.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job
+		WHERE state = 'running' AND queue = $1 AND kind = $2 AND args->>'org_id' = $3 AND id <> $4
+		  AND attempted_at > now() - make_interval(secs => $5)`,
+		QueueWebhooks, DeliverArgs{}.Kind(), job.Args.OrgID.String(), job.ID, 2*w.Timeout(job).Seconds()).Scan(&running)
+	if err != nil {
+		slog.WarnContext(ctx, "webhook delivery: counting the organization's deliveries in flight", "err", err)
+		return 0
+	}
+	if running < w.PerOrg {
+		return 0
+	}
+	return fairWaitDelivery
 }

@@ -71,7 +71,8 @@ var ErrAttempt = errors.New("webhook delivery attempt failed")
 
 // Deliver makes attempt (1 for the first) at sending delivery id of org,
 // and records it. It returns an error wrapping ErrAttempt when the
-// endpoint did not answer 2xx in time (River then retries); last says no
+// endpoint did not answer 2xx in time, or the attempt could not be signed
+// (River then retries); last says no
 // retry follows, and the delivery is then failed and its endpoint marked
 // failing. A delivery that is gone (its endpoint deleted) or already
 // settled is not sent again, and one whose endpoint is deleted while it
@@ -95,26 +96,24 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 		return nil
 	}
 	if !t.Enabled {
-		return ended(d.record(ctx, org, t, attempt, 0, 0, "the endpoint is disabled", "failed"))
+		return ended(d.record(ctx, org, t, attempt, 0, 0, endpointDisabled, "failed"))
 	}
-	key, err := openSecret(d.Sealer, org, t.WebhookID, t.Secret)
+	header, err := d.signed(org, t, time.Now())
 	if err != nil {
-		return err
+		// A secret this instance cannot open (another --secrets-key) is
+		// a failed attempt like any: recorded, retried (another instance
+		// may hold the right key), and on the last one the delivery fails
+		// and the endpoint is marked failing. Returned bare, River gave up
+		// the job with the delivery pending for good and no attempt listed.
+		outcome := "pending"
+		if last {
+			outcome = "failed"
+		}
+		if rerr := d.record(ctx, org, t, attempt, 0, 0, unsignable, outcome); rerr != nil {
+			return ended(rerr)
+		}
+		return fmt.Errorf("%w: %s: %w", ErrAttempt, unsignable, err)
 	}
-	hook, err := standardwebhooks.NewWebhookRaw(key)
-	if err != nil {
-		return err
-	}
-	now := time.Now()
-	sig, err := hook.Sign(t.EventID, now, t.Body)
-	if err != nil {
-		return err
-	}
-	header := http.Header{}
-	header.Set("Content-Type", "application/json")
-	header.Set(standardwebhooks.HeaderWebhookID, t.EventID)
-	header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
-	header.Set(standardwebhooks.HeaderWebhookSignature, sig)
 
 	actx, cancel := context.WithTimeout(ctx, AttemptTimeout)
 	defer cancel()
@@ -157,6 +156,39 @@ func (d *Deliverer) Deliver(ctx context.Context, org, id uuid.UUID, attempt int,
 		return fmt.Errorf("%w: %s", ErrAttempt, problem)
 	}
 	return nil
+}
+
+// endpointDisabled is the error recorded for a delivery dropped because
+// its endpoint was paused meanwhile: the endpoint did not fail, and it is
+// not marked failing.
+const endpointDisabled = "the endpoint is disabled"
+
+// unsignable is the error recorded for an attempt not sent because the
+// endpoint's signing secret cannot be opened with this server's secrets
+// key (what seal says is for the log only).
+const unsignable = "the signing secret cannot be opened with this server's secrets key: rotate the secret, or run with the --secrets-key that sealed it"
+
+// signed is the headers of an attempt at t.Body made at now: the Standard
+// Webhooks id, timestamp and signature with the endpoint's secret.
+func (d *Deliverer) signed(org uuid.UUID, t dbq.GetDeliveryTargetRow, now time.Time) (http.Header, error) {
+	key, err := openSecret(d.Sealer, org, t.WebhookID, t.Secret)
+	if err != nil {
+		return nil, err
+	}
+	hook, err := standardwebhooks.NewWebhookRaw(key)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := hook.Sign(t.EventID, now, t.Body)
+	if err != nil {
+		return nil, err
+	}
+	header := http.Header{}
+	header.Set("Content-Type", "application/json")
+	header.Set(standardwebhooks.HeaderWebhookID, t.EventID)
+	header.Set(standardwebhooks.HeaderWebhookTimestamp, strconv.FormatInt(now.Unix(), 10))
+	header.Set(standardwebhooks.HeaderWebhookSignature, sig)
+	return header, nil
 }
 
 // Interrupted is the error recorded for an attempt cut short by its
@@ -216,6 +248,10 @@ func (d *Deliverer) record(ctx context.Context, org uuid.UUID, t dbq.GetDelivery
 		}
 		if outcome == "succeeded" {
 			return q.ClearWebhookFailing(ctx, dbq.ClearWebhookFailingParams{OrgID: org, ID: t.WebhookID})
+		}
+		if problem == endpointDisabled {
+			// Dropped because the endpoint was paused: it did not fail.
+			return nil
 		}
 		return q.SetWebhookFailing(ctx, dbq.SetWebhookFailingParams{OrgID: org, ID: t.WebhookID, LastError: problem})
 	})

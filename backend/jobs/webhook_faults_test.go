@@ -1,0 +1,127 @@
+package jobs
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/auth"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/seal"
+	"github.com/parleyhq/parley/backend/webhook"
+)
+
+// Pausing an endpoint drops the deliveries still in their retries, but it
+// does not make the endpoint failing: none of them used up its retries
+// against the endpoint, and once resumed it should not show as failing
+// ("the endpoint is disabled") until some later delivery succeeds.
+func TestPausedEndpointIsNotMarkedFailing(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	hook, _ := f.create(t, rc.URL, webhook.FormSubmitted)
+	require.NoError(t, f.emit(t, false))
+	id := uuid.MustParse(f.deliveries(t, hook.GetId())[0].GetId())
+
+	_, err := f.svc.UpdateWebhook(f.ctx, &parleyv1.UpdateWebhookRequest{Id: hook.GetId(), UpdateMask: mask("enabled"), Enabled: ptr(false)})
+	require.NoError(t, err)
+	require.NoError(t, f.d.Deliver(context.Background(), f.org, id, 2, false))
+	require.Empty(t, rc.requests(), "a paused endpoint was sent a delivery")
+	d := f.deliveries(t, hook.GetId())[0]
+	require.Equal(t, "failed", d.GetStatus(), "the paused endpoint's delivery is dropped")
+
+	_, err = f.svc.UpdateWebhook(f.ctx, &parleyv1.UpdateWebhookRequest{Id: hook.GetId(), UpdateMask: mask("enabled"), Enabled: ptr(true)})
+	require.NoError(t, err)
+	got, err := f.svc.GetWebhook(f.ctx, &parleyv1.GetWebhookRequest{Id: hook.GetId()})
+	require.NoError(t, err)
+	require.False(t, got.GetWebhook().GetFailing(), "pausing marked the endpoint failing: %q", got.GetWebhook().GetLastError())
+	require.Empty(t, got.GetWebhook().GetLastError())
+}
+
+// A delivery whose signing secret cannot be opened (the instance runs with
+// another --secrets-key than the one that sealed it) is not sent, and each
+// attempt says why; the last one settles the delivery as failed and marks
+// the endpoint failing, as any other attempt that fails. It is not left
+// pending, with no attempt listed, after River gives up its job.
+func TestUnopenableSecretIsAFailedAttempt(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	hook, _ := f.create(t, rc.URL, webhook.FormSubmitted)
+	require.NoError(t, f.emit(t, false))
+	id := uuid.MustParse(f.deliveries(t, hook.GetId())[0].GetId())
+
+	other := make([]byte, 32)
+	other[0] = 1
+	wrong, err := seal.New(other)
+	require.NoError(t, err)
+	d := &webhook.Deliverer{Store: f.d.Store, Sealer: wrong, Guard: f.d.Guard}
+
+	require.ErrorIs(t, d.Deliver(context.Background(), f.org, id, 1, false), webhook.ErrAttempt)
+	require.ErrorIs(t, d.Deliver(context.Background(), f.org, id, webhook.MaxAttempts, true), webhook.ErrAttempt)
+	require.Empty(t, rc.requests())
+	got := f.deliveries(t, hook.GetId())[0]
+	require.Equal(t, "failed", got.GetStatus())
+	require.Len(t, got.GetAttempts(), 2)
+	require.Contains(t, got.GetAttempts()[1].GetError(), "signing secret")
+	require.NotContains(t, got.GetAttempts()[1].GetError(), "cipher")
+	w, err := f.svc.GetWebhook(f.ctx, &parleyv1.GetWebhookRequest{Id: hook.GetId()})
+	require.NoError(t, err)
+	require.True(t, w.GetWebhook().GetFailing())
+}
+
+// One organization's endpoints that hang (up to webhook.AttemptTimeout
+// each) do not hold every delivery worker: another organization's event,
+// queued after a backlog of them, is delivered within seconds rather than
+// after the backlog, as an organization's ingestions take at most a share
+// of the workers. Without a share, an owner's public agent (its visitors'
+// turns emit message.created to up to MaxWebhooks endpoints each) made
+// every other organization's webhooks late by as long as it liked.
+func TestSlowOrganizationDoesNotHoldEveryDeliveryWorker(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	ctx := context.Background()
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	slow := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	})
+	fast := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
+	f.create(t, slow.URL, webhook.FormSubmitted)
+	const backlog = 12
+	for range backlog {
+		require.NoError(t, f.emit(t, false))
+	}
+
+	orgB, _, err := account.Bootstrap(ctx, f.store, "B", "pro")
+	require.NoError(t, err)
+	ctxB := auth.WithPrincipal(ctx, &auth.Principal{OrgID: orgB, Scopes: []string{"admin"}})
+	hookB, err := f.svc.CreateWebhook(ctxB, &parleyv1.CreateWebhookRequest{Url: fast.URL, Events: []string{webhook.FormSubmitted}})
+	require.NoError(t, err)
+	_, err = f.svc.TestWebhook(ctxB, &parleyv1.TestWebhookRequest{Id: hookB.GetWebhook().GetId()})
+	require.NoError(t, err)
+
+	// One worker of each kind: 4 delivery workers, as a small instance.
+	c, err := New(f.store.Pool, nil, Config{Workers: true, MaxWorkers: 1, Webhooks: f.d, Store: f.store})
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- c.Run(runCtx, 200*time.Millisecond, 15*time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+
+	start := time.Now()
+	require.Eventually(t, func() bool { return len(fast.requests()) == 1 }, 30*time.Second, 50*time.Millisecond)
+	took := time.Since(start)
+	require.Less(t, took, 5*time.Second, "organization B's delivery waited %s behind A's hanging ones (%d reached A)", took, len(slow.requests()))
+}
