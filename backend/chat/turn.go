@@ -791,12 +791,12 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	if err != nil {
 		return nil, err
 	}
-	var row dbq.CreateMessageRow
+	var row dbq.CreateAnswerRow
 	insert := func(q *dbq.Queries) error {
 		var err error
-		row, err = q.CreateMessage(storeCtx, dbq.CreateMessageParams{
-			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: g.text, Channel: t.channel,
-			Attachments: []byte("[]"), Sources: srcJSON, Model: &t.modelName, Provider: &provider,
+		row, err = q.CreateAnswer(storeCtx, dbq.CreateAnswerParams{
+			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Content: g.text, Channel: t.channel,
+			Sources: srcJSON, Model: &t.modelName, Provider: &provider,
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
 			ToolCalls: callsJSON,
 		})
@@ -828,10 +828,13 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	if db.Duplicate(err, "messages_pkey") {
 		err = nil
 	}
-	if db.ForeignKeyViolation(err, "messages_org_id_conversation_id_fkey") {
-		// The conversation was deleted while the model answered: the answer
-		// has nowhere to go (the client hears NotFound), but what it cost
-		// is counted, as a deleted conversation's answers are.
+	tookOver := errors.Is(err, pgx.ErrNoRows)
+	if tookOver || db.ForeignKeyViolation(err, "messages_org_id_conversation_id_fkey") {
+		// The conversation was deleted while the model answered (the
+		// client hears NotFound), or people took it over (CreateAnswer:
+		// the answer would come after theirs): the answer is not stored,
+		// but what it cost is counted, as a deleted conversation's answers
+		// are.
 		kept := s.Store.TenantAsync(storeCtx, t.org, func(q *dbq.Queries) error {
 			return q.AddDeletedUsage(storeCtx, dbq.AddDeletedUsageParams{
 				OrgID: t.org, AgentID: t.a.Agent.ID, Tokens: usage.PromptTokens + usage.CompletionTokens,
@@ -839,8 +842,16 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 			})
 		})
 		if kept != nil {
-			slog.WarnContext(ctx, "the usage of an answer whose conversation was deleted is not counted", "err", kept)
+			slog.WarnContext(ctx, "the usage of an answer not stored is not counted", "err", kept)
 		}
+	}
+	if tookOver {
+		// What the visitor hears now is the agent's handoff message, as
+		// on every turn while people have the conversation; the answer's
+		// usage stays on the reply (it was spent).
+		resp.Answer, resp.MessageId, resp.Sources = handoff.Message(t.a.Agent.HandoffMessage), "", []*parleyv1.Source{}
+		resp.Metadata.Handoff = true
+		return resp, nil
 	}
 	if err != nil {
 		return nil, err

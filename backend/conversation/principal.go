@@ -122,7 +122,9 @@ func (s *Service) Find(ctx context.Context, p *Party, f Filter) (*Page, error) {
 	}
 	if p.IsVisitor() {
 		// SECURITY: a visitor lists its own conversations with its agent.
-		if f.AgentID != "" && f.AgentID != p.Agent.String() {
+		// The agent's id as the visitor was admitted by it, in any form
+		// uuid.Parse reads (upper case, braces), as chat takes it.
+		if id, err := uuid.Parse(f.AgentID); f.AgentID != "" && (err != nil || id != p.Agent) {
 			return nil, apperr.New(apperr.NotFound, "agent %q not found", f.AgentID)
 		}
 		params.AgentID, params.VisitorID = &p.Agent, &p.Visitor

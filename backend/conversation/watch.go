@@ -26,6 +26,11 @@ type Watch struct {
 	sub   *Sub
 	party *Party
 	conv  string
+	// born is when the conversation followed was created: a conversation
+	// deleted and made again under the same id (ids are the clients' own)
+	// is another conversation, perhaps another visitor's, whose events the
+	// stream must not send.
+	born time.Time
 	// after is the number of the last event sent (or the starting point).
 	after int64
 	// release gives back the stream's slot (Service.Watch); nil: none.
@@ -53,16 +58,17 @@ func (s *Service) Follow(ctx context.Context, p *Party, id string, after *int64)
 	// The starting point is read once the hub listens: every later event
 	// is then either read by Run or wakes it.
 	var last int64
+	var born time.Time
 	err = s.Store.Tenant(ctx, p.Org, func(q *dbq.Queries) error {
 		c, err := p.own(ctx, q, id)
-		last = c.EventSeq
+		last, born = c.EventSeq, c.CreatedAt
 		return err
 	})
 	if err != nil {
 		sub.Close()
 		return nil, err
 	}
-	w := &Watch{s: s, sub: sub, party: p, conv: id, after: last}
+	w := &Watch{s: s, sub: sub, party: p, conv: id, born: born, after: last}
 	if after != nil && *after < last {
 		w.after = max(*after, 0)
 	}
@@ -163,21 +169,41 @@ func (w *Watch) alive(ctx context.Context) error {
 			return err
 		}
 	}
-	return w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error {
-		_, err := w.party.own(ctx, q, w.conv)
+	return w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error { return w.still(ctx, q) })
+}
+
+// still checks, in q's transaction, that the conversation followed is
+// still the party's and the one the stream began on: NotFound when it was
+// deleted, or deleted and made again under its id (by another visitor,
+// perhaps).
+func (w *Watch) still(ctx context.Context, q *dbq.Queries) error {
+	c, err := w.party.own(ctx, q, w.conv)
+	if err != nil {
 		return err
-	})
+	}
+	if !c.CreatedAt.Equal(w.born) {
+		return notFound(w.conv)
+	}
+	return nil
 }
 
 // flush sends the events after w.after, at most eventsPerRead.
 func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversationResponse) error) (int, error) {
 	var rows []dbq.ConversationEventsRow
 	// SECURITY: the events of the party's conversation, read by its
-	// organization (Follow checked that the conversation is the party's).
+	// organization, and only while it is the conversation the stream began
+	// on: events are read by id, and an id deleted and made again is
+	// another conversation, perhaps another visitor's. still ends the
+	// stream then; the read itself takes only the events of the
+	// conversation born when this one was (one snapshot), should it be made
+	// again between the two.
 	err := w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error {
+		if err := w.still(ctx, q); err != nil {
+			return err
+		}
 		var err error
 		rows, err = q.ConversationEvents(ctx, dbq.ConversationEventsParams{
-			OrgID: w.party.Org, ConversationID: w.conv, AfterSeq: w.after, MaxRows: eventsPerRead,
+			OrgID: w.party.Org, ConversationID: w.conv, ConversationCreatedAt: w.born, AfterSeq: w.after, MaxRows: eventsPerRead,
 		})
 		return err
 	})

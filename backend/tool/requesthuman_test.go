@@ -160,6 +160,11 @@ func TestRequestHumanLocalEngine(t *testing.T) {
 	require.Contains(t, tc[0]["arguments"], "The visitor asked for a person")
 	require.Equal(t, handoff.DefaultMessage, tokens(events))
 	require.Equal(t, "human_requested", statusOf(t, e, e.A, "lh-1"))
+	// The turn's own handoff does not keep its answer from being stored
+	// (people taking over meanwhile would: chat.CreateAnswer).
+	done := ofType(events, "done")
+	require.Len(t, done, 1)
+	require.NotEmpty(t, done[0]["messageId"], "the handoff turn's answer was not stored: %v", done[0])
 	// From then on the engine is silent: the visitor reads the handoff
 	// message, and no tool is called.
 	r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"Hello? Can I talk to a human?","conversationId":"lh-1"}`)

@@ -12,6 +12,74 @@ import (
 	"github.com/google/uuid"
 )
 
+const createAnswer = `-- name: CreateAnswer :one
+WITH conv AS (
+  SELECT c.status, c.status_by FROM conversations c
+  WHERE c.org_id = $1 AND c.id = $3
+  FOR UPDATE
+)
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
+                      model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete, tool_calls)
+SELECT $1, $2, $3, 'assistant', $4,
+       $5, '[]', $6, $7, $8,
+       $9, $10, $11, $12,
+       $13, coalesce($14::jsonb, '[]')
+WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested' AND conv.status_by <> 'agent')
+RETURNING id, created_at
+`
+
+type CreateAnswerParams struct {
+	OrgID            uuid.UUID
+	ID               uuid.UUID
+	ConversationID   string
+	Content          string
+	Channel          string
+	Sources          []byte
+	Model            *string
+	Provider         *string
+	LatencyMs        *int32
+	PromptTokens     *int32
+	CompletionTokens *int32
+	Cost             *float64
+	Incomplete       bool
+	ToolCalls        []byte
+}
+
+type CreateAnswerRow struct {
+	ID        uuid.UUID
+	CreatedAt time.Time
+}
+
+// Stores a model's answer as CreateMessage does, unless people took the
+// conversation over while the model answered: status human_requested set
+// by anyone but the agent's own request_human (handoff.ByAgent). Then no
+// row, and nothing is stored. The conversation's row is locked first, so
+// that a person's reply or change of status is either committed before
+// (read here, newest version) or waits for the answer. A conversation
+// deleted meanwhile leaves the insert to refuse the answer (its foreign
+// key), as CreateMessage does.
+func (q *Queries) CreateAnswer(ctx context.Context, arg CreateAnswerParams) (CreateAnswerRow, error) {
+	row := q.db.QueryRow(ctx, createAnswer,
+		arg.OrgID,
+		arg.ID,
+		arg.ConversationID,
+		arg.Content,
+		arg.Channel,
+		arg.Sources,
+		arg.Model,
+		arg.Provider,
+		arg.LatencyMs,
+		arg.PromptTokens,
+		arg.CompletionTokens,
+		arg.Cost,
+		arg.Incomplete,
+		arg.ToolCalls,
+	)
+	var i CreateAnswerRow
+	err := row.Scan(&i.ID, &i.CreatedAt)
+	return i, err
+}
+
 const createConversation = `-- name: CreateConversation :one
 INSERT INTO conversations (org_id, id, agent_id, visitor_id, channel, contact_id)
 VALUES ($1, $2, $3, $4, $5, $6)

@@ -116,18 +116,21 @@ SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
        m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
        m.incomplete, m.author, m.tool_calls
 FROM conversation_events e
+JOIN conversations c ON c.org_id = e.org_id AND c.id = e.conversation_id
+  AND c.created_at = $1
 LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
-WHERE e.org_id = $1 AND e.conversation_id = $2
-  AND e.seq > $3
+WHERE e.org_id = $2 AND e.conversation_id = $3
+  AND e.seq > $4
 ORDER BY e.seq
-LIMIT $4
+LIMIT $5
 `
 
 type ConversationEventsParams struct {
-	OrgID          uuid.UUID
-	ConversationID string
-	AfterSeq       int64
-	MaxRows        int32
+	ConversationCreatedAt time.Time
+	OrgID                 uuid.UUID
+	ConversationID        string
+	AfterSeq              int64
+	MaxRows               int32
 }
 
 type ConversationEventsRow struct {
@@ -148,9 +151,13 @@ type ConversationEventsRow struct {
 	ToolCalls        []byte
 }
 
-// A conversation's events after one, in order, with their messages.
+// A conversation's events after one, in order, with their messages: the
+// conversation created at conversation_created_at only (a client's id
+// deleted and used again names another conversation, whose events are
+// numbered from 1 again), read in one snapshot with them.
 func (q *Queries) ConversationEvents(ctx context.Context, arg ConversationEventsParams) ([]ConversationEventsRow, error) {
 	rows, err := q.db.Query(ctx, conversationEvents,
+		arg.ConversationCreatedAt,
 		arg.OrgID,
 		arg.ConversationID,
 		arg.AfterSeq,

@@ -57,6 +57,29 @@ VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), sqlc.arg(role
         sqlc.arg(incomplete), coalesce(sqlc.narg(tool_calls)::jsonb, '[]'))
 RETURNING id, created_at;
 
+-- name: CreateAnswer :one
+-- Stores a model's answer as CreateMessage does, unless people took the
+-- conversation over while the model answered: status human_requested set
+-- by anyone but the agent's own request_human (handoff.ByAgent). Then no
+-- row, and nothing is stored. The conversation's row is locked first, so
+-- that a person's reply or change of status is either committed before
+-- (read here, newest version) or waits for the answer. A conversation
+-- deleted meanwhile leaves the insert to refuse the answer (its foreign
+-- key), as CreateMessage does.
+WITH conv AS (
+  SELECT c.status, c.status_by FROM conversations c
+  WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(conversation_id)
+  FOR UPDATE
+)
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
+                      model, provider, latency_ms, prompt_tokens, completion_tokens, cost, incomplete, tool_calls)
+SELECT sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), 'assistant', sqlc.arg(content),
+       sqlc.arg(channel), '[]', sqlc.arg(sources), sqlc.narg(model), sqlc.narg(provider),
+       sqlc.narg(latency_ms), sqlc.narg(prompt_tokens), sqlc.narg(completion_tokens), sqlc.narg(cost),
+       sqlc.arg(incomplete), coalesce(sqlc.narg(tool_calls)::jsonb, '[]')
+WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested' AND conv.status_by <> 'agent')
+RETURNING id, created_at;
+
 -- name: CreateQuestion :one
 -- Stores a turn's question in conversation_id when the turn may join it:
 -- the conversation is of agent_id and, unless any_caller (an API key of the

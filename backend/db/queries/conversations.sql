@@ -99,11 +99,16 @@ VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), 'human', sqlc
 RETURNING id, created_at;
 
 -- name: ConversationEvents :many
--- A conversation's events after one, in order, with their messages.
+-- A conversation's events after one, in order, with their messages: the
+-- conversation created at conversation_created_at only (a client's id
+-- deleted and used again names another conversation, whose events are
+-- numbered from 1 again), read in one snapshot with them.
 SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
        m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
        m.incomplete, m.author, m.tool_calls
 FROM conversation_events e
+JOIN conversations c ON c.org_id = e.org_id AND c.id = e.conversation_id
+  AND c.created_at = sqlc.arg(conversation_created_at)
 LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
 WHERE e.org_id = sqlc.arg(org_id) AND e.conversation_id = sqlc.arg(conversation_id)
   AND e.seq > sqlc.arg(after_seq)

@@ -1,0 +1,108 @@
+package conversation_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+// A visitor's stream of a conversation that is deleted and then made again
+// under the same id (ids are the clients' own) by another visitor sends
+// none of the new conversation's events: it ends, NotFound. It read events
+// by id, and sent the other visitor's messages until its next heartbeat.
+func TestStreamEndsWhenItsConversationIsMadeAgain(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.chat(t, f.public, "", "shared", "ada", "Ada's words")
+	ada := follow(t, f.URL, "/api/v2/conversations/shared/events"+visitorQuery(f.public, "ada"), nil)
+	r := f.Do("DELETE", "/api/v2/conversations/shared", f.A.Key, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	// Eve's conversation reaches past Ada's last event number (2).
+	f.chat(t, f.public, "", "shared", "eve", "Eve's first words")
+	f.chat(t, f.public, "", "shared", "eve", "Eve's private words")
+	var last *streamEvent
+	for {
+		_, ev := ada.nextOrEnd(t)
+		if ev == nil {
+			break
+		}
+		require.NotEqual(t, "message", ev.Type, "Ada's stream sent a message of Eve's conversation: %+v", ev.Message)
+		last = ev
+	}
+	require.NotNil(t, last)
+	require.Equal(t, "error", last.Type)
+	require.Equal(t, "NOT_FOUND", last.Error.Code)
+}
+
+// A visitor names its public agent by its id in any form the agent's
+// other paths accept (upper case, say): its listing was refused as
+// another agent's (404) while its chat and reads were answered.
+func TestVisitorListingTakesTheAgentIdAsChatDoes(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	upper := strings.ToUpper(f.public)
+	f.chat(t, upper, "", "ada-1", "ada", "Hello")
+	for _, path := range []string{
+		"/api/v2/agent/" + upper + "/conversations?visitorId=ada",
+		"/api/v2/conversations" + visitorQuery(upper, "ada"),
+	} {
+		r := f.Do("GET", path, "", nil)
+		require.Equal(t, 200, r.Status, "%s: %s", path, r.Body)
+		var l listing
+		r.JSON(t, &l)
+		require.Equal(t, []string{"ada-1"}, ids(l), path)
+	}
+}
+
+// An answer the model was still generating when a person took the
+// conversation over is not stored after the person's reply: people have
+// the conversation, and the model is silent in it (backend/handoff).
+func TestModelDoesNotAnswerAfterAPersonTookOver(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.chat(t, f.public, "", "race-1", "ada", "Hello")
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"The", " model", " speaks", " late."}, Delay: 200 * time.Millisecond}
+	}
+	done := make(chan testenv.Response, 1)
+	go func() {
+		done <- f.Do("POST", "/api/v2/agent/"+f.public+"/chat", "", map[string]any{
+			"query": "Are you there?", "conversationId": "race-1", "visitorId": "ada"})
+	}()
+	require.Eventually(t, func() bool { return len(f.fake.Requests()) == 2 }, 5*time.Second, 10*time.Millisecond)
+	r := f.Do("POST", "/api/v2/conversations/race-1/messages", f.A.Key, `{"text":"I am a person; I take it from here."}`)
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	// The visitor hears the handoff message, as on any turn while people
+	// have the conversation, with what the model's answer cost.
+	answer := <-done
+	require.Equal(t, 200, answer.Status, "%s", answer.Body)
+	var reply struct {
+		Answer   string
+		Metadata struct{ Handoff bool }
+		Usage    struct{ CompletionTokens int64 }
+	}
+	answer.JSON(t, &reply)
+	require.True(t, reply.Metadata.Handoff, "%s", answer.Body)
+	require.NotContains(t, reply.Answer, "speaks late")
+	require.Positive(t, reply.Usage.CompletionTokens)
+
+	var d detail
+	r = f.Do("GET", "/api/v2/conversations/race-1", f.A.Key, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r.JSON(t, &d)
+	require.Equal(t, "human_requested", d.Status)
+	took := -1
+	for i, m := range d.Messages {
+		if m.Role == "human" {
+			took = i
+		}
+	}
+	require.GreaterOrEqual(t, took, 0)
+	for _, m := range d.Messages[took+1:] {
+		require.NotEqual(t, "The model speaks late.", m.Text, "the model answered after a person took the conversation over")
+	}
+}
