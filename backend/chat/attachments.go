@@ -202,11 +202,19 @@ func (s *Service) readDocument(ctx context.Context, a *parleyv1.Attachment, limi
 }
 
 // isImage reports whether an attachment is an image, which a vision model
-// is given to look at (readImage) rather than its text.
+// is given to look at (readImage) rather than its text. Without a type,
+// the URL's path decides: not its query or fragment, which a presigned
+// URL (S3, GCS) or a CDN's cache-buster puts after the file's name.
 func isImage(a *parleyv1.Attachment) bool {
 	t := strings.ToLower(a.GetType())
-	u := strings.ToLower(a.GetUrl())
-	return strings.HasPrefix(t, "image/") || (t == "" && hasAnySuffix(u, ".png", ".jpg", ".jpeg", ".gif", ".webp"))
+	if t != "" {
+		return strings.HasPrefix(t, "image/")
+	}
+	u, err := url.Parse(a.GetUrl())
+	if err != nil {
+		return false
+	}
+	return hasAnySuffix(strings.ToLower(u.Path), ".png", ".jpg", ".jpeg", ".gif", ".webp")
 }
 
 // nameOf is an attachment's name, else its URL's last path segment.

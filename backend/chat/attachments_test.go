@@ -340,3 +340,24 @@ func TestCraftedAttachmentsOnAPublicAgent(t *testing.T) {
 	require.Contains(t, text, "[… the rest of this file is not shown]")
 	require.Less(t, llm.CountTokens(text), 8100)
 }
+
+// An image attachment whose URL carries a query (a presigned S3 or GCS
+// URL, a CDN's cache-buster) and whose type the client left out (it is
+// optional, SPEC §2.5) is an image as the same URL without its query is:
+// the URL's path says what it is, not the end of its query.
+func TestImageAttachmentURLWithAQuery(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+		c.AttachmentFetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	f := &fixture{Env: e, fake: fake}
+	f.private = f.agent(t, `{"name":"Private","instructions":"You are private."}`)
+	srv := newFiles(t, map[string][]byte{"/photo.png": pngBytes})
+	body := `{"query":"What is in it?","conversationId":"img-query","attachments":[` +
+		`{"url":"` + srv.URL + `/photo.png?X-Amz-Signature=abc&X-Amz-Expires=300"}]}`
+	status, _, raw := f.chat(t, f.private, f.A.Key, body)
+	require.Equal(t, http.StatusOK, status, "%s", raw.Body)
+	_, images := userText(t, fake, 0)
+	require.Equal(t, []string{"data:image/png;base64," + base64.StdEncoding.EncodeToString(pngBytes)}, images, "the image goes as bytes")
+}
