@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"net/netip"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -159,7 +160,8 @@ func TestSend(t *testing.T) {
 }
 
 // CheckDestination refuses before any request what the guard would refuse
-// at dial time, names that resolve to such addresses included.
+// at dial time and localhost; other names, whatever they resolve to, are
+// left to the dial (resolving them here told the saver which exist).
 func TestCheckDestination(t *testing.T) {
 	t.Parallel()
 	c := New(Config{})
@@ -169,7 +171,8 @@ func TestCheckDestination(t *testing.T) {
 		"http://[::1]/",
 		"http://10.1.2.3/",
 		"http://0x7f000001/",
-		"http://localhost:9000/", // a name that resolves to loopback
+		"http://localhost:9000/", // loopback by definition (RFC 6761)
+		"http://api.LOCALHOST./",
 		"ftp://example.com/",
 		"http://user:pw@example.com/",
 	} {
@@ -180,6 +183,7 @@ func TestCheckDestination(t *testing.T) {
 	for _, raw := range []string{
 		"https://93.184.215.14/api",
 		"https://name-that-does-not-resolve.invalid/", // left to the dial-time check
+		"http://" + ownName(t) + "/",                  // resolves to a private address, left to it too
 	} {
 		if err := c.CheckDestination(context.Background(), raw); err != nil {
 			t.Errorf("%s: got %v, want it allowed", raw, err)
@@ -307,4 +311,19 @@ func TestCapsHeaderSize(t *testing.T) {
 	if _, err := c.Get(context.Background(), srv.URL); err == nil {
 		t.Fatal("Get read the response, want an error")
 	}
+}
+
+// ownName is the machine's name, which its hosts file resolves to a
+// loopback or private address.
+func ownName(t *testing.T) string {
+	t.Helper()
+	h, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(context.Background(), "ip", h)
+	if err != nil || len(addrs) == 0 || (addrs[0].IsGlobalUnicast() && !addrs[0].IsPrivate()) {
+		t.Fatalf("this test needs the machine's name %s to resolve to a private address (its hosts file): %v %v", h, addrs, err)
+	}
+	return h
 }

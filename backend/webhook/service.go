@@ -107,8 +107,9 @@ var errNoKey = apperr.New(apperr.FailedPrecondition,
 	"webhooks need the server's secrets key (--secrets-key or PARLEY_SECRETS_KEY) to store signing secrets sealed")
 
 // checkURL refuses a URL the guard would not dial: another scheme,
-// credentials, a private, loopback or metadata address (or a name that
-// resolves to one now), unless --fetch-allow opens it.
+// credentials, a private, loopback or metadata address, or localhost,
+// unless --fetch-allow opens it. A name is checked when each delivery
+// connects (netguard.CheckDestination says why not here).
 func (s *Service) checkURL(ctx context.Context, raw string) error {
 	if err := s.Guard.CheckDestination(ctx, raw); err != nil {
 		msg := strings.TrimPrefix(err.Error(), netguard.ErrBlocked.Error()+": ")
