@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"net/url"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -154,11 +156,11 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"listen address of the Prometheus metrics (GET /metrics), apart from the API, e.g. 127.0.0.1:9090; empty serves none (PARLEY_METRICS_ADDR)")
 	fs.StringVar(&c.PublicURL, "public-url", env("PARLEY_PUBLIC_URL", "http://localhost:8080"),
 		"the address people open the console at (PARLEY_PUBLIC_URL); https makes the session cookie Secure")
-	fs.StringVar(&c.DatabaseURL, "database-url", env("PARLEY_DATABASE_URL", env("DATABASE_URL", DefaultDatabaseURL)),
+	URLVar(fs, &c.DatabaseURL, "database-url", env("PARLEY_DATABASE_URL", env("DATABASE_URL", DefaultDatabaseURL)),
 		"Postgres URL; the database needs the vector extension (PARLEY_DATABASE_URL or DATABASE_URL)")
 	fs.IntVar(&c.DBMaxConns, "db-max-conns", c.envInt("PARLEY_DB_MAX_CONNS", 0),
 		fmt.Sprintf("largest Postgres pool; 0 takes the database URL's pool_max_conns, else %d (PARLEY_DB_MAX_CONNS)", db.DefaultMaxConns))
-	fs.StringVar(&c.RedisURL, "redis-url", env("PARLEY_REDIS_URL", ""),
+	URLVar(fs, &c.RedisURL, "redis-url", env("PARLEY_REDIS_URL", ""),
 		"Redis URL for rate-limit counts shared by several instances, e.g. redis://127.0.0.1:6379/0; empty counts in memory (PARLEY_REDIS_URL)")
 	fs.StringVar(&c.RedisPrefix, "redis-prefix", env("PARLEY_REDIS_PREFIX", "parley:ratelimit"), "Redis key prefix of rate-limit counters (PARLEY_REDIS_PREFIX)")
 	fs.BoolVar(&c.Migrate, "migrate", c.envBool("PARLEY_MIGRATE", true), "apply pending migrations at start (PARLEY_MIGRATE)")
@@ -192,18 +194,18 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"a private address range (CIDR) the web fetcher, http_request endpoints and webhook endpoints may reach, repeatable; none by default")
 	c.prefixes(fs, &c.AttachmentFetchAllow, "attachment-fetch-allow", "PARLEY_ATTACHMENT_FETCH_ALLOW",
 		"a private address range (CIDR) chat attachments may be fetched from, repeatable; none by default, as any caller names them (a public agent's visitors too)")
-	fs.StringVar(&c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),
+	SecretVar(fs, &c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),
 		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets and http_request header values; neither can be stored without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
 	c.origins(fs)
 	fs.StringVar(&c.WebSearch.SearxngURL, "searxng-url", env("PARLEY_SEARXNG_URL", ""),
 		"web_search backend: a SearXNG instance's base URL, its JSON API enabled (PARLEY_SEARXNG_URL); the first configured of SearXNG, Brave, Tavily wins")
-	fs.StringVar(&c.WebSearch.BraveAPIKey, "brave-api-key", env("PARLEY_BRAVE_API_KEY", ""),
+	SecretVar(fs, &c.WebSearch.BraveAPIKey, "brave-api-key", env("PARLEY_BRAVE_API_KEY", ""),
 		"web_search backend: a Brave Search API subscription token (PARLEY_BRAVE_API_KEY)")
 	fs.StringVar(&c.WebSearch.BraveBaseURL, "brave-base-url", env("PARLEY_BRAVE_BASE_URL", ""),
 		"the Brave Search API's base URL; empty: https://api.search.brave.com (PARLEY_BRAVE_BASE_URL)")
-	fs.StringVar(&c.WebSearch.TavilyAPIKey, "tavily-api-key", env("PARLEY_TAVILY_API_KEY", ""),
+	SecretVar(fs, &c.WebSearch.TavilyAPIKey, "tavily-api-key", env("PARLEY_TAVILY_API_KEY", ""),
 		"web_search backend: a Tavily API key (PARLEY_TAVILY_API_KEY)")
 	fs.StringVar(&c.WebSearch.TavilyBaseURL, "tavily-base-url", env("PARLEY_TAVILY_BASE_URL", ""),
 		"the Tavily API's base URL; empty: https://api.tavily.com (PARLEY_TAVILY_BASE_URL)")
@@ -211,6 +213,63 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
 	fs.DurationVar(&c.WebhookRetention, "webhook-retention", c.envDuration("PARLEY_WEBHOOK_RETENTION", webhook.DefaultRetention),
 		"how long webhook deliveries, with the bodies they sent and their attempts, are kept before a periodic job of the workers deletes them; 0 keeps them for ever (PARLEY_WEBHOOK_RETENTION)")
+}
+
+// SecretVar binds a string flag holding a secret (a key). Its default
+// comes from the environment, and the flag package prints defaults with the
+// usage (--help, a mistyped flag): to a terminal, or a container's logs.
+// This one's is printed as <redacted> when set.
+func SecretVar(fs *flag.FlagSet, p *string, name, value, usage string) {
+	*p = value
+	fs.Var(secretValue{p, func(string) string { return "<redacted>" }}, name, usage)
+}
+
+// URLVar binds a string flag holding a URL that may carry a password (a
+// database's, Redis's): the usage prints its default with the password
+// redacted (see SecretVar).
+func URLVar(fs *flag.FlagSet, p *string, name, value, usage string) {
+	*p = value
+	fs.Var(secretValue{p, RedactURL}, name, usage)
+}
+
+// secretValue is a string flag whose String, what the usage prints, is
+// redacted.
+type secretValue struct {
+	p      *string
+	redact func(string) string
+}
+
+func (s secretValue) String() string {
+	if s.p == nil || *s.p == "" {
+		return ""
+	}
+	return s.redact(*s.p)
+}
+
+func (s secretValue) Set(v string) error { *s.p = v; return nil }
+
+// Get implements flag.Getter.
+func (s secretValue) Get() any { return *s.p }
+
+// dsnPassword finds a password in a keyword/value connection string
+// (host=... password=...), quoted or not.
+var dsnPassword = regexp.MustCompile(`(?i)(\bpassword\s*=\s*)('(?:[^'\\]|\\.)*'|\S+)`)
+
+// RedactURL returns u with any password in it replaced by xxxxx: the
+// user's password of a URL, a password query parameter, or a keyword/value
+// connection string's password.
+func RedactURL(u string) string {
+	if p, err := url.Parse(u); err == nil && p.Scheme != "" && p.Opaque == "" {
+		if _, ok := p.User.Password(); ok {
+			p.User = url.UserPassword(p.User.Username(), "xxxxx")
+		}
+		if q := p.Query(); q.Has("password") {
+			q.Set("password", "xxxxx")
+			p.RawQuery = q.Encode()
+		}
+		return p.String()
+	}
+	return dsnPassword.ReplaceAllString(u, "${1}xxxxx")
 }
 
 // turnsPerConn is how many chat turns run at once per database connection

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,4 +218,38 @@ func TestTurnLimitsConfig(t *testing.T) {
 	c.MaxTurns = -1
 	_, err := New(context.Background(), c)
 	require.ErrorContains(t, err, "--max-turns")
+}
+
+// The usage (--help, a mistyped flag) prints each flag's default, read from
+// the environment: URLs are printed without their passwords, keys not at
+// all, while the values themselves are kept whole.
+func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://parley:pw@db:5432/parley?sslmode=disable": "postgres://parley:xxxxx@db:5432/parley?sslmode=disable",
+		"postgres://db/parley?password=pw&user=parley":        "postgres://db/parley?password=xxxxx&user=parley",
+		"redis://:pw@redis:6379/0":                            "redis://:xxxxx@redis:6379/0",
+		"host=db user=parley password=pw dbname=parley":       "host=db user=parley password=xxxxx dbname=parley",
+		"host=db password='p w' dbname=parley":                "host=db password=xxxxx dbname=parley",
+		"postgres://parley@db/parley":                         "postgres://parley@db/parley",
+	} {
+		require.Equal(t, want, RedactURL(in), in)
+	}
+
+	t.Setenv("PARLEY_DATABASE_URL", "postgres://parley:db-pw@db/parley")
+	t.Setenv("PARLEY_SECRETS_KEY", "the-secrets-key")
+	var c Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var usage strings.Builder
+	fs.SetOutput(&usage)
+	c.Flags(fs)
+	require.Error(t, fs.Parse([]string{"--nope"}))
+	require.NotContains(t, usage.String(), "db-pw")
+	require.NotContains(t, usage.String(), "the-secrets-key")
+	require.Contains(t, usage.String(), "postgres://parley:xxxxx@db/parley")
+	require.Equal(t, "postgres://parley:db-pw@db/parley", c.DatabaseURL)
+	require.Equal(t, "the-secrets-key", c.SecretsKey)
+
+	require.NoError(t, fs.Parse([]string{"--secrets-key", "other", "--database-url", "postgres://x"}))
+	require.Equal(t, "other", c.SecretsKey)
+	require.Equal(t, "postgres://x", c.DatabaseURL)
 }

@@ -226,7 +226,9 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 func dbFlags(fs *flag.FlagSet) *string {
 	var cfg server.Config
 	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
-	return fs.String("database-url", cfg.DatabaseURL, "Postgres URL (PARLEY_DATABASE_URL or DATABASE_URL)")
+	url := new(string)
+	server.URLVar(fs, url, "database-url", cfg.DatabaseURL, "Postgres URL (PARLEY_DATABASE_URL or DATABASE_URL)")
+	return url
 }
 
 func migrate(ctx context.Context, args []string, stderr io.Writer) error {
@@ -299,6 +301,11 @@ func openStore(ctx context.Context, url string) (*db.Store, func(), error) {
 	// migrate a production database by the way.
 	var cfg server.Config
 	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
+	// An unreadable variable (PARLEY_MIGRATE=no) stops here as it stops
+	// serve, rather than count as its default (true: migrate).
+	if err := cfg.Err(); err != nil {
+		return nil, nil, err
+	}
 	if !cfg.Migrate {
 		n, err := db.Pending(ctx, url)
 		if err != nil {

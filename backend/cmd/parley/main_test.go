@@ -453,3 +453,50 @@ func TestAdminCommandsLeaveMigrationsToMigrate(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, n, "the command migrated the database")
 }
+
+// A mistyped flag (or --help) prints the flags with their defaults, which
+// are read from the environment: the secrets configured there (the
+// database's password, the secrets key, the search backends' keys, a Redis
+// password) must not be printed with them, to a terminal or to a
+// container's logs. Not parallel: the environment is the process's.
+func TestUsageShowsNoSecrets(t *testing.T) {
+	secrets := map[string]string{
+		"PARLEY_DATABASE_URL":   "postgres://parley:db-pass-s3cr3t@db.internal:5432/parley",
+		"PARLEY_REDIS_URL":      "redis://:redis-pass-s3cr3t@redis.internal:6379/0",
+		"PARLEY_SECRETS_KEY":    "c2VjcmV0cy1rZXktczNjcjN0LXNlY3JldHMta2V5LXg=",
+		"PARLEY_BRAVE_API_KEY":  "brave-key-s3cr3t",
+		"PARLEY_TAVILY_API_KEY": "tvly-key-s3cr3t",
+	}
+	for k, v := range secrets {
+		t.Setenv(k, v)
+	}
+	for _, args := range [][]string{
+		{"serve", "--no-such-flag"}, {"serve", "--help"}, {"worker", "--no-such-flag"},
+		{"migrate", "--no-such-flag"}, {"admin", "bootstrap", "--no-such-flag"}, {"admin", "create-key", "--help"},
+	} {
+		var out, errs bytes.Buffer
+		require.Error(t, run(context.Background(), args, &out, &errs), "%v", args)
+		printed := out.String() + errs.String()
+		require.Contains(t, printed, "-database-url", "%v: the usage was printed", args)
+		for name, v := range secrets {
+			for _, part := range []string{"s3cr3t", v} {
+				require.NotContains(t, printed, part, "%v printed %s", args, name)
+			}
+		}
+	}
+}
+
+// A PARLEY_MIGRATE that cannot be read (no, off) is an error, as for
+// serve, not the default true: an admin command meant not to migrate a
+// production database did so. Not parallel: the environment is the
+// process's.
+func TestAdminCommandsRefuseAnUnreadableMigrate(t *testing.T) {
+	t.Setenv("PARLEY_MIGRATE", "no")
+	u := dbtest.NewEmpty(t)
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme"}, &out, &errOut)
+	require.ErrorContains(t, err, "PARLEY_MIGRATE")
+	n, err := db.Pending(context.Background(), u)
+	require.NoError(t, err)
+	require.Positive(t, n, "the command migrated the database")
+}
