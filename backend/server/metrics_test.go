@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -189,4 +190,31 @@ func TestMetricsAfterChatAndRateLimit(t *testing.T) {
 			}
 		}
 	}
+}
+
+// The metrics listener serves the profiler, but not the process's command
+// line: flags may carry the database's password or the secrets key.
+func TestMetricsListenerHidesCommandLine(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- e.App.ServeMetrics(ctx, ln) }()
+	t.Cleanup(func() { stop(); require.NoError(t, <-served) })
+	base := "http://" + ln.Addr().String()
+
+	get := func(path string) (int, string) {
+		r, err := http.Get(base + path)
+		require.NoError(t, err)
+		defer r.Body.Close()
+		b, _ := io.ReadAll(r.Body)
+		return r.StatusCode, string(b)
+	}
+	status, _ := get("/debug/pprof/goroutine?debug=1")
+	require.Equal(t, http.StatusOK, status, "the profiler is there")
+	status, body := get("/debug/pprof/cmdline")
+	require.NotEqual(t, http.StatusOK, status, "the command line is served: %q", body)
+	require.NotContains(t, body, os.Args[0])
 }

@@ -94,6 +94,9 @@ type App struct {
 	startStopping context.CancelFunc
 
 	migrated atomic.Bool
+	// pendingCheck lets one readiness check at a time read the migration
+	// state, which opens a connection of its own (db.Pending).
+	pendingCheck chan struct{}
 }
 
 // New opens the database (migrating it unless cfg.Migrate is false), the
@@ -108,7 +111,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.MaxTurns < 0 || cfg.TurnQueue < 0 {
 		return nil, fmt.Errorf("--max-turns %d, --turn-queue %d: give positive counts, or 0 for the defaults", cfg.MaxTurns, cfg.TurnQueue)
 	}
-	a := &App{cfg: cfg}
+	a := &App{cfg: cfg, pendingCheck: make(chan struct{}, 1)}
 	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).LimitLoads(cfg.LoadLimit()).LimitAttachments(chat.AttachmentsInFlight)
 	a.drain, a.startDrain = context.WithCancel(context.Background())
 	a.stopping, a.startStopping = context.WithCancel(context.Background())
@@ -417,14 +420,24 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 	if err := a.Pool.Ping(ctx); err != nil {
 		problem = "database unreachable"
 	} else if !a.migrated.Load() {
-		n, err := db.Pending(ctx, a.cfg.DatabaseURL)
-		switch {
-		case err != nil:
+		// SECURITY: one check at a time: anyone may ask /readyz, and each
+		// check opens a Postgres connection outside the pool; a flood of
+		// them while migrations are pending would use up the database's
+		// connections, every instance's.
+		select {
+		case a.pendingCheck <- struct{}{}:
+			n, err := db.Pending(ctx, a.cfg.DatabaseURL)
+			<-a.pendingCheck
+			switch {
+			case err != nil:
+				problem = "cannot read migration state"
+			case n > 0:
+				problem = fmt.Sprintf("%d migrations pending; run parley migrate", n)
+			default:
+				a.migrated.Store(true)
+			}
+		case <-ctx.Done():
 			problem = "cannot read migration state"
-		case n > 0:
-			problem = fmt.Sprintf("%d migrations pending; run parley migrate", n)
-		default:
-			a.migrated.Store(true)
 		}
 	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
@@ -460,8 +473,10 @@ func (a *App) ServeMetrics(ctx context.Context, ln net.Listener) error {
 	// http://<metrics-addr>/debug/pprof/profile?seconds=20) on the metrics
 	// listener only, which is never the public port: profiling under load
 	// (make load, issue 13) needs it. Profiles stay under WriteTimeout.
+	// SECURITY: not /debug/pprof/cmdline: the command line may carry a
+	// --database-url with its password, a --secrets-key or a search key,
+	// and whoever reaches this port (a scraper's network) would read them.
 	mux.HandleFunc("GET /debug/pprof/", pprof.Index)
-	mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
 	mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)

@@ -7,12 +7,15 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
@@ -201,4 +204,62 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 	_, err = http.Get(base + "/healthz")
 	require.Error(t, err, "the server still answers after shutdown")
+}
+
+// Anyone may ask /readyz, and while migrations are pending each answer
+// reads their state on a connection of its own, outside the pool: a flood
+// of them must not open a connection each at once (the database's limit
+// is every instance's).
+func TestReadinessFloodOpensFewConnections(t *testing.T) {
+	t.Parallel()
+	empty := dbtest.NewEmpty(t)
+	app, err := server.New(context.Background(), server.Config{DatabaseURL: empty, Migrate: false, DBMaxConns: 2})
+	require.NoError(t, err)
+	defer app.Close()
+	ts := httptest.NewServer(app.Handler())
+	defer ts.Close()
+	name := empty[strings.LastIndex(empty, "/")+1:]
+	if i := strings.Index(name, "?"); i >= 0 {
+		name = name[:i]
+	}
+	admin, err := pgx.Connect(context.Background(), dbtest.AdminURL())
+	require.NoError(t, err)
+	defer admin.Close(context.Background())
+
+	done := make(chan struct{})
+	peak := make(chan int, 1)
+	go func() {
+		most := 0
+		for {
+			select {
+			case <-done:
+				peak <- most
+				return
+			default:
+			}
+			var n int
+			if err := admin.QueryRow(context.Background(), "SELECT count(*) FROM pg_stat_activity WHERE datname = $1", name).Scan(&n); err == nil {
+				most = max(most, n)
+			}
+		}
+	}()
+	var wg sync.WaitGroup
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 32}}
+	for range 24 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 8 {
+				resp, err := client.Get(ts.URL + "/readyz")
+				if err == nil {
+					resp.Body.Close()
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(done)
+	// The pool's 2, one reading the migration state, and the one or two
+	// before it, whose backends take a moment to leave pg_stat_activity.
+	require.LessOrEqual(t, <-peak, 5)
 }
