@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"log/slog"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/metrics"
 	"github.com/parleyhq/parley/backend/reqinfo"
+	"github.com/parleyhq/parley/compat"
 )
 
 // RequestID returns the id of the request ctx belongs to, if any.
@@ -127,6 +129,33 @@ func saneID(id string) bool {
 
 // statusRecorder notes the status. Unwrap lets http.ResponseController reach
 // the real writer, so flushing and deadlines keep working through it.
+// recoverPanics turns a handler's panic into the API's 500 INTERNAL_ERROR,
+// logged with its stack, where net/http dropped the connection: the client
+// read a reset, and the request had no log line, no request id and no
+// metric. A response already begun is aborted instead (http.ErrAbortHandler,
+// as is one a handler aborts itself), so that the client sees it cut short
+// rather than complete. It runs inside requestLog, whose recorder it writes
+// to.
+func recoverPanics(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			p := recover()
+			if p == nil {
+				return
+			}
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			slog.ErrorContext(r.Context(), "handler panicked", "panic", p, "stack", string(debug.Stack()))
+			if rec, ok := w.(*statusRecorder); !ok || rec.wroteHeader {
+				panic(http.ErrAbortHandler)
+			}
+			compat.WriteError(w, r, apperr.New(apperr.Internal, "internal error"))
+		}()
+		next.ServeHTTP(w, r)
+	})
+}
+
 type statusRecorder struct {
 	http.ResponseWriter
 	status      int

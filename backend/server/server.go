@@ -386,7 +386,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		compat.WriteError(w, r, noRoute(mux, w, r))
 	})
-	var h http.Handler = requestLog(withCORS(a.cfg.CORSOrigins, unknownRPC(mux)))
+	var h http.Handler = requestLog(recoverPanics(withCORS(a.cfg.CORSOrigins, unknownRPC(mux))))
 	if telemetry.Enabled() {
 		h = traceREST(h)
 	}
