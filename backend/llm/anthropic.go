@@ -152,10 +152,41 @@ func (a *Anthropic) wrap(ctx context.Context, err error) error {
 	var apiErr *anthropic.Error
 	if errors.As(err, &apiErr) {
 		pe.Status = apiErr.StatusCode
-		pe.Err = errors.New(http.StatusText(apiErr.StatusCode))
-		if apiErr.Response != nil {
+		if pe.Status < 300 {
+			// An error event of a stream whose status was 200 (an
+			// overload mid-stream, say): the status its type has when
+			// Anthropic answers it as a response, so that it is retried
+			// and named as the failure it is, not "status 200".
+			pe.Status = anthropicErrorStatus(apiErr.Type())
+		}
+		pe.Err = errors.New(http.StatusText(pe.Status) + " " + string(apiErr.Type()))
+		if apiErr.Response != nil && apiErr.StatusCode >= 300 {
 			pe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"))
 		}
 	}
 	return pe
+}
+
+// anthropicErrorStatus is the HTTP status Anthropic gives an error of type t
+// (https://docs.anthropic.com/en/api/errors).
+func anthropicErrorStatus(t anthropic.ErrorType) int {
+	switch t {
+	case anthropic.ErrorTypeInvalidRequestError:
+		return http.StatusBadRequest
+	case anthropic.ErrorTypeAuthenticationError:
+		return http.StatusUnauthorized
+	case anthropic.ErrorTypeBillingError:
+		return http.StatusPaymentRequired
+	case anthropic.ErrorTypePermissionError:
+		return http.StatusForbidden
+	case anthropic.ErrorTypeNotFoundError:
+		return http.StatusNotFound
+	case anthropic.ErrorTypeRateLimitError:
+		return http.StatusTooManyRequests
+	case anthropic.ErrorTypeTimeoutError:
+		return http.StatusGatewayTimeout
+	case anthropic.ErrorTypeOverloadedError:
+		return 529
+	}
+	return http.StatusInternalServerError // api_error, or a type this code does not know
 }
