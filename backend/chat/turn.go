@@ -118,12 +118,15 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	}
 	kit, prompt := s.buildPrompt(t)
 	g := s.rounds(ctx, t, kit, prompt)
-	if g.err != nil && g.text == "" && !t.sent && ctx.Err() == nil {
-		// Nothing went out: a plain error, and nothing but the question is stored.
+	if g.err != nil && g.text == "" && len(t.calls) == 0 && ctx.Err() == nil {
+		// The model gave nothing: nothing but the question is stored, and
+		// nothing is charged (a provider that refused the call bills
+		// nothing). Nothing went out: a plain error; sources went out (a
+		// stream): an error event ends the stream.
 		if g.drained {
-			return nil, errShuttingDown
+			return nil, t.endStream(ctx, errShuttingDown)
 		}
-		return nil, t.modelError(ctx, g.err)
+		return nil, t.endStream(ctx, t.modelError(ctx, g.err))
 	}
 	resp, err := s.persist(ctx, t, g)
 	if err != nil {
@@ -650,6 +653,17 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 		}
 		return nil
 	})
+	if callUsage.PromptTokens < 0 && said.Len() > 0 {
+		// The call gave text but no usage (cut mid-answer, the client
+		// gone, a server that reports none): counted as persist counts a
+		// turn without usage, its prompt and what it said. Left out, a
+		// call after a tool round that did report cost nothing.
+		if *usage == nil {
+			*usage = &llm.Usage{}
+		}
+		(*usage).PromptTokens += int64(promptTokens(prompt))
+		(*usage).CompletionTokens += int64(llm.CountTokens(said.String()))
+	}
 	telemetry.EndModelCall(span, callUsage.PromptTokens, callUsage.CompletionTokens, err)
 	if err != nil {
 		t.countProviderError(err)
@@ -991,6 +1005,14 @@ func promptHistory(rows []dbq.ListMessagesRow, budget int) []llm.Message {
 	var out []llm.Message
 	used := 0
 	for _, r := range rows {
+		if strings.TrimSpace(r.Content) == "" {
+			// An answer stored without text (the model finished with
+			// none, or failed before its first token after sources went
+			// out): Anthropic refuses a blank text block and Gemini an
+			// empty part, which failed every later turn of the
+			// conversation.
+			continue
+		}
 		n := llm.CountTokens(r.Content)
 		if used+n > budget {
 			break
@@ -1035,7 +1057,8 @@ func upstreamError(err error) error {
 			// A per-phase deadline of the provider's call (llm.Timeouts).
 			return apperr.New(apperr.Unavailable, "the model provider %s timed out; try again", pe.Provider)
 		}
-		if pe.Status == 429 || pe.Status == 0 || pe.Status == 503 {
+		// 529: Anthropic's "overloaded".
+		if pe.Status == 429 || pe.Status == 0 || pe.Status == 503 || pe.Status == 529 {
 			return &apperr.Error{Code: apperr.Unavailable, Message: fmt.Sprintf("the model provider %s is unavailable; try again", pe.Provider), RetryAfter: pe.RetryAfter}
 		}
 		return apperr.New(apperr.Upstream, "the model provider %s failed (status %d); try again", pe.Provider, pe.Status)
