@@ -252,6 +252,9 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 	if len(pieces) == 0 {
 		return permanent("the document holds no text")
 	}
+	if err := k.withinQuota(ctx, org, id, len(pieces)); err != nil {
+		return err
+	}
 	r := run{k: k, org: org, id: id, model: emb.Model(), fingerprint: fingerprint(emb, pieces, owners)}
 	err = r.start(ctx)
 	if err == nil {
@@ -264,6 +267,37 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 		return nil
 	}
 	return err
+}
+
+// Quota reads how many chunks the organization's plan lets it hold
+// (plans.knowledge_chunks) and how many its datasources hold, but those of
+// datasource except (nil: all).
+func Quota(ctx context.Context, q *dbq.Queries, org uuid.UUID, except *uuid.UUID) (allowed, held int64, err error) {
+	r, err := q.KnowledgeQuota(ctx, dbq.KnowledgeQuotaParams{OrgID: org, ExceptID: except})
+	return r.KnowledgeChunks, r.Held, err
+}
+
+// withinQuota refuses, as a permanent failure recorded on the datasource,
+// a document of n chunks that would take its organization past its plan's
+// quota; the datasource's own chunks, which the run replaces, do not
+// count. It is checked before anything is embedded. Ingestions of one
+// organization running at once may each pass and together go past it, by
+// at most what they add (an organization runs few at once: IngestWorker's
+// fair share).
+func (k *Knowledge) withinQuota(ctx context.Context, org, id uuid.UUID, n int) error {
+	var allowed, held int64
+	err := k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		var err error
+		allowed, held, err = Quota(ctx, q, org, &id)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if held+int64(n) > allowed {
+		return permanent("the document makes %d chunks, and the organization's datastores hold %d of the %d its plan allows: delete datasources, or move to a higher plan", n, held, allowed)
+	}
+	return nil
 }
 
 // whileExists returns a context that ends, with errGone for its cause,

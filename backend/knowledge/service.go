@@ -329,6 +329,16 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 		if err != nil {
 			return err
 		}
+		// An organization whose datastores hold all the chunks its plan
+		// allows adds nothing (its ingestion would fail: withinQuota).
+		allowed, held, err := Quota(ctx, q, p.OrgID, nil)
+		if err != nil {
+			return err
+		}
+		if held >= allowed {
+			return apperr.New(apperr.FailedPrecondition,
+				"the organization's datastores hold %d chunks, all its plan allows (%d): delete datasources, or move to a higher plan", held, allowed)
+		}
 		id, err := uuid.NewV7()
 		if err != nil {
 			return err

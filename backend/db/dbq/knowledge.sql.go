@@ -599,6 +599,34 @@ func (q *Queries) KeyShareDatastore(ctx context.Context, arg KeyShareDatastorePa
 	return i, err
 }
 
+const knowledgeQuota = `-- name: KnowledgeQuota :one
+SELECT p.knowledge_chunks,
+       (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d
+        WHERE d.org_id = o.id AND d.id IS DISTINCT FROM $1::uuid)::bigint AS held
+FROM organizations o JOIN plans p ON p.id = o.plan
+WHERE o.id = $2
+`
+
+type KnowledgeQuotaParams struct {
+	ExceptID *uuid.UUID
+	OrgID    uuid.UUID
+}
+
+type KnowledgeQuotaRow struct {
+	KnowledgeChunks int64
+	Held            int64
+}
+
+// The chunks the organization's plan lets it hold, and those its
+// datasources hold but datasource id (whose chunks a new ingestion
+// replaces; a nil id counts them all).
+func (q *Queries) KnowledgeQuota(ctx context.Context, arg KnowledgeQuotaParams) (KnowledgeQuotaRow, error) {
+	row := q.db.QueryRow(ctx, knowledgeQuota, arg.ExceptID, arg.OrgID)
+	var i KnowledgeQuotaRow
+	err := row.Scan(&i.KnowledgeChunks, &i.Held)
+	return i, err
+}
+
 const listDatasources = `-- name: ListDatasources :many
 SELECT id, datastore_id, type, name, status, error, config, content_type, size_bytes, generation, chunk_count, created_at, updated_at, synced_at
 FROM datasources WHERE org_id = $1 AND datastore_id = $2

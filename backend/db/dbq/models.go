@@ -253,6 +253,7 @@ type Plan struct {
 	ID                string
 	RequestsPerMinute int32
 	RequestsPerDay    int32
+	KnowledgeChunks   int64
 }
 
 type ResourceID struct {

@@ -144,13 +144,18 @@ func (q *Queries) OperatorLockOrganization(ctx context.Context, id uuid.UUID) (O
 }
 
 const operatorLockPlan = `-- name: OperatorLockPlan :one
-SELECT id, requests_per_minute, requests_per_day FROM plans WHERE id = $1 FOR UPDATE
+SELECT id, requests_per_minute, requests_per_day, knowledge_chunks FROM plans WHERE id = $1 FOR UPDATE
 `
 
 func (q *Queries) OperatorLockPlan(ctx context.Context, id string) (Plan, error) {
 	row := q.db.QueryRow(ctx, operatorLockPlan, id)
 	var i Plan
-	err := row.Scan(&i.ID, &i.RequestsPerMinute, &i.RequestsPerDay)
+	err := row.Scan(
+		&i.ID,
+		&i.RequestsPerMinute,
+		&i.RequestsPerDay,
+		&i.KnowledgeChunks,
+	)
 	return i, err
 }
 

@@ -85,7 +85,7 @@ func (q *Queries) GetOrganization(ctx context.Context, id uuid.UUID) (GetOrganiz
 }
 
 const listPlans = `-- name: ListPlans :many
-SELECT id, requests_per_minute, requests_per_day FROM plans
+SELECT id, requests_per_minute, requests_per_day, knowledge_chunks FROM plans
 `
 
 func (q *Queries) ListPlans(ctx context.Context) ([]Plan, error) {
@@ -97,7 +97,12 @@ func (q *Queries) ListPlans(ctx context.Context) ([]Plan, error) {
 	var items []Plan
 	for rows.Next() {
 		var i Plan
-		if err := rows.Scan(&i.ID, &i.RequestsPerMinute, &i.RequestsPerDay); err != nil {
+		if err := rows.Scan(
+			&i.ID,
+			&i.RequestsPerMinute,
+			&i.RequestsPerDay,
+			&i.KnowledgeChunks,
+		); err != nil {
 			return nil, err
 		}
 		items = append(items, i)

@@ -366,3 +366,13 @@ SELECT set_config(sqlc.arg(name)::text, sqlc.arg(value)::text, true);
 UPDATE datastores SET embedding_model = sqlc.arg(embedding_model), embedding_dim = sqlc.arg(embedding_dim), updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 RETURNING *;
+
+-- name: KnowledgeQuota :one
+-- The chunks the organization's plan lets it hold, and those its
+-- datasources hold but datasource id (whose chunks a new ingestion
+-- replaces; a nil id counts them all).
+SELECT p.knowledge_chunks,
+       (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d
+        WHERE d.org_id = o.id AND d.id IS DISTINCT FROM sqlc.narg(except_id)::uuid)::bigint AS held
+FROM organizations o JOIN plans p ON p.id = o.plan
+WHERE o.id = sqlc.arg(org_id);

@@ -76,7 +76,9 @@ type DatastoreServiceClient interface {
 	// DeleteDatastore removes a datastore, its datasources and their chunks.
 	DeleteDatastore(context.Context, *v1.DeleteDatastoreRequest) (*v1.DeleteDatastoreResponse, error)
 	// CreateDatasource adds a datasource; its ingestion runs as a job, and
-	// its status goes pending → running → synced (or error).
+	// its status goes pending → running → synced (or error). An
+	// organization whose datastores hold all the chunks its plan allows is
+	// FailedPrecondition; a document that would pass them ends in error.
 	CreateDatasource(context.Context, *v1.CreateDatasourceRequest) (*v1.CreateDatasourceResponse, error)
 	GetDatasource(context.Context, *v1.GetDatasourceRequest) (*v1.GetDatasourceResponse, error)
 	ListDatasources(context.Context, *v1.ListDatasourcesRequest) (*v1.ListDatasourcesResponse, error)
@@ -295,7 +297,9 @@ type DatastoreServiceHandler interface {
 	// DeleteDatastore removes a datastore, its datasources and their chunks.
 	DeleteDatastore(context.Context, *v1.DeleteDatastoreRequest) (*v1.DeleteDatastoreResponse, error)
 	// CreateDatasource adds a datasource; its ingestion runs as a job, and
-	// its status goes pending → running → synced (or error).
+	// its status goes pending → running → synced (or error). An
+	// organization whose datastores hold all the chunks its plan allows is
+	// FailedPrecondition; a document that would pass them ends in error.
 	CreateDatasource(context.Context, *v1.CreateDatasourceRequest) (*v1.CreateDatasourceResponse, error)
 	GetDatasource(context.Context, *v1.GetDatasourceRequest) (*v1.GetDatasourceResponse, error)
 	ListDatasources(context.Context, *v1.ListDatasourcesRequest) (*v1.ListDatasourcesResponse, error)
