@@ -144,6 +144,11 @@ func testDatastores(t *testing.T, e *env) {
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
 	md := settledSource(t, admin, store, "Opening hours")
 	require.Equal(t, "synced", md.Status, md.Error)
+	// The knowledge page and the overview count the chunks held, of the
+	// plan's (pro: 2,500,000).
+	want := fmt.Sprintf("hold %d of the 2500000 chunks", text.Chunks+md.Chunks)
+	require.Contains(t, admin.get("/console/datastores").Text("[data-testid=knowledge-quota]"), want)
+	require.Equal(t, fmt.Sprintf("%d of 2500000 chunks of knowledge", text.Chunks+md.Chunks), admin.get("/console/").Text("[data-testid=knowledge-quota]"))
 
 	// A PNG: 400 naming the file; too large a file: 413 naming it.
 	png := []byte("\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89")

@@ -114,4 +114,5 @@ func testOverviewAndPlans(t *testing.T, e *env) {
 	require.Contains(t, p.Text("[data-testid=plan-pro]"), "300")
 	require.Contains(t, p.Text("[data-testid=plan-pro]"), "100000")
 	require.Equal(t, 1, p.Doc.Find("[data-testid=plan-pro] [data-testid=your-plan]").Length())
+	require.Equal(t, "2500000", p.Text("[data-testid=plan-pro] [data-testid=knowledge-chunks]"))
 }

@@ -242,7 +242,8 @@ func (s *Service) GetOrganization(ctx context.Context, _ *parleyv1.GetOrganizati
 		}
 		resp.Organization = &parleyv1.Organization{
 			Id: org.ID.String(), Name: org.Name, Plan: org.Plan, CreateTime: timestamppb.New(org.CreatedAt),
-			Limits: &parleyv1.Limits{RequestsPerMinute: int64(org.RequestsPerMinute), RequestsPerDay: int64(org.RequestsPerDay)},
+			Limits:    &parleyv1.Limits{RequestsPerMinute: int64(org.RequestsPerMinute), RequestsPerDay: int64(org.RequestsPerDay)},
+			Knowledge: &parleyv1.KnowledgeQuota{Chunks: org.Chunks, MaxChunks: org.KnowledgeChunks},
 		}
 		if resp.AgentCount, err = q.CountAgents(ctx, p.OrgID); err != nil {
 			return err
@@ -393,6 +394,9 @@ func ptr[T any](v T) *T { return &v }
 type Plan struct {
 	Name   string
 	Limits plan.Limits
+	// KnowledgeChunks is how many chunks its organizations' datastores may
+	// hold.
+	KnowledgeChunks int64
 }
 
 // Plans returns the plan catalog, lowest first, as the database holds it
@@ -414,7 +418,10 @@ func (s *Service) Plans(ctx context.Context) ([]Plan, error) {
 	for _, name := range []string{plan.Free, plan.Starter, plan.Pro, plan.Enterprise} {
 		for _, r := range rows {
 			if r.ID == name {
-				out = append(out, Plan{Name: name, Limits: plan.Limits{PerMinute: int64(r.RequestsPerMinute), PerDay: int64(r.RequestsPerDay)}})
+				out = append(out, Plan{
+					Name: name, Limits: plan.Limits{PerMinute: int64(r.RequestsPerMinute), PerDay: int64(r.RequestsPerDay)},
+					KnowledgeChunks: r.KnowledgeChunks,
+				})
 			}
 		}
 	}

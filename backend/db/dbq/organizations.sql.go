@@ -52,7 +52,9 @@ func (q *Queries) CreateOrganization(ctx context.Context, arg CreateOrganization
 const getOrganization = `-- name: GetOrganization :one
 SELECT o.id, o.name, o.plan, o.custom_requests_per_minute, o.custom_requests_per_day, o.created_at,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS requests_per_minute,
-       coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS requests_per_day
+       coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS requests_per_day,
+       p.knowledge_chunks,
+       (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d WHERE d.org_id = o.id)::bigint AS chunks
 FROM organizations o JOIN plans p ON p.id = o.plan
 WHERE o.id = $1
 `
@@ -66,6 +68,8 @@ type GetOrganizationRow struct {
 	CreatedAt               time.Time
 	RequestsPerMinute       int32
 	RequestsPerDay          int32
+	KnowledgeChunks         int64
+	Chunks                  int64
 }
 
 func (q *Queries) GetOrganization(ctx context.Context, id uuid.UUID) (GetOrganizationRow, error) {
@@ -80,6 +84,8 @@ func (q *Queries) GetOrganization(ctx context.Context, id uuid.UUID) (GetOrganiz
 		&i.CreatedAt,
 		&i.RequestsPerMinute,
 		&i.RequestsPerDay,
+		&i.KnowledgeChunks,
+		&i.Chunks,
 	)
 	return i, err
 }

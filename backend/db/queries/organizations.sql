@@ -6,7 +6,9 @@ RETURNING *;
 -- name: GetOrganization :one
 SELECT o.*,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS requests_per_minute,
-       coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS requests_per_day
+       coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS requests_per_day,
+       p.knowledge_chunks,
+       (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d WHERE d.org_id = o.id)::bigint AS chunks
 FROM organizations o JOIN plans p ON p.id = o.plan
 WHERE o.id = sqlc.arg(id);
 

@@ -29,8 +29,11 @@ type Organization struct {
 	// free, starter, pro or enterprise.
 	Plan string `protobuf:"bytes,3,opt,name=plan,proto3" json:"plan,omitempty"`
 	// The limits of the organization's plan (for enterprise, those its operator set).
-	Limits        *Limits                `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
-	CreateTime    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	Limits     *Limits                `protobuf:"bytes,4,opt,name=limits,proto3" json:"limits,omitempty"`
+	CreateTime *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
+	// How much knowledge the organization's datastores hold, of what its
+	// plan allows.
+	Knowledge     *KnowledgeQuota `protobuf:"bytes,6,opt,name=knowledge,proto3" json:"knowledge,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -100,6 +103,67 @@ func (x *Organization) GetCreateTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Organization) GetKnowledge() *KnowledgeQuota {
+	if x != nil {
+		return x.Knowledge
+	}
+	return nil
+}
+
+// KnowledgeQuota counts chunks: a document is cut into chunks of at most
+// 300 tokens, and an organization's datastores hold at most its plan's.
+type KnowledgeQuota struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Chunks        int64                  `protobuf:"varint,1,opt,name=chunks,proto3" json:"chunks,omitempty"`
+	MaxChunks     int64                  `protobuf:"varint,2,opt,name=max_chunks,json=maxChunks,proto3" json:"max_chunks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KnowledgeQuota) Reset() {
+	*x = KnowledgeQuota{}
+	mi := &file_parley_v1_organization_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KnowledgeQuota) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KnowledgeQuota) ProtoMessage() {}
+
+func (x *KnowledgeQuota) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_organization_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KnowledgeQuota.ProtoReflect.Descriptor instead.
+func (*KnowledgeQuota) Descriptor() ([]byte, []int) {
+	return file_parley_v1_organization_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *KnowledgeQuota) GetChunks() int64 {
+	if x != nil {
+		return x.Chunks
+	}
+	return 0
+}
+
+func (x *KnowledgeQuota) GetMaxChunks() int64 {
+	if x != nil {
+		return x.MaxChunks
+	}
+	return 0
+}
+
 // Limits are request counts per key.
 type Limits struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
@@ -111,7 +175,7 @@ type Limits struct {
 
 func (x *Limits) Reset() {
 	*x = Limits{}
-	mi := &file_parley_v1_organization_proto_msgTypes[1]
+	mi := &file_parley_v1_organization_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -123,7 +187,7 @@ func (x *Limits) String() string {
 func (*Limits) ProtoMessage() {}
 
 func (x *Limits) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_organization_proto_msgTypes[1]
+	mi := &file_parley_v1_organization_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -136,7 +200,7 @@ func (x *Limits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Limits.ProtoReflect.Descriptor instead.
 func (*Limits) Descriptor() ([]byte, []int) {
-	return file_parley_v1_organization_proto_rawDescGZIP(), []int{1}
+	return file_parley_v1_organization_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Limits) GetRequestsPerMinute() int64 {
@@ -167,7 +231,7 @@ type KeyUsage struct {
 
 func (x *KeyUsage) Reset() {
 	*x = KeyUsage{}
-	mi := &file_parley_v1_organization_proto_msgTypes[2]
+	mi := &file_parley_v1_organization_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -179,7 +243,7 @@ func (x *KeyUsage) String() string {
 func (*KeyUsage) ProtoMessage() {}
 
 func (x *KeyUsage) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_organization_proto_msgTypes[2]
+	mi := &file_parley_v1_organization_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -192,7 +256,7 @@ func (x *KeyUsage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyUsage.ProtoReflect.Descriptor instead.
 func (*KeyUsage) Descriptor() ([]byte, []int) {
-	return file_parley_v1_organization_proto_rawDescGZIP(), []int{2}
+	return file_parley_v1_organization_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *KeyUsage) GetApiKeyId() string {
@@ -238,7 +302,7 @@ type GetOrganizationRequest struct {
 
 func (x *GetOrganizationRequest) Reset() {
 	*x = GetOrganizationRequest{}
-	mi := &file_parley_v1_organization_proto_msgTypes[3]
+	mi := &file_parley_v1_organization_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -250,7 +314,7 @@ func (x *GetOrganizationRequest) String() string {
 func (*GetOrganizationRequest) ProtoMessage() {}
 
 func (x *GetOrganizationRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_organization_proto_msgTypes[3]
+	mi := &file_parley_v1_organization_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -263,7 +327,7 @@ func (x *GetOrganizationRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrganizationRequest.ProtoReflect.Descriptor instead.
 func (*GetOrganizationRequest) Descriptor() ([]byte, []int) {
-	return file_parley_v1_organization_proto_rawDescGZIP(), []int{3}
+	return file_parley_v1_organization_proto_rawDescGZIP(), []int{4}
 }
 
 type GetOrganizationResponse struct {
@@ -277,7 +341,7 @@ type GetOrganizationResponse struct {
 
 func (x *GetOrganizationResponse) Reset() {
 	*x = GetOrganizationResponse{}
-	mi := &file_parley_v1_organization_proto_msgTypes[4]
+	mi := &file_parley_v1_organization_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -289,7 +353,7 @@ func (x *GetOrganizationResponse) String() string {
 func (*GetOrganizationResponse) ProtoMessage() {}
 
 func (x *GetOrganizationResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_organization_proto_msgTypes[4]
+	mi := &file_parley_v1_organization_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -302,7 +366,7 @@ func (x *GetOrganizationResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetOrganizationResponse.ProtoReflect.Descriptor instead.
 func (*GetOrganizationResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_organization_proto_rawDescGZIP(), []int{4}
+	return file_parley_v1_organization_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *GetOrganizationResponse) GetOrganization() *Organization {
@@ -330,14 +394,19 @@ var File_parley_v1_organization_proto protoreflect.FileDescriptor
 
 const file_parley_v1_organization_proto_rawDesc = "" +
 	"\n" +
-	"\x1cparley/v1/organization.proto\x12\tparley.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xae\x01\n" +
+	"\x1cparley/v1/organization.proto\x12\tparley.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xe7\x01\n" +
 	"\fOrganization\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x12\n" +
 	"\x04plan\x18\x03 \x01(\tR\x04plan\x12)\n" +
 	"\x06limits\x18\x04 \x01(\v2\x11.parley.v1.LimitsR\x06limits\x12;\n" +
 	"\vcreate_time\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"b\n" +
+	"createTime\x127\n" +
+	"\tknowledge\x18\x06 \x01(\v2\x19.parley.v1.KnowledgeQuotaR\tknowledge\"G\n" +
+	"\x0eKnowledgeQuota\x12\x16\n" +
+	"\x06chunks\x18\x01 \x01(\x03R\x06chunks\x12\x1d\n" +
+	"\n" +
+	"max_chunks\x18\x02 \x01(\x03R\tmaxChunks\"b\n" +
 	"\x06Limits\x12.\n" +
 	"\x13requests_per_minute\x18\x01 \x01(\x03R\x11requestsPerMinute\x12(\n" +
 	"\x10requests_per_day\x18\x02 \x01(\x03R\x0erequestsPerDay\"\xc0\x01\n" +
@@ -369,28 +438,30 @@ func file_parley_v1_organization_proto_rawDescGZIP() []byte {
 	return file_parley_v1_organization_proto_rawDescData
 }
 
-var file_parley_v1_organization_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_parley_v1_organization_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_parley_v1_organization_proto_goTypes = []any{
 	(*Organization)(nil),            // 0: parley.v1.Organization
-	(*Limits)(nil),                  // 1: parley.v1.Limits
-	(*KeyUsage)(nil),                // 2: parley.v1.KeyUsage
-	(*GetOrganizationRequest)(nil),  // 3: parley.v1.GetOrganizationRequest
-	(*GetOrganizationResponse)(nil), // 4: parley.v1.GetOrganizationResponse
-	(*timestamppb.Timestamp)(nil),   // 5: google.protobuf.Timestamp
+	(*KnowledgeQuota)(nil),          // 1: parley.v1.KnowledgeQuota
+	(*Limits)(nil),                  // 2: parley.v1.Limits
+	(*KeyUsage)(nil),                // 3: parley.v1.KeyUsage
+	(*GetOrganizationRequest)(nil),  // 4: parley.v1.GetOrganizationRequest
+	(*GetOrganizationResponse)(nil), // 5: parley.v1.GetOrganizationResponse
+	(*timestamppb.Timestamp)(nil),   // 6: google.protobuf.Timestamp
 }
 var file_parley_v1_organization_proto_depIdxs = []int32{
-	1, // 0: parley.v1.Organization.limits:type_name -> parley.v1.Limits
-	5, // 1: parley.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
-	1, // 2: parley.v1.KeyUsage.limits:type_name -> parley.v1.Limits
-	0, // 3: parley.v1.GetOrganizationResponse.organization:type_name -> parley.v1.Organization
-	2, // 4: parley.v1.GetOrganizationResponse.usage:type_name -> parley.v1.KeyUsage
-	3, // 5: parley.v1.OrganizationService.GetOrganization:input_type -> parley.v1.GetOrganizationRequest
-	4, // 6: parley.v1.OrganizationService.GetOrganization:output_type -> parley.v1.GetOrganizationResponse
-	6, // [6:7] is the sub-list for method output_type
-	5, // [5:6] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	2, // 0: parley.v1.Organization.limits:type_name -> parley.v1.Limits
+	6, // 1: parley.v1.Organization.create_time:type_name -> google.protobuf.Timestamp
+	1, // 2: parley.v1.Organization.knowledge:type_name -> parley.v1.KnowledgeQuota
+	2, // 3: parley.v1.KeyUsage.limits:type_name -> parley.v1.Limits
+	0, // 4: parley.v1.GetOrganizationResponse.organization:type_name -> parley.v1.Organization
+	3, // 5: parley.v1.GetOrganizationResponse.usage:type_name -> parley.v1.KeyUsage
+	4, // 6: parley.v1.OrganizationService.GetOrganization:input_type -> parley.v1.GetOrganizationRequest
+	5, // 7: parley.v1.OrganizationService.GetOrganization:output_type -> parley.v1.GetOrganizationResponse
+	7, // [7:8] is the sub-list for method output_type
+	6, // [6:7] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_organization_proto_init() }
@@ -405,7 +476,7 @@ func file_parley_v1_organization_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_organization_proto_rawDesc), len(file_parley_v1_organization_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
