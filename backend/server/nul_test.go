@@ -50,7 +50,7 @@ func TestNULIsRefusedAtTheEdge(t *testing.T) {
 	}
 	// Nothing was stored.
 	r := e.Do("GET", "/api/datastores/"+s.ID+"/datasources", e.A.Key, nil)
-	require.JSONEq(t, `{"datasources":[]}`, string(r.Body))
+	require.JSONEq(t, `{"datasources":[],"nextCursor":null}`, string(r.Body))
 
 	client := parleyv1connect.NewAgentServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
 	_, err := client.CreateAgent(context.Background(), &parleyv1.CreateAgentRequest{Name: "ok", Instructions: "in\x00structions"})
