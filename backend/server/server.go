@@ -275,10 +275,12 @@ func drainAt(grace time.Duration) time.Duration {
 }
 
 func (a *App) routes() (http.Handler, error) {
-	validator, err := protovalidate.New()
+	rules, err := protovalidate.New()
 	if err != nil {
 		return nil, err
 	}
+	// SECURITY: an over-long list is one violation, not one per item (wire.Bounded).
+	validator := wire.Bounded(rules)
 	gate := &auth.Gate{Auth: a.Auth, Limits: a.Limits}
 	var interceptors []connect.Interceptor
 	if telemetry.Enabled() {
