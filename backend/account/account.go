@@ -43,6 +43,10 @@ func New(store *db.Store, authn *auth.Authenticator, limits *ratelimit.Limiter) 
 	return &Service{store: store, auth: authn, limits: limits}
 }
 
+// MaxKeys bounds an organization's working (not revoked, not expired)
+// API keys issued through the API and the console.
+const MaxKeys = 100
+
 // CreateApiKey issues a key for the caller's organization.
 func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRequest) (*parleyv1.CreateApiKeyResponse, error) {
 	p, err := auth.FromContext(ctx)
@@ -68,6 +72,15 @@ func (s *Service) CreateApiKey(ctx context.Context, req *parleyv1.CreateApiKeyRe
 		}
 		if expires, err = withinIssuer(p, orgPlan, keyPlan, req.GetScopes(), expires); err != nil {
 			return err
+		}
+		// SECURITY: limits count per key: without a bound, an organization
+		// multiplied its plan's by issuing keys (a free key issues 1,000 a
+		// day, each with its own 10 a minute), and each key is a row
+		// ListApiKeys returns and a count GetOrganization reads.
+		if n, err := q.CountLiveKeys(ctx, p.OrgID); err != nil {
+			return err
+		} else if n >= MaxKeys {
+			return apperr.New(apperr.FailedPrecondition, "an organization has at most %d working API keys; revoke one first", MaxKeys)
 		}
 		by, err := makerOf(ctx, q, p)
 		if err != nil {
@@ -261,7 +274,7 @@ func (s *Service) GetOrganization(ctx context.Context, _ *parleyv1.GetOrganizati
 		if k.RevokedAt != nil {
 			continue
 		}
-		lim := limitsFor(k.Plan, plans, resp.Organization.Limits)
+		lim := limitsFor(k.Plan, resp.Organization.Plan, plans, resp.Organization.Limits)
 		u, err := s.limits.Peek(ctx, k.ID.String(), lim)
 		if err != nil {
 			return nil, err
@@ -276,14 +289,18 @@ func (s *Service) GetOrganization(ctx context.Context, _ *parleyv1.GetOrganizati
 }
 
 // limitsFor mirrors GetAPIKeyByHash: enterprise keys take the organization's
-// limits, the others their plan's.
-func limitsFor(keyPlan string, plans []dbq.Plan, org *parleyv1.Limits) plan.Limits {
+// limits, the others their plan's, within an enterprise organization's.
+func limitsFor(keyPlan, orgPlan string, plans []dbq.Plan, org *parleyv1.Limits) plan.Limits {
 	if keyPlan == plan.Enterprise {
 		return plan.Limits{PerMinute: org.RequestsPerMinute, PerDay: org.RequestsPerDay}
 	}
 	for _, p := range plans {
 		if p.ID == keyPlan {
-			return plan.Limits{PerMinute: int64(p.RequestsPerMinute), PerDay: int64(p.RequestsPerDay)}
+			lim := plan.Limits{PerMinute: int64(p.RequestsPerMinute), PerDay: int64(p.RequestsPerDay)}
+			if orgPlan == plan.Enterprise {
+				lim = plan.Limits{PerMinute: min(lim.PerMinute, org.RequestsPerMinute), PerDay: min(lim.PerDay, org.RequestsPerDay)}
+			}
+			return lim
 		}
 	}
 	return plan.Limits{}

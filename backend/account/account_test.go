@@ -388,3 +388,50 @@ func TestKeysIssueNoMoreThanThemselves(t *testing.T) {
 	require.Equal(t, account.CommandLine, all.GetApiKeys()[len(all.GetApiKeys())-1].GetCreatedBy(), "the first key, made by parley admin")
 	require.Equal(t, "pro", lasting.GetApiKey().GetPlan())
 }
+
+// An organization's working keys are bounded: limits count per key, so
+// without a bound issuing keys multiplied the plan's limits (and each is a
+// row every ListApiKeys returns). A revoked key frees its place.
+func TestWorkingKeysAreBounded(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	keys := keysClient(e, e.A.Key)
+	var last string
+	for i := 1; i < account.MaxKeys; i++ { // the bootstrap key is the first
+		resp, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "k", Scopes: []string{"chat"}})
+		require.NoError(t, err, "key %d", i+1)
+		last = resp.GetApiKey().GetId()
+	}
+	_, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "one too many", Scopes: []string{"chat"}})
+	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
+	// Another organization is not concerned.
+	_, err = keysClient(e, e.B.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "b", Scopes: []string{"chat"}})
+	require.NoError(t, err)
+	_, err = keys.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: last})
+	require.NoError(t, err)
+	_, err = keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "again", Scopes: []string{"chat"}})
+	require.NoError(t, err)
+}
+
+// The operator's limits of an enterprise organization bound its keys of a
+// lower plan too: a pro key of an organization held to 50 a minute had
+// pro's 300.
+func TestLowerPlanKeysStayWithinEnterpriseLimits(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	ent := e.Bootstrap("Small enterprise", plan.Enterprise)
+	require.NoError(t, account.SetLimits(ctx, e.App.Store, ent.ID, plan.Limits{PerMinute: 50, PerDay: 5000}))
+	pro, err := keysClient(e, ent.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "pro", Plan: ptr(plan.Pro), Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	r := e.Do("GET", "/api/agents", pro.GetSecret(), nil)
+	require.Equal(t, "50", r.Header.Get("X-RateLimit-Limit"))
+	org, err := parleyv1connect.NewOrganizationServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(ent.Key))).
+		GetOrganization(ctx, &parleyv1.GetOrganizationRequest{})
+	require.NoError(t, err)
+	for _, u := range org.GetUsage() {
+		require.LessOrEqual(t, u.GetLimits().GetRequestsPerMinute(), int64(50), u.GetPlan())
+		require.LessOrEqual(t, u.GetLimits().GetRequestsPerDay(), int64(5000), u.GetPlan())
+	}
+}

@@ -91,6 +91,20 @@ func (q *Queries) CountLiveAdminKeys(ctx context.Context, orgID uuid.UUID) (int6
 	return count, err
 }
 
+const countLiveKeys = `-- name: CountLiveKeys :one
+SELECT count(*) FROM api_keys
+WHERE org_id = $1 AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
+`
+
+// Keys of the organization that still work (account.MaxKeys bounds them).
+func (q *Queries) CountLiveKeys(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	row := q.db.QueryRow(ctx, countLiveKeys, orgID)
+	var count int64
+	err := row.Scan(&count)
+	return count, err
+}
+
 const createAPIKey = `-- name: CreateAPIKey :one
 INSERT INTO api_keys (org_id, id, name, key_hash, display_prefix, plan, scopes, expires_at, created_by, member)
 VALUES ($1, $2, $3, $4, $5,
@@ -145,9 +159,13 @@ func (q *Queries) CreateAPIKey(ctx context.Context, arg CreateAPIKeyParams) (Api
 
 const getAPIKeyByHash = `-- name: GetAPIKeyByHash :one
 SELECT k.id AS key_id, k.org_id, k.plan, k.scopes, k.expires_at, k.revoked_at,
+       -- A key of a lower plan in an enterprise organization stays within
+       -- the organization's own limits (the operator's may be below pro's).
        (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_minute, p.requests_per_minute)
+             WHEN o.plan = 'enterprise' THEN least(p.requests_per_minute, coalesce(o.custom_requests_per_minute, p.requests_per_minute))
              ELSE p.requests_per_minute END)::int AS requests_per_minute,
        (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_day, p.requests_per_day)
+             WHEN o.plan = 'enterprise' THEN least(p.requests_per_day, coalesce(o.custom_requests_per_day, p.requests_per_day))
              ELSE p.requests_per_day END)::int AS requests_per_day
 FROM api_keys k
 JOIN organizations o ON o.id = k.org_id

@@ -7,9 +7,13 @@ RETURNING *;
 -- name: GetAPIKeyByHash :one
 -- Authentication: run after SetKeyHash; the by_secret policy shows this row only.
 SELECT k.id AS key_id, k.org_id, k.plan, k.scopes, k.expires_at, k.revoked_at,
+       -- A key of a lower plan in an enterprise organization stays within
+       -- the organization's own limits (the operator's may be below pro's).
        (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_minute, p.requests_per_minute)
+             WHEN o.plan = 'enterprise' THEN least(p.requests_per_minute, coalesce(o.custom_requests_per_minute, p.requests_per_minute))
              ELSE p.requests_per_minute END)::int AS requests_per_minute,
        (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_day, p.requests_per_day)
+             WHEN o.plan = 'enterprise' THEN least(p.requests_per_day, coalesce(o.custom_requests_per_day, p.requests_per_day))
              ELSE p.requests_per_day END)::int AS requests_per_day
 FROM api_keys k
 JOIN organizations o ON o.id = k.org_id
@@ -52,3 +56,9 @@ ORDER BY created_at DESC, id DESC;
 -- key's created_by) and the member it descends from.
 SELECT name, display_prefix, member FROM api_keys
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: CountLiveKeys :one
+-- Keys of the organization that still work (account.MaxKeys bounds them).
+SELECT count(*) FROM api_keys
+WHERE org_id = sqlc.arg(org_id) AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now());
