@@ -30,6 +30,7 @@ import (
 	"github.com/JohannesKaufmann/html-to-markdown/v2/plugin/table"
 	"github.com/ledongthuc/pdf"
 	"github.com/xuri/excelize/v2"
+	"golang.org/x/net/html"
 )
 
 // Limits of extraction.
@@ -197,7 +198,7 @@ func extract(ctx context.Context, name string, b []byte, pageURL string, limit i
 	case KindXLSX:
 		doc, err = extractXLSX(x, b)
 	case KindHTML:
-		doc, err = ExtractHTML(b, pageURL)
+		doc, err = extractHTML(x, b, pageURL, head)
 	case KindMarkdown, KindText:
 		doc = Markdown(string(b))
 	case KindCSV:
@@ -502,11 +503,52 @@ func underline(s string, n int) (rune, bool) {
 
 // ExtractHTML keeps a page's main content (readability) as Markdown.
 func ExtractHTML(b []byte, pageURL string) (Document, error) {
+	return extractHTML(&extraction{ctx: context.Background(), limit: maxText(len(b))}, b, pageURL, false)
+}
+
+// Bounds of a web page. Its readers hold it as a tree of nodes several
+// times over (the parser's, readability's copy, the converter's), some
+// 600 bytes a node: 2.8 MB of "<p>x<b>" took 700 MiB, a page of 20 MiB
+// would take 5 GiB. And a table cell's colspan and rowspan are expanded
+// by the converter into as many cells: a page of 416 bytes with one cell
+// of colspan 10000 and rowspan 1000 took 1.7 GiB, one of 100000 by
+// 100000 would end the process (a fatal out-of-memory).
+const (
+	// maxHTMLTokens bounds a page's tokens (tags, runs of text, comments):
+	// at most about 200 MiB to read (510,000 tokens took 400 MiB); a long
+	// article has tens of thousands.
+	maxHTMLTokens = 1 << 18
+	// maxSpanCells bounds the cells a page's colspan and rowspan add.
+	maxSpanCells = 10_000
+)
+
+// extractHTML is ExtractHTML for an extraction: a page of more than
+// maxHTMLTokens tokens (fewer for a head: what its text limit needs, at
+// least 64 Ki) is refused, or for a head read up to there.
+func extractHTML(x *extraction, b []byte, pageURL string, head bool) (Document, error) {
+	limit := maxHTMLTokens
+	if head {
+		limit = min(limit, max(x.limit, 1<<16))
+	}
+	cut := false
+	if n := htmlPrefix(b, limit); n < len(b) {
+		if !head {
+			return Document{}, limitError(fmt.Sprintf("the page has more than %d HTML tags and runs of text", limit))
+		}
+		b, cut = b[:n], true
+	}
+	if err := x.ctx.Err(); err != nil {
+		return Document{}, err
+	}
 	u, _ := url.Parse(pageURL)
 	article, err := readability.FromReader(bytes.NewReader(b), u)
 	if err != nil || article.Node == nil {
 		return Document{}, fmt.Errorf("the page has no readable content")
 	}
+	if err := x.ctx.Err(); err != nil {
+		return Document{}, err
+	}
+	boundSpans(article.Node)
 	conv := converter.NewConverter(converter.WithPlugins(base.NewBasePlugin(), commonmark.NewCommonmarkPlugin(), table.NewTablePlugin()))
 	md, err := conv.ConvertNode(article.Node)
 	if err != nil {
@@ -517,7 +559,87 @@ func ExtractHTML(b []byte, pageURL string) (Document, error) {
 		doc.Title = article.Title
 	}
 	doc.URL = pageURL
+	if cut {
+		return doc, errFull
+	}
 	return doc, nil
+}
+
+// htmlPrefix is the length of b's first limit tokens (all of b when it
+// has no more), read with the tokenizer alone, which keeps nothing.
+func htmlPrefix(b []byte, limit int) int {
+	z := html.NewTokenizer(bytes.NewReader(b))
+	n := 0
+	for range limit {
+		if z.Next() == html.ErrorToken {
+			return len(b)
+		}
+		n += len(z.Raw())
+	}
+	if z.Next() == html.ErrorToken {
+		return len(b)
+	}
+	return n
+}
+
+// boundSpans removes the colspan and rowspan of a page's table cells
+// past maxSpanCells added cells (each cell's product counted, from the
+// first), and all of them when a row has more than maxColumns cells: the
+// converter inserts each added cell into its row's slice, shifting the
+// cells after it.
+func boundSpans(root *html.Node) {
+	var cells []*html.Node
+	wide := false
+	var walk func(n *html.Node)
+	walk = func(n *html.Node) {
+		if n.Type == html.ElementNode {
+			switch n.Data {
+			case "td", "th":
+				cells = append(cells, n)
+			case "tr":
+				row := 0
+				for c := n.FirstChild; c != nil; c = c.NextSibling {
+					if c.Type == html.ElementNode && (c.Data == "td" || c.Data == "th") {
+						row++
+					}
+				}
+				wide = wide || row > maxColumns
+			}
+		}
+		for c := n.FirstChild; c != nil; c = c.NextSibling {
+			walk(c)
+		}
+	}
+	walk(root)
+	budget := maxSpanCells
+	for _, c := range cells {
+		cols, rows := spanOf(c, "colspan"), spanOf(c, "rowspan")
+		if cols == 1 && rows == 1 {
+			continue
+		}
+		if added := cols*rows - 1; !wide && added <= budget {
+			budget -= added
+			continue
+		}
+		c.Attr = slices.DeleteFunc(c.Attr, func(a html.Attribute) bool {
+			return a.Namespace == "" && (strings.EqualFold(a.Key, "colspan") || strings.EqualFold(a.Key, "rowspan"))
+		})
+	}
+}
+
+// spanOf is a cell's colspan or rowspan as the converter reads it (1 when
+// absent or not a positive number), at most maxSpanCells+1.
+func spanOf(n *html.Node, key string) int {
+	for _, a := range n.Attr {
+		if a.Namespace == "" && a.Key == key {
+			v, err := strconv.Atoi(a.Val)
+			if err != nil || v < 1 {
+				return 1
+			}
+			return min(v, maxSpanCells+1)
+		}
+	}
+	return 1
 }
 
 func extractPDF(x *extraction, b []byte) (Document, error) {
@@ -535,6 +657,17 @@ func extractPDF(x *extraction, b []byte) (Document, error) {
 		n, err := pdfContentSize(p, maxPDFPageContent+1)
 		if err != nil {
 			return fmt.Errorf("page %d: %v", i, err)
+		}
+		// So are its fonts' ToUnicode CMaps, which the reader interprets
+		// once for each name a page gives a font, on every page: one CMap
+		// of 120 MiB of spaces (a 150 KB file) took 0.22 s a name, and a
+		// page naming it a thousand times 4 minutes, its context unheeded.
+		if n < maxPDFPageContent && content+n <= maxPDFContent(len(b)) {
+			cmaps, err := pdfCMapsSize(p, min(maxPDFPageContent-n, maxPDFContent(len(b))-content-n)+1)
+			if err != nil {
+				return fmt.Errorf("page %d: %v", i, err)
+			}
+			n += cmaps
 		}
 		if content += n; n > maxPDFPageContent || content > maxPDFContent(len(b)) {
 			return fmt.Errorf("page %d: the pages' content expands past what a file of %d bytes may (%d MiB a page, %d MiB in all)",
@@ -573,6 +706,28 @@ func pdfContentSize(p pdf.Page, limit int64) (int64, error) {
 	}
 	var total int64
 	for _, s := range streams {
+		if s.Kind() != pdf.Stream || total > limit {
+			continue
+		}
+		rd := s.Reader()
+		n, err := io.Copy(io.Discard, io.LimitReader(rd, limit-total+1))
+		_ = rd.Close()
+		total += n
+		if err != nil {
+			return total, err
+		}
+	}
+	return total, nil
+}
+
+// pdfCMapsSize is how many bytes the ToUnicode CMaps of p's fonts
+// decompress to, each counted as often as a name of the page's gives it,
+// reading at most limit of them.
+func pdfCMapsSize(p pdf.Page, limit int64) (int64, error) {
+	fonts := p.Resources().Key("Font")
+	var total int64
+	for _, name := range fonts.Keys() {
+		s := fonts.Key(name).Key("ToUnicode")
 		if s.Kind() != pdf.Stream || total > limit {
 			continue
 		}
