@@ -158,3 +158,24 @@ func BenchmarkChunkOneLongRun(b *testing.B) {
 		}
 	}
 }
+
+// A run of runes of one token a byte (tag characters, U+E0000..: four
+// bytes, four tokens each) was cut a rune at a time, counting each
+// shorter prefix again: 9 s and 4.7 GiB of allocations for 200 KB, some
+// 15 minutes for a 20 MiB file. Bisection counts a few prefixes a piece.
+func TestChunkDenseRunes(t *testing.T) {
+	text := strings.Repeat("\U000E0067", 16<<10) // 64 KiB
+	var pieces []Piece
+	n := allocated(func() { pieces = Chunk(Document{Sections: []Section{{Text: text}}}, DefaultChunkOptions) })
+	require.Less(t, n, uint64(256<<20), "allocated %d MiB", n>>20)
+	var joined strings.Builder
+	for i, p := range pieces {
+		require.LessOrEqual(t, llm.CountTokens(p.Text), DefaultChunkOptions.MaxTokens)
+		if i < len(pieces)-1 {
+			require.GreaterOrEqual(t, p.Tokens, DefaultChunkOptions.MaxTokens-4, "a piece is as full as it can be")
+		}
+		joined.WriteString(p.Text)
+	}
+	require.Contains(t, joined.String(), strings.Repeat("\U000E0067", 70))
+	require.GreaterOrEqual(t, joined.Len(), len(text))
+}
