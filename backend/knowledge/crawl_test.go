@@ -200,3 +200,47 @@ func TestCrawlSitemapIndexAndRedirectedHost(t *testing.T) {
 	}
 	require.ElementsMatch(t, []string{"/p/home", "/p/linked"}, urls, "the redirected host's links were not followed")
 }
+
+// A site of pages that cannot be read, each linking to new ones (a
+// crawler trap), is fetched a bounded number of times, not until the
+// attempt's time runs out.
+func TestCrawlTrapOfUnreadablePages(t *testing.T) {
+	t.Parallel()
+	var fetched atomic.Int64
+	site := http.NewServeMux()
+	site.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		n := fetched.Add(1)
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><a href="/p/%d"></a><a href="/p/%d-b"></a></body></html>`, n, n)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	k := New(nil, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := k.crawl(ctx, srv.URL+"/", 5)
+	require.Error(t, err)
+	require.NoError(t, ctx.Err(), "the crawl ran until its context ended, after %d pages", fetched.Load())
+	require.LessOrEqual(t, fetched.Load(), int64(maxFetches(5)))
+}
+
+// A page's links are read one at a time, up to what the queue takes: a
+// page of 10 MiB of "<a href=a>" is a million links, which were all held
+// (236 MiB) for the crawl to keep a few.
+func TestCrawlPageOfManyLinks(t *testing.T) {
+	body := "Refunds take fourteen days.\n" + strings.Repeat(`<a href=a>`, 1<<20-10)
+	site := http.NewServeMux()
+	site.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		fmt.Fprint(w, body)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	k := New(nil, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	var docs []Document
+	var err error
+	n := allocated(func() { docs, err = k.crawl(context.Background(), srv.URL+"/page.txt", 1) })
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+	require.Less(t, n, uint64(160<<20), "allocated %d MiB", n>>20)
+}
