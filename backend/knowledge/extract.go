@@ -704,20 +704,7 @@ func pdfContentSize(p pdf.Page, limit int64) (int64, error) {
 			streams = append(streams, c.Index(i))
 		}
 	}
-	var total int64
-	for _, s := range streams {
-		if s.Kind() != pdf.Stream || total > limit {
-			continue
-		}
-		rd := s.Reader()
-		n, err := io.Copy(io.Discard, io.LimitReader(rd, limit-total+1))
-		_ = rd.Close()
-		total += n
-		if err != nil {
-			return total, err
-		}
-	}
-	return total, nil
+	return pdfStreamsSize(streams, limit)
 }
 
 // pdfCMapsSize is how many bytes the ToUnicode CMaps of p's fonts
@@ -725,9 +712,18 @@ func pdfContentSize(p pdf.Page, limit int64) (int64, error) {
 // reading at most limit of them.
 func pdfCMapsSize(p pdf.Page, limit int64) (int64, error) {
 	fonts := p.Resources().Key("Font")
-	var total int64
+	var streams []pdf.Value
 	for _, name := range fonts.Keys() {
-		s := fonts.Key(name).Key("ToUnicode")
+		streams = append(streams, fonts.Key(name).Key("ToUnicode"))
+	}
+	return pdfStreamsSize(streams, limit)
+}
+
+// pdfStreamsSize is how many bytes streams (values of other kinds count
+// nothing) decompress to, reading at most limit of them, keeping nothing.
+func pdfStreamsSize(streams []pdf.Value, limit int64) (int64, error) {
+	var total int64
+	for _, s := range streams {
 		if s.Kind() != pdf.Stream || total > limit {
 			continue
 		}
