@@ -362,9 +362,16 @@ func TestWebhookServiceConnect(t *testing.T) {
 	_, err = client.CreateWebhook(ctx, &parleyv1.CreateWebhookRequest{Url: "https://203.0.113.7/hook"})
 	require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
 
+	// An update that names no field is refused, as REST's empty body is.
+	id := created.GetWebhook().GetId()
+	for _, m := range []*fieldmaskpb.FieldMask{nil, {}} {
+		_, err = client.UpdateWebhook(ctx, &parleyv1.UpdateWebhookRequest{Id: id, UpdateMask: m, Description: ptr("ignored")})
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		require.ErrorContains(t, err, "update_mask")
+	}
+
 	// A paused endpoint is sent no test and no replay: refused, nothing
 	// written, rather than a delivery that fails at once.
-	id := created.GetWebhook().GetId()
 	sent, err := client.TestWebhook(ctx, &parleyv1.TestWebhookRequest{Id: id})
 	require.NoError(t, err)
 	off := false

@@ -165,6 +165,11 @@ func (s *Service) ListWebhooks(ctx context.Context, req *parleyv1.ListWebhooksRe
 
 // UpdateWebhook changes what update_mask names.
 func (s *Service) UpdateWebhook(ctx context.Context, req *parleyv1.UpdateWebhookRequest) (*parleyv1.UpdateWebhookResponse, error) {
+	if len(req.GetUpdateMask().GetPaths()) == 0 {
+		// As REST says of an empty body: an empty change is a mistake,
+		// not a read (it only moved updated_at).
+		return nil, apperr.InvalidField("update_mask", "names no field to update (writable: url, events, description, enabled)")
+	}
 	var params dbq.UpdateWebhookParams
 	for _, path := range req.GetUpdateMask().GetPaths() {
 		missing := false
