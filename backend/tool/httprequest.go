@@ -151,6 +151,16 @@ func ForbiddenHeader(name string) bool {
 	return false
 }
 
+// queryName is a query parameter's name as servers may read it: PHP
+// turns "." and " " into "_" and reads "a[]" as "a", and some frameworks
+// ignore case. A parameter of the model's that one of the endpoint's own
+// reads so (a tenant id, say) is left out, as one of the same name is:
+// the server might take the model's value for the owner's.
+func queryName(k string) string {
+	k = strings.ToLower(strings.TrimSuffix(k, "[]"))
+	return strings.NewReplacer(".", "_", " ", "_", "[", "_").Replace(k)
+}
+
 // ValidHeaderValue reports whether value can be sent as a header value:
 // Go's HTTP client refuses one holding a control character other than a
 // tab (RFC 9110 §5.5), and then no call to the endpoint is ever sent.
@@ -282,9 +292,13 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 		if err != nil {
 			return Errorf("endpoint %s takes no query parameters", e.Name), nil
 		}
+		owner := map[string]bool{}
+		for k := range q {
+			owner[queryName(k)] = true
+		}
 		add := url.Values{}
 		for k, v := range args.Query {
-			if !q.Has(k) {
+			if !owner[queryName(k)] {
 				add.Set(k, v)
 			}
 		}

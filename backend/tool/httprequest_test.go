@@ -110,12 +110,12 @@ func TestHTTPRequestCallsConfiguredEndpoints(t *testing.T) {
 	orders := newEndpoint(t, `{"id":"42","status":"shipped"}`)
 	fp := testenv.NewFakeProvider(t)
 	fp.Reply = caller(
-		llm.ToolCall{ID: "get", Name: "http_request", Arguments: `{"endpoint":"order_status","query":{"id":"42","tenant":"evil"}}`},
+		llm.ToolCall{ID: "get", Name: "http_request", Arguments: `{"endpoint":"order_status","query":{"id":"42","tenant":"evil","TENANT":"evil","tenant[]":"evil","org_id":"8"}}`},
 		llm.ToolCall{ID: "post", Name: "http_request", Arguments: `{"endpoint":"create_ticket","body":{"subject":"late","order":42}}`},
 	)
 	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
 	agent := createAgent(t, e, e.A.Key, endpointsBody(
-		map[string]any{"name": "order_status", "description": "Look up an order by id.", "url": orders.URL + "/orders?tenant=acme", "headers": map[string]string{"X-Api-Key": "secret-1"}},
+		map[string]any{"name": "order_status", "description": "Look up an order by id.", "url": orders.URL + "/orders?tenant=acme&org.id=7", "headers": map[string]string{"X-Api-Key": "secret-1"}},
 		map[string]any{"name": "create_ticket", "description": "Open a support ticket.", "method": "POST", "url": orders.URL + "/tickets", "headers": map[string]string{"Authorization": "Bearer tok-2"}},
 	))
 	id := agent["id"].(string)
@@ -139,7 +139,9 @@ func TestHTTPRequestCallsConfiguredEndpoints(t *testing.T) {
 	require.Len(t, got, 2)
 	require.Equal(t, "GET", got[0].Method)
 	require.Equal(t, "/orders", got[0].Path)
-	require.Equal(t, "tenant=acme&id=42", got[0].RawQuery, "the owner's parameters stay as configured, the model's follow")
+	// Nor one a server may read as the owner's (PHP: org.id is org_id,
+	// tenant[] is tenant; some frameworks ignore case).
+	require.Equal(t, "tenant=acme&org.id=7&id=42", got[0].RawQuery, "the owner's parameters stay as configured, the model's follow")
 	require.Equal(t, "secret-1", got[0].Header.Get("X-Api-Key"))
 	require.Empty(t, got[0].Body)
 	require.Equal(t, "POST", got[1].Method)
