@@ -78,7 +78,7 @@ type SearchConfig struct {
 func NewSearcher(c SearchConfig) Searcher {
 	hc := c.Client
 	if hc == nil {
-		hc = &http.Client{Timeout: 10 * time.Second}
+		hc = &http.Client{Timeout: 10 * time.Second, CheckRedirect: sameHostRedirects}
 	}
 	switch {
 	case c.SearxngURL != "":
@@ -294,6 +294,21 @@ func searchFailure(err error) string {
 		return "the search backend did not answer in time"
 	}
 	return "the search backend could not be reached"
+}
+
+// sameHostRedirects follows a search backend's redirects within its own
+// host (scheme and port included), at most 5. SECURITY: Go sends custom
+// headers on (Brave's X-Subscription-Token) to whatever host a redirect
+// names, and a 307 or 308 the body again (Tavily's); a redirect elsewhere
+// is answered as its status, an error.
+func sameHostRedirects(req *http.Request, via []*http.Request) error {
+	if len(via) >= 5 {
+		return errors.New("stopped after 5 redirects")
+	}
+	if req.URL.Scheme != via[0].URL.Scheme || req.URL.Host != via[0].URL.Host {
+		return http.ErrUseLastResponse
+	}
+	return nil
 }
 
 // doJSON sends req and decodes a 2xx JSON reply into v. Errors name the

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"connectrpc.com/connect"
@@ -252,4 +253,25 @@ func TestSearchBackends(t *testing.T) {
 
 	s = tool.NewSearcher(tool.SearchConfig{SearxngURL: "http://searx.internal:8080/", BraveAPIKey: "k", TavilyAPIKey: "k"})
 	require.Equal(t, "searxng", s.Backend(), "SearXNG first")
+
+	// A backend that redirects to another host does not take the key
+	// there (Go sends custom headers on, and a 307's body again).
+	var leaked atomic.Int32
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Header.Get("X-Subscription-Token") != "" || strings.Contains(string(body), "tvly-key") || r.Header.Get("Authorization") != "" {
+			leaked.Add(1)
+		}
+		http.Error(w, "no", http.StatusTeapot)
+	}))
+	defer elsewhere.Close()
+	moved := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, elsewhere.URL+r.URL.Path, http.StatusTemporaryRedirect)
+	}))
+	defer moved.Close()
+	for _, cfg := range []tool.SearchConfig{{BraveAPIKey: "brave-key", BraveBaseURL: moved.URL}, {TavilyAPIKey: "tvly-key", TavilyBaseURL: moved.URL}} {
+		_, err = tool.NewSearcher(cfg).Search(ctx, "q", 5)
+		require.EqualError(t, err, "status 307")
+	}
+	require.Zero(t, leaked.Load(), "a key went to the host a redirect named")
 }
