@@ -6,11 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"maps"
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,6 +153,41 @@ func ForbiddenHeader(name string) bool {
 	return false
 }
 
+// argsProblem says what is wrong with arguments encoding/json refused, in
+// JSON's words: its own name Go's types ("cannot unmarshal array into Go
+// value of type struct { Endpoint string ...}"), which the model, the
+// visitor's tool_call event and the stored call would read.
+func argsProblem(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te) && te.Field == "query" && te.Type.Kind() == reflect.String:
+		return "query's values must be strings, not " + te.Value // a map's value: named by the map
+	case errors.As(err, &te) && te.Field != "":
+		return fmt.Sprintf("%s must be %s, not %s", te.Field, jsonKind(te.Type), te.Value)
+	case errors.As(err, &te):
+		return "they are " + te.Value + ", not an object"
+	case errors.As(err, &se), errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "they are not valid JSON"
+	}
+	return strings.TrimPrefix(err.Error(), "json: ") // an unknown field, named
+}
+
+// jsonKind names the JSON a Go type reads.
+func jsonKind(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Map, reflect.Struct:
+		return "an object"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	case reflect.Bool:
+		return "true or false"
+	}
+	return "a number"
+}
+
 // queryName is a query parameter's name as servers may read it: PHP
 // turns "." and " " into "_" and reads "a[]" as "a", and some frameworks
 // ignore case. A parameter of the model's that one of the endpoint's own
@@ -264,7 +301,7 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 	dec := json.NewDecoder(strings.NewReader(call.Arguments))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&args); err != nil {
-		return Errorf(`the arguments must be a JSON object with "endpoint" (one of the endpoint names) and optionally "query" (an object of strings) and "body": %s`, strings.TrimPrefix(err.Error(), "json: ")), nil
+		return Errorf(`the arguments must be a JSON object with "endpoint" (one of the endpoint names) and optionally "query" (an object of strings) and "body": %s`, argsProblem(err)), nil
 	}
 	i := slices.IndexFunc(h.endpoints, func(e Endpoint) bool { return e.Name == args.Endpoint })
 	if i < 0 {
