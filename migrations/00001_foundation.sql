@@ -161,10 +161,10 @@ CREATE POLICY tenant_isolation ON messages
 DROP TABLE messages;
 DROP TABLE conversations;
 DROP TABLE agents;
-DROP FUNCTION parley_track_resource_id();
-DROP TABLE resource_ids;
 DROP POLICY by_key_secret ON organizations;
 DROP TABLE api_keys;
+DROP FUNCTION parley_track_resource_id();
+DROP TABLE resource_ids;
 DROP TABLE organizations;
 DROP TABLE plans;
 DROP FUNCTION parley_current_org();
