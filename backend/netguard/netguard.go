@@ -385,7 +385,7 @@ func (c *Client) CheckDestination(_ context.Context, raw string) error {
 	name := strings.TrimSuffix(strings.ToLower(host), ".")
 	if (name == "localhost" || strings.HasSuffix(name, ".localhost")) &&
 		!c.Allowed(netip.AddrFrom4([4]byte{127, 0, 0, 1})) && !c.Allowed(netip.IPv6Loopback()) {
-		return fmt.Errorf("%w: %s", ErrBlocked, notPublic(host))
+		return fmt.Errorf("%w: %s is this machine (loopback), not a public address", ErrBlocked, host)
 	}
 	return nil
 }
