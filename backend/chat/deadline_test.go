@@ -157,3 +157,35 @@ func TestTurnDeadline(t *testing.T) {
 		}
 	})
 }
+
+// A turn's deadline counts from its arrival, its wait for a slot included:
+// a JSON turn sends nothing before its answer, and the whole request must
+// end within --turn-timeout (under a proxy's idle timeout). Counted from
+// the slot, a turn that waited most of it then had all of it again.
+func TestTurnDeadlineCountsTheWaitForASlot(t *testing.T) {
+	t.Parallel()
+	const deadline = 2 * time.Second
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+		c.TurnTimeout, c.MaxTurns, c.TurnQueue = deadline, 1, 4
+	})
+	f := &fixture{Env: e, fake: fake}
+	f.private = f.agent(t, `{"name":"Slow","instructions":"i"}`)
+	// "first" holds the one slot for 1.2 s; "second" waits for it, then
+	// gets an answer that takes as long.
+	fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"slow", " answer"}, Delay: 600 * time.Millisecond}
+	}
+	done := make(chan int, 1)
+	go func() {
+		status, _, _ := f.chat(t, f.private, f.A.Key, `{"query":"first","conversationId":"dl-q1"}`)
+		done <- status
+	}()
+	require.Eventually(t, func() bool { return len(fake.Requests()) == 1 }, 5*time.Second, 5*time.Millisecond)
+	start := time.Now()
+	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"second","conversationId":"dl-q2"}`)
+	took := time.Since(start)
+	require.Equal(t, http.StatusOK, <-done)
+	require.Equal(t, http.StatusGatewayTimeout, status, "%s", raw.Body)
+	require.Less(t, took, deadline+deadline/2, "the turn outlived its deadline by its wait for a slot")
+}

@@ -60,7 +60,8 @@ type Service struct {
 	// Hooks emits the webhook events of turns (conversation.created,
 	// message.created) with the rows that cause them; nil: none.
 	Hooks *webhook.Emitter
-	// TurnTimeout bounds a turn, counted from its start: the model calls
+	// TurnTimeout bounds a turn, counted from its arrival (its wait in the
+	// Queue included): the model calls
 	// (every try the provider's retry policy makes) and the tool rounds
 	// must be over by then, or the turn fails with apperr.Timeout and keeps
 	// what was generated as incomplete. 0: no bound.
@@ -89,12 +90,13 @@ type Emit func(*parleyv1.ChatStreamResponse) error
 // build the prompt, the model and tool rounds, persist the answer, finish
 // (the done or error event).
 func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*parleyv1.ChatResponse, error) {
+	arrived := time.Now()
 	release, err := s.Queue.acquire(ctx, s.Drain, s.TurnTimeout)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	t, err := s.admitTurn(a, req, emit)
+	t, err := s.admitTurn(a, req, emit, arrived)
 	if err != nil {
 		return nil, err
 	}
@@ -204,14 +206,18 @@ func (t *turn) left() time.Duration {
 
 // admitTurn settles what an admitted request runs with: the model route,
 // the channel, the datasource filter.
-func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*turn, error) {
+func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit, arrived time.Time) (*turn, error) {
 	t := &turn{a: a, req: req, emit: emit, now: s.Now, org: a.OrgID(), modelName: a.Agent.Model, cited: map[string]bool{}}
 	if t.now == nil {
 		t.now = time.Now
 	}
 	t.start = t.now()
 	if s.TurnTimeout > 0 {
-		t.deadline = time.Now().Add(s.TurnTimeout)
+		// From the turn's arrival, its wait for a slot included: a JSON
+		// turn sends nothing before its answer, and the whole request must
+		// end before a proxy's idle timeout (DefaultTurnTimeout). Counted
+		// from the slot, a turn that waited could last twice as long.
+		t.deadline = arrived.Add(s.TurnTimeout)
 	}
 	if m := req.GetSelectedModel(); m != "" && m != a.Agent.Model {
 		// SECURITY: a keyless visitor of a public agent runs on the

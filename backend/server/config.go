@@ -167,7 +167,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", c.envDuration("PARLEY_SHUTDOWN_TIMEOUT", 30*time.Second),
 		"how long SIGTERM waits for requests in flight (PARLEY_SHUTDOWN_TIMEOUT)")
 	fs.DurationVar(&c.TurnTimeout, "turn-timeout", c.envDuration("PARLEY_TURN_TIMEOUT", DefaultTurnTimeout),
-		"the longest a chat turn waits for the model (all tries and tool rounds) before it fails with 504 UPSTREAM_TIMEOUT; 0: no bound (PARLEY_TURN_TIMEOUT)")
+		"the longest a chat turn lasts from its arrival (its wait for a slot, all the model's tries and tool rounds) before it fails with 504 UPSTREAM_TIMEOUT; 0: no bound (PARLEY_TURN_TIMEOUT)")
 	fs.IntVar(&c.MaxTurns, "max-turns", c.envInt("PARLEY_MAX_TURNS", 0),
 		"chat turns run at once by this instance; 0: 256 per database connection (PARLEY_MAX_TURNS)")
 	fs.IntVar(&c.TurnQueue, "turn-queue", c.envInt("PARLEY_TURN_QUEUE", 0),
