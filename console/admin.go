@@ -101,6 +101,21 @@ func (c *Console) adminPlanLimits(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/console/admin", http.StatusSeeOther)
 }
 
+func (c *Console) adminPlanKnowledge(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	p := r.PathValue("plan")
+	chunks, err := limitField(r, "knowledge_chunks")
+	if err == nil {
+		err = c.operators().SetPlanKnowledge(ctx, viewOf(ctx).Member, p, chunks)
+	}
+	if err != nil {
+		c.adminFailed(w, r, err)
+		return
+	}
+	c.flash(ctx, fmt.Sprintf("The %s plan's datastores hold up to %d chunks.", p, chunks))
+	http.Redirect(w, r, "/console/admin", http.StatusSeeOther)
+}
+
 // limitField reads a positive whole number (the service checks its range).
 func limitField(r *http.Request, name string) (int64, error) {
 	n, err := strconv.ParseInt(strings.TrimSpace(r.PostFormValue(name)), 10, 64)

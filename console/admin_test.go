@@ -51,6 +51,8 @@ func testAdminHidden(t *testing.T, e *env) {
 		require.Equal(t, http.StatusNotFound, p.Status, role)
 		p = c.post("/console/admin/plans/free", url.Values{"per_minute": {"1"}, "per_day": {"1"}})
 		require.Equal(t, http.StatusNotFound, p.Status, role)
+		p = c.post("/console/admin/plans/free/knowledge", url.Values{"knowledge_chunks": {"1"}})
+		require.Equal(t, http.StatusNotFound, p.Status, role)
 	}
 	// Nothing changed: the organization's plan, and free's limits.
 	require.Equal(t, "300", e.rateLimit(t, target.Key))
@@ -156,6 +158,24 @@ func testAdmin(t *testing.T, e *env) {
 	require.Equal(t, http.StatusNotFound, op.post("/console/admin/plans/platinum", url.Values{"per_minute": {"1"}, "per_day": {"1"}}).Status)
 	p = setLimits("1000", "1000000")
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+
+	// A plan's knowledge quota: set and shown, and the organizations on it
+	// see it; bad values name the field.
+	setKnowledge := func(chunks string) page {
+		return op.post("/console/admin/plans/starter/knowledge", url.Values{"knowledge_chunks": {chunks}})
+	}
+	p = setKnowledge("1234")
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	t.Cleanup(func() { setKnowledge("250000") })
+	p = op.get("/console/admin")
+	require.Equal(t, "1234", p.Doc.Find("[data-testid=plan-starter] input[name=knowledge_chunks]").AttrOr("value", ""))
+	starter := e.Bootstrap("Starter knowledge", "starter")
+	require.Contains(t, e.as(t, starter.ID, member.Viewer).get("/console/datastores").Text("[data-testid=knowledge-quota]"), "of the 1234 chunks")
+	for _, bad := range []string{"abc", "0", "-1", "1000000000001"} {
+		p = setKnowledge(bad)
+		require.Equal(t, http.StatusBadRequest, p.Status, bad)
+		require.Contains(t, p.Text("[data-testid=error]"), "knowledge_chunks", bad)
+	}
 
 	// The audit, latest first: both changes of enterprise's limits.
 	p = op.get("/console/admin")

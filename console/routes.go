@@ -100,6 +100,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/admin", c.signedIn(member.Viewer, c.operatorOnly(c.admin)))
 	m.HandleFunc("POST /console/admin/orgs/{id}/plan", c.signedIn(member.Viewer, c.operatorOnly(c.adminOrgPlan)))
 	m.HandleFunc("POST /console/admin/plans/{plan}", c.signedIn(member.Viewer, c.operatorOnly(c.adminPlanLimits)))
+	m.HandleFunc("POST /console/admin/plans/{plan}/knowledge", c.signedIn(member.Viewer, c.operatorOnly(c.adminPlanKnowledge)))
 
 	// Anything else under /console/ is a page that does not exist.
 	m.HandleFunc("/console/", c.signedIn(member.Viewer, func(w http.ResponseWriter, r *http.Request) {

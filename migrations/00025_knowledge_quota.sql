@@ -6,7 +6,7 @@
 -- with documents 20 MiB at a time (some 16,000 chunks: a free plan holds one).
 -- A chunk is at most 300 tokens of text
 -- (about 1,200 characters of English) with its embedding; an operator
--- changes a plan's with UPDATE plans.
+-- changes a plan's on the operator page (/console/admin).
 ALTER TABLE plans ADD COLUMN knowledge_chunks bigint NOT NULL DEFAULT 25000
   CHECK (knowledge_chunks > 0);
 -- Plans are the operators' to update (migration 00006's policy): the

@@ -61,6 +61,9 @@ type Org struct {
 type Plan struct {
 	Name   string
 	Limits plan.Limits
+	// KnowledgeChunks is how many chunks an organization's datastores may
+	// hold (plans.knowledge_chunks).
+	KnowledgeChunks int64
 }
 
 // Entry is one row of the audit.
@@ -88,6 +91,8 @@ type Overview struct {
 const (
 	ActionOrgPlan    = "organization.plan"
 	ActionPlanLimits = "plan.limits"
+	// ActionPlanKnowledge: a plan's knowledge quota, in chunks.
+	ActionPlanKnowledge = "plan.knowledge"
 )
 
 // run checks that op is an operator, in Go and then in the database, and runs
@@ -132,7 +137,10 @@ func (s *Service) Overview(ctx context.Context, op *member.Member) (*Overview, e
 		for _, name := range catalog {
 			for _, p := range plans {
 				if p.ID == name {
-					out.Plans = append(out.Plans, Plan{Name: name, Limits: plan.Limits{PerMinute: int64(p.RequestsPerMinute), PerDay: int64(p.RequestsPerDay)}})
+					out.Plans = append(out.Plans, Plan{
+						Name: name, Limits: plan.Limits{PerMinute: int64(p.RequestsPerMinute), PerDay: int64(p.RequestsPerDay)},
+						KnowledgeChunks: p.KnowledgeChunks,
+					})
 				}
 			}
 		}
@@ -256,6 +264,42 @@ func (s *Service) SetPlanLimits(ctx context.Context, op *member.Member, p string
 		return audit(ctx, q, op, ActionPlanLimits, p, map[string]any{
 			"from": map[string]int32{"per_minute": old.RequestsPerMinute, "per_day": old.RequestsPerDay},
 			"to":   map[string]int64{"per_minute": lim.PerMinute, "per_day": lim.PerDay},
+		})
+	})
+}
+
+// maxKnowledgeChunks bounds a plan's knowledge quota: far beyond any one
+// Postgres' reach, and what an int64 sum of chunk counts holds with room.
+const maxKnowledgeChunks = 1_000_000_000_000
+
+// SetPlanKnowledge sets how many chunks the datastores of an organization
+// on plan p may hold together (knowledge.Quota). Organizations already
+// past a lowered quota keep what they hold; they add nothing more.
+func (s *Service) SetPlanKnowledge(ctx context.Context, op *member.Member, p string, chunks int64) error {
+	if !plan.Valid(p) {
+		return apperr.New(apperr.NotFound, "there is no plan %q", p)
+	}
+	if chunks <= 0 || chunks > maxKnowledgeChunks {
+		return apperr.InvalidField("knowledge_chunks", "must be a whole number from 1 to %d", int64(maxKnowledgeChunks))
+	}
+	return s.run(ctx, op, func(q *dbq.Queries) error {
+		old, err := q.OperatorLockPlan(ctx, p)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return apperr.New(apperr.NotFound, "there is no plan %q", p)
+		}
+		if err != nil {
+			return err
+		}
+		n, err := q.OperatorSetPlanKnowledge(ctx, dbq.OperatorSetPlanKnowledgeParams{ID: p, KnowledgeChunks: chunks})
+		if err != nil {
+			return err
+		}
+		if n != 1 {
+			return errors.New("operator: plan knowledge update changed no row")
+		}
+		return audit(ctx, q, op, ActionPlanKnowledge, p, map[string]any{
+			"from": map[string]int64{"knowledge_chunks": old.KnowledgeChunks},
+			"to":   map[string]int64{"knowledge_chunks": chunks},
 		})
 	})
 }

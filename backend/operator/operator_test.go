@@ -239,7 +239,13 @@ func TestService(t *testing.T) {
 		require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
 		err = s.SetPlanLimits(ctx, m, plan.Free, plan.Limits{PerMinute: 1, PerDay: 1})
 		require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
+		err = s.SetPlanKnowledge(ctx, m, plan.Free, 1)
+		require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
 	}
+	for _, bad := range []int64{0, -1, 1_000_000_000_001} {
+		require.Equal(t, apperr.Invalid, apperr.CodeOf(s.SetPlanKnowledge(ctx, w.op, plan.Free, bad)), bad)
+	}
+	require.Equal(t, apperr.NotFound, apperr.CodeOf(s.SetPlanKnowledge(ctx, w.op, "platinum", 5)))
 
 	// B (enterprise, custom limits, an enterprise key) goes down to starter:
 	// its key comes down too, the custom limits go, the audit says so.

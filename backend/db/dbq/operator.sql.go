@@ -229,6 +229,23 @@ func (q *Queries) OperatorSetOrganizationPlan(ctx context.Context, arg OperatorS
 	return err
 }
 
+const operatorSetPlanKnowledge = `-- name: OperatorSetPlanKnowledge :execrows
+UPDATE plans SET knowledge_chunks = $1 WHERE id = $2
+`
+
+type OperatorSetPlanKnowledgeParams struct {
+	KnowledgeChunks int64
+	ID              string
+}
+
+func (q *Queries) OperatorSetPlanKnowledge(ctx context.Context, arg OperatorSetPlanKnowledgeParams) (int64, error) {
+	result, err := q.db.Exec(ctx, operatorSetPlanKnowledge, arg.KnowledgeChunks, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const operatorSetPlanLimits = `-- name: OperatorSetPlanLimits :execrows
 UPDATE plans SET requests_per_minute = $1, requests_per_day = $2
 WHERE id = $3

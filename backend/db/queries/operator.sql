@@ -51,6 +51,9 @@ SELECT * FROM plans WHERE id = sqlc.arg(id) FOR UPDATE;
 UPDATE plans SET requests_per_minute = sqlc.arg(requests_per_minute), requests_per_day = sqlc.arg(requests_per_day)
 WHERE id = sqlc.arg(id);
 
+-- name: OperatorSetPlanKnowledge :execrows
+UPDATE plans SET knowledge_chunks = sqlc.arg(knowledge_chunks) WHERE id = sqlc.arg(id);
+
 -- name: InsertOperatorAudit :exec
 INSERT INTO operator_audit (id, operator_id, operator_email, action, target, detail)
 VALUES (sqlc.arg(id), sqlc.arg(operator_id), sqlc.arg(operator_email), sqlc.arg(action), sqlc.arg(target), sqlc.arg(detail));
