@@ -159,6 +159,18 @@ func BenchmarkChunkOneLongRun(b *testing.B) {
 	}
 }
 
+// BenchmarkChunkDenseRunes: 200 KB of runes of four tokens each (tag
+// characters), which the chunker must cut inside a 300-character part.
+func BenchmarkChunkDenseRunes(b *testing.B) {
+	doc := Document{Sections: []Section{{Text: strings.Repeat("\U000E0067", 50<<10)}}}
+	b.SetBytes(200 << 10)
+	for b.Loop() {
+		if len(Chunk(doc, DefaultChunkOptions)) == 0 {
+			b.Fatal("no pieces")
+		}
+	}
+}
+
 // A run of runes of one token a byte (tag characters, U+E0000..: four
 // bytes, four tokens each) was cut a rune at a time, counting each
 // shorter prefix again: 9 s and 4.7 GiB of allocations for 200 KB, some
