@@ -88,15 +88,23 @@ const fairWaitDelivery = time.Second
 // River rescues them) do not hold their organization's line. A waiting
 // delivery keeps its attempts (River counts no snooze). A failed count
 // lets the job run.
+//
+// Only the deliveries running ahead of job count: fetched before it, or
+// in its batch (River gives a batch one attempted_at) with a lower id.
+// Counting every other one, a batch of more than PerOrg of one
+// organization's saw each other, all snoozed, came back together and did
+// it again, none ever sent; counted in order, the first always goes, and
+// at most PerOrg pass at once.
 func (w *DeliverWorker) fairShare(ctx context.Context, job *river.Job[DeliverArgs]) time.Duration {
-	if w.PerOrg <= 0 || w.Pool == nil {
+	if w.PerOrg <= 0 || w.Pool == nil || job.AttemptedAt == nil {
 		return 0
 	}
 	var running int
 	err := w.Pool.QueryRow(ctx, `SELECT count(*) FROM river_job
 		WHERE state = 'running' AND queue = $1 AND kind = $2 AND args->>'org_id' = $3 AND id <> $4
+		  AND (attempted_at, id) < ($6::timestamptz, $4)
 		  AND attempted_at > now() - make_interval(secs => $5)`,
-		QueueWebhooks, DeliverArgs{}.Kind(), job.Args.OrgID.String(), job.ID, 2*w.Timeout(job).Seconds()).Scan(&running)
+		QueueWebhooks, DeliverArgs{}.Kind(), job.Args.OrgID.String(), job.ID, 2*w.Timeout(job).Seconds(), *job.AttemptedAt).Scan(&running)
 	if err != nil {
 		slog.WarnContext(ctx, "webhook delivery: counting the organization's deliveries in flight", "err", err)
 		return 0
