@@ -177,6 +177,9 @@ func (s *statusRecorder) Write(b []byte) (int, error) {
 }
 
 func (s *statusRecorder) Flush() {
+	// A flush sends the headers (200 unless written): the response has
+	// begun, and recoverPanics must abort it rather than answer again.
+	s.wroteHeader = true
 	if f, ok := s.ResponseWriter.(http.Flusher); ok {
 		f.Flush()
 	}

@@ -52,3 +52,27 @@ func TestPanicIsAnInternalError(t *testing.T) {
 		require.Error(t, err, "%s: a response cut short read as complete", path)
 	}
 }
+
+// A response whose headers went out by a flush alone (an event stream's
+// 200, before its first event) has begun: a panic then aborts it, rather
+// than write a 500 after the 200 and an error body into the stream.
+func TestPanicAfterAFlushAborts(t *testing.T) {
+	t.Parallel()
+	mux := http.NewServeMux()
+	mux.HandleFunc("/stream", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		if err := http.NewResponseController(w).Flush(); err != nil {
+			panic(err)
+		}
+		panic("mid-stream")
+	})
+	srv := httptest.NewServer(requestLog(recoverPanics(mux)))
+	t.Cleanup(srv.Close)
+	resp, err := http.Get(srv.URL + "/stream")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	require.NotContains(t, string(body), "INTERNAL_ERROR", "an error body was written into a stream already begun")
+	require.Error(t, err, "a stream cut by a panic read as complete")
+}
