@@ -6,11 +6,13 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -398,11 +400,31 @@ func TestWorkingKeysAreBounded(t *testing.T) {
 	ctx := context.Background()
 	keys := keysClient(e, e.A.Key)
 	var last string
-	for i := 1; i < account.MaxKeys; i++ { // the bootstrap key is the first
+	for i := 1; i < account.MaxKeys-10; i++ { // the bootstrap key is the first
 		resp, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "k", Scopes: []string{"chat"}})
 		require.NoError(t, err, "key %d", i+1)
 		last = resp.GetApiKey().GetId()
 	}
+	// The last ten places, asked for twenty at once: ten are given.
+	codes := make(chan connect.Code, 20)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			_, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "race", Scopes: []string{"chat"}})
+			if err == nil {
+				codes <- 0 // CodeOf(nil) is Unknown
+				return
+			}
+			codes <- connect.CodeOf(err)
+		})
+	}
+	wg.Wait()
+	close(codes)
+	count := map[connect.Code]int{}
+	for c := range codes {
+		count[c]++
+	}
+	require.Equal(t, map[connect.Code]int{0: 10, connect.CodeFailedPrecondition: 10}, count, "keys issued at once went past the bound")
 	_, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "one too many", Scopes: []string{"chat"}})
 	require.Equal(t, connect.CodeFailedPrecondition, connect.CodeOf(err), "%v", err)
 	// Another organization is not concerned.
@@ -419,7 +441,8 @@ func TestWorkingKeysAreBounded(t *testing.T) {
 // pro's 300.
 func TestLowerPlanKeysStayWithinEnterpriseLimits(t *testing.T) {
 	t.Parallel()
-	e := testenv.New(t)
+	url := dbtest.New(t)
+	e := testenv.NewOn(t, url)
 	ctx := context.Background()
 	ent := e.Bootstrap("Small enterprise", plan.Enterprise)
 	require.NoError(t, account.SetLimits(ctx, e.App.Store, ent.ID, plan.Limits{PerMinute: 50, PerDay: 5000}))
@@ -434,4 +457,20 @@ func TestLowerPlanKeysStayWithinEnterpriseLimits(t *testing.T) {
 		require.LessOrEqual(t, u.GetLimits().GetRequestsPerMinute(), int64(50), u.GetPlan())
 		require.LessOrEqual(t, u.GetLimits().GetRequestsPerDay(), int64(5000), u.GetPlan())
 	}
+
+	// Without limits of its own, an enterprise organization has its plan's,
+	// which the operator may set below pro's: its pro keys keep to them
+	// too, as GetOrganization says.
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `ALTER TABLE plans NO FORCE ROW LEVEL SECURITY;
+		UPDATE plans SET requests_per_minute = 40, requests_per_day = 4000 WHERE id = 'enterprise';
+		ALTER TABLE plans FORCE ROW LEVEL SECURITY`)
+	require.NoError(t, err)
+	plain := e.Bootstrap("Plain enterprise", plan.Enterprise)
+	pro, err = keysClient(e, plain.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "pro", Plan: ptr(plan.Pro), Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	r = e.Do("GET", "/api/agents", pro.GetSecret(), nil)
+	require.Equal(t, "40", r.Header.Get("X-RateLimit-Limit"), "a pro key took pro's limits past its enterprise plan's")
 }

@@ -162,14 +162,15 @@ SELECT k.id AS key_id, k.org_id, k.plan, k.scopes, k.expires_at, k.revoked_at,
        -- A key of a lower plan in an enterprise organization stays within
        -- the organization's own limits (the operator's may be below pro's).
        (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_minute, p.requests_per_minute)
-             WHEN o.plan = 'enterprise' THEN least(p.requests_per_minute, coalesce(o.custom_requests_per_minute, p.requests_per_minute))
+             WHEN o.plan = 'enterprise' THEN least(p.requests_per_minute, coalesce(o.custom_requests_per_minute, op.requests_per_minute))
              ELSE p.requests_per_minute END)::int AS requests_per_minute,
        (CASE WHEN k.plan = 'enterprise' THEN coalesce(o.custom_requests_per_day, p.requests_per_day)
-             WHEN o.plan = 'enterprise' THEN least(p.requests_per_day, coalesce(o.custom_requests_per_day, p.requests_per_day))
+             WHEN o.plan = 'enterprise' THEN least(p.requests_per_day, coalesce(o.custom_requests_per_day, op.requests_per_day))
              ELSE p.requests_per_day END)::int AS requests_per_day
 FROM api_keys k
 JOIN organizations o ON o.id = k.org_id
 JOIN plans p ON p.id = k.plan
+JOIN plans op ON op.id = o.plan
 WHERE k.key_hash = $1
 `
 

@@ -134,11 +134,14 @@ func (q *Queries) LockOrganization(ctx context.Context, id uuid.UUID) (uuid.UUID
 }
 
 const lockOrganizationPlan = `-- name: LockOrganizationPlan :one
-SELECT plan FROM organizations WHERE id = $1 FOR SHARE
+SELECT plan FROM organizations WHERE id = $1 FOR NO KEY UPDATE
 `
 
 // The organization's plan, held until the transaction ends: a key issued
-// under it cannot outrank a plan an operator lowers meanwhile.
+// under it cannot outrank a plan an operator lowers meanwhile. Locked for
+// update (not shared), so that the organization's keys are issued one at a
+// time: two counting its working keys at once (account.MaxKeys) would both
+// see room for one. (NO KEY: references to the row are not held up.)
 func (q *Queries) LockOrganizationPlan(ctx context.Context, id uuid.UUID) (string, error) {
 	row := q.db.QueryRow(ctx, lockOrganizationPlan, id)
 	var plan string

@@ -14,8 +14,11 @@ WHERE o.id = sqlc.arg(id);
 
 -- name: LockOrganizationPlan :one
 -- The organization's plan, held until the transaction ends: a key issued
--- under it cannot outrank a plan an operator lowers meanwhile.
-SELECT plan FROM organizations WHERE id = sqlc.arg(id) FOR SHARE;
+-- under it cannot outrank a plan an operator lowers meanwhile. Locked for
+-- update (not shared), so that the organization's keys are issued one at a
+-- time: two counting its working keys at once (account.MaxKeys) would both
+-- see room for one. (NO KEY: references to the row are not held up.)
+SELECT plan FROM organizations WHERE id = sqlc.arg(id) FOR NO KEY UPDATE;
 
 -- name: LockOrganization :one
 -- The organization, held against other changes to what it must keep (its
