@@ -189,13 +189,15 @@ func jsonKind(t reflect.Type) string {
 }
 
 // queryName is a query parameter's name as servers may read it: PHP
-// turns "." and " " into "_" and reads "a[]" as "a", and some frameworks
+// turns "." and " " into "_" and reads "a[]" and "a[x]" as "a", and some frameworks
 // ignore case. A parameter of the model's that one of the endpoint's own
 // reads so (a tenant id, say) is left out, as one of the same name is:
 // the server might take the model's value for the owner's.
 func queryName(k string) string {
-	k = strings.ToLower(strings.TrimSuffix(k, "[]"))
-	return strings.NewReplacer(".", "_", " ", "_", "[", "_").Replace(k)
+	if i := strings.IndexByte(k, '['); i > 0 {
+		k = k[:i] // PHP reads a[] and a[x] as a
+	}
+	return strings.NewReplacer(".", "_", " ", "_").Replace(strings.ToLower(k))
 }
 
 // ValidHeaderValue reports whether value can be sent as a header value:

@@ -110,7 +110,7 @@ func TestHTTPRequestCallsConfiguredEndpoints(t *testing.T) {
 	orders := newEndpoint(t, `{"id":"42","status":"shipped"}`)
 	fp := testenv.NewFakeProvider(t)
 	fp.Reply = caller(
-		llm.ToolCall{ID: "get", Name: "http_request", Arguments: `{"endpoint":"order_status","query":{"id":"42","tenant":"evil","TENANT":"evil","tenant[]":"evil","org_id":"8"}}`},
+		llm.ToolCall{ID: "get", Name: "http_request", Arguments: `{"endpoint":"order_status","query":{"id":"42","tenant":"evil","TENANT":"evil","tenant[]":"evil","tenant[x]":"evil","org_id":"8"}}`},
 		llm.ToolCall{ID: "post", Name: "http_request", Arguments: `{"endpoint":"create_ticket","body":{"subject":"late","order":42}}`},
 	)
 	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
