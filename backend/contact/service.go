@@ -113,9 +113,10 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 // DeleteContact deletes one of the organization's contacts; its
 // conversations stay, unlinked. Another organization's contact is
 // Forbidden and an unknown id NotFound, as for GetContact. Unlinking takes
-// the conversations in another order than an agent's deletion does: the
-// two at once on the same conversations may deadlock, and Postgres then
-// refuses one, which the caller hears as 409 (retry), nothing changed.
+// the conversations in another order than an agent's deletion does, so the
+// agents of the contact's conversations are taken first
+// (LockContactAgents), as DeleteAgent takes its agent before its
+// conversations: the two at once wait for each other, never deadlock.
 func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContactRequest) (*parleyv1.DeleteContactResponse, error) {
 	p, id, err := caller(ctx, req.GetId())
 	if err != nil {
@@ -124,6 +125,9 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 	// SECURITY: the principal's organization (tenant transaction and
 	// explicit org_id).
 	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
+		if err := q.LockContactAgents(ctx, dbq.LockContactAgentsParams{OrgID: p.OrgID, ContactID: id}); err != nil {
+			return err
+		}
 		n, err := q.DeleteContact(ctx, dbq.DeleteContactParams{OrgID: p.OrgID, ID: id})
 		if err == nil && n == 0 {
 			return db.Missing(ctx, q, "contact", "contact", id)

@@ -270,6 +270,32 @@ func (q *Queries) ListContacts(ctx context.Context, arg ListContactsParams) ([]C
 	return items, nil
 }
 
+const lockContactAgents = `-- name: LockContactAgents :exec
+SELECT a.id FROM agents a
+WHERE a.org_id = $1
+  AND a.id IN (SELECT c.agent_id FROM conversations c
+               WHERE c.org_id = $1 AND c.contact_id = $2::uuid)
+ORDER BY a.id
+FOR KEY SHARE OF a
+`
+
+type LockContactAgentsParams struct {
+	OrgID     uuid.UUID
+	ContactID uuid.UUID
+}
+
+// Takes the agents of a contact's conversations (FOR KEY SHARE, in id
+// order) before DeleteContact unlinks them: DeleteAgent takes its agent,
+// then deletes its conversations in one order, and the unlinking (ON
+// DELETE SET NULL) updates them in another (conversations_org_contact's);
+// the two deadlocked on two conversations they shared. Taken first here,
+// as every other writer of a conversation takes its agent, the agent's
+// deletion waits for the contact's, or the contact's for the agent's.
+func (q *Queries) LockContactAgents(ctx context.Context, arg LockContactAgentsParams) error {
+	_, err := q.db.Exec(ctx, lockContactAgents, arg.OrgID, arg.ContactID)
+	return err
+}
+
 const mergeContact = `-- name: MergeContact :one
 UPDATE contacts SET
   email = coalesce($1, email),

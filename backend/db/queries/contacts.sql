@@ -4,6 +4,21 @@
 -- name: GetContact :one
 SELECT * FROM contacts WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
+-- name: LockContactAgents :exec
+-- Takes the agents of a contact's conversations (FOR KEY SHARE, in id
+-- order) before DeleteContact unlinks them: DeleteAgent takes its agent,
+-- then deletes its conversations in one order, and the unlinking (ON
+-- DELETE SET NULL) updates them in another (conversations_org_contact's);
+-- the two deadlocked on two conversations they shared. Taken first here,
+-- as every other writer of a conversation takes its agent, the agent's
+-- deletion waits for the contact's, or the contact's for the agent's.
+SELECT a.id FROM agents a
+WHERE a.org_id = sqlc.arg(org_id)
+  AND a.id IN (SELECT c.agent_id FROM conversations c
+               WHERE c.org_id = sqlc.arg(org_id) AND c.contact_id = sqlc.arg(contact_id)::uuid)
+ORDER BY a.id
+FOR KEY SHARE OF a;
+
 -- name: DeleteContact :execrows
 -- Its conversations stay, without it (the foreign key sets their
 -- contact_id to null).
