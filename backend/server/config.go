@@ -269,8 +269,14 @@ func RedactURL(u string) string {
 		}
 		return p.String()
 	}
+	// A URL url.Parse refuses (an unescaped # in its password) is still
+	// a URL to whoever reads it: its userinfo's password goes too.
+	u = urlPassword.ReplaceAllString(u, "${1}xxxxx@")
 	return dsnPassword.ReplaceAllString(u, "${1}xxxxx")
 }
+
+// urlPassword finds the password of a URL's userinfo (scheme://user:pw@).
+var urlPassword = regexp.MustCompile(`(^[A-Za-z][A-Za-z0-9+.-]*://[^:/@]*:)[^@]*@`)
 
 // turnsPerConn is how many chat turns run at once per database connection
 // unless --max-turns says otherwise. A turn holds a connection for a few
