@@ -30,8 +30,10 @@ type AddDeletedUsageParams struct {
 	ToolCalls int64
 }
 
-// One turn's usage whose answer could not be stored, its conversation
-// deleted while the model answered: counted as a deleted conversation's.
+// One turn's usage whose answer was not stored: its conversation deleted
+// while the model answered, or taken over by people (chat's CreateAnswer).
+// Counted as a deleted conversation's are: in the organization's and the
+// agent's totals, with no message of its own.
 func (q *Queries) AddDeletedUsage(ctx context.Context, arg AddDeletedUsageParams) error {
 	_, err := q.db.Exec(ctx, addDeletedUsage,
 		arg.OrgID,

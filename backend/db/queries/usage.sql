@@ -24,8 +24,10 @@ GROUP BY 1, 2
 ORDER BY 1, 2;
 
 -- name: AddDeletedUsage :exec
--- One turn's usage whose answer could not be stored, its conversation
--- deleted while the model answered: counted as a deleted conversation's.
+-- One turn's usage whose answer was not stored: its conversation deleted
+-- while the model answered, or taken over by people (chat's CreateAnswer).
+-- Counted as a deleted conversation's are: in the organization's and the
+-- agent's totals, with no message of its own.
 INSERT INTO usage_deleted AS u (org_id, day, agent_id, turns, tokens, cost, tool_calls)
 VALUES (sqlc.arg(org_id), (now() AT TIME ZONE 'UTC')::date, sqlc.arg(agent_id), 1,
         sqlc.arg(tokens), sqlc.arg(cost), sqlc.arg(tool_calls))
