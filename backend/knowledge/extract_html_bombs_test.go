@@ -59,7 +59,9 @@ func TestExtractHTMLNodeBomb(t *testing.T) {
 		_, _, err = Extract(context.Background(), "bomb.html", bomb, "https://example.com/")
 		head, _, cut, headErr = ExtractHead(context.Background(), "bomb.html", bomb, "https://example.com/", 64<<10)
 	})
-	require.Less(t, n, uint64(128<<20), "allocated %d MiB", n>>20)
+	// Without the bound: 2,336 MiB. With it, about 120 MiB, and 260 under
+	// the race detector (which drops a share of sync.Pool's reuse).
+	require.Less(t, n, uint64(512<<20), "allocated %d MiB", n>>20)
 	require.ErrorContains(t, err, "HTML tags")
 	require.NoError(t, headErr)
 	require.True(t, cut)
