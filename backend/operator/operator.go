@@ -246,10 +246,7 @@ func (s *Service) SetPlanLimits(ctx context.Context, op *member.Member, p string
 		return apperr.InvalidField("per_day", "must be at least the per-minute limit (%d)", lim.PerMinute)
 	}
 	return s.run(ctx, op, func(q *dbq.Queries) error {
-		old, err := q.OperatorLockPlan(ctx, p)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return apperr.New(apperr.NotFound, "there is no plan %q", p)
-		}
+		old, err := lockedPlan(ctx, q, p)
 		if err != nil {
 			return err
 		}
@@ -283,10 +280,7 @@ func (s *Service) SetPlanKnowledge(ctx context.Context, op *member.Member, p str
 		return apperr.InvalidField("knowledge_chunks", "must be a whole number from 1 to %d", int64(maxKnowledgeChunks))
 	}
 	return s.run(ctx, op, func(q *dbq.Queries) error {
-		old, err := q.OperatorLockPlan(ctx, p)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return apperr.New(apperr.NotFound, "there is no plan %q", p)
-		}
+		old, err := lockedPlan(ctx, q, p)
 		if err != nil {
 			return err
 		}
@@ -302,6 +296,16 @@ func (s *Service) SetPlanKnowledge(ctx context.Context, op *member.Member, p str
 			"to":   map[string]int64{"knowledge_chunks": chunks},
 		})
 	})
+}
+
+// lockedPlan is plan p's row, locked for the change an operator makes to
+// it; NotFound when there is no such plan.
+func lockedPlan(ctx context.Context, q *dbq.Queries, p string) (dbq.Plan, error) {
+	old, err := q.OperatorLockPlan(ctx, p)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return old, apperr.New(apperr.NotFound, "there is no plan %q", p)
+	}
+	return old, err
 }
 
 // catalog is the catalog, lowest first.
