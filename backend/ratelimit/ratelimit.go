@@ -111,13 +111,15 @@ type Result struct {
 	Reset     time.Time
 }
 
-// RetryAfter is how long a refused caller should wait, at least one second.
+// RetryAfter is how long a refused caller should wait, in whole seconds
+// rounded up (at least one): a caller that waits that long finds the
+// window over, never one that comes back a moment too soon.
 func (r Result) RetryAfter(now time.Time) time.Duration {
-	d := r.Reset.Sub(now).Round(time.Second)
+	d := r.Reset.Sub(now)
 	if d < time.Second {
-		d = time.Second
+		return time.Second
 	}
-	return d
+	return (d + time.Second - 1).Truncate(time.Second)
 }
 
 // Allow counts one request of key. A request refused by the minute limit does
@@ -151,7 +153,11 @@ func (l *Limiter) allow(ctx context.Context, key string, lim plan.Limits) (Resul
 }
 
 func result(c limiter.Context) Result {
-	return Result{Allowed: !c.Reached, Limit: c.Limit, Remaining: c.Remaining, Reset: time.Unix(c.Reset, 0)}
+	// c.Reset is the window's end in Unix seconds rounded down: the window
+	// runs up to a second past it. Reset is the second after, so that a
+	// caller told to come back then (X-RateLimit-Reset, Retry-After) is not
+	// refused again by the same window.
+	return Result{Allowed: !c.Reached, Limit: c.Limit, Remaining: c.Remaining, Reset: time.Unix(c.Reset+1, 0)}
 }
 
 // Usage is how many requests a key made in the current minute and day.

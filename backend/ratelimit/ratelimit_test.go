@@ -4,6 +4,8 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -125,7 +127,9 @@ func TestResultReportsRetryAfter(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, second.Allowed)
 	ra := second.RetryAfter(time.Now())
-	require.True(t, ra >= time.Second && ra <= time.Minute, "retry after %v", ra)
+	// The store tells the window's end to the second: one more to be sure
+	// it is over (TestRetryAfterIsNeverEarly).
+	require.True(t, ra >= time.Second && ra <= time.Minute+time.Second, "retry after %v", ra)
 }
 
 // With Redis down, requests are counted in this process: limits still hold
@@ -152,4 +156,54 @@ func TestRedisDownFallsBackToThisProcess(t *testing.T) {
 	u, err := l.Peek(context.Background(), "k", lim)
 	require.NoError(t, err)
 	require.EqualValues(t, 3, u.Minute)
+}
+
+// A refused caller that comes back after Retry-After, or at
+// X-RateLimit-Reset, must find its window over. The store reports a
+// window's end in whole seconds, rounded down: the window runs up to a
+// second past it. Started in the second half of a second, the window's end
+// as reported, and Retry-After rounded to the nearest second, both fell
+// before its real end, and the caller who obeyed them was refused again.
+func TestRetryAfterIsNeverEarly(t *testing.T) {
+	t.Parallel()
+	for time.Now().Nanosecond() < 600_000_000 || time.Now().Nanosecond() > 700_000_000 {
+		time.Sleep(5 * time.Millisecond)
+	}
+	start := time.Now()
+	l := ratelimit.NewMemory()
+	lim := plan.Limits{PerMinute: 1, PerDay: 100}
+	key := randomKey()
+	ctx := context.Background()
+	first, err := l.Allow(ctx, key, lim)
+	require.NoError(t, err)
+	require.True(t, first.Allowed)
+	second, err := l.Allow(ctx, key, lim)
+	require.NoError(t, err)
+	require.False(t, second.Allowed)
+	now := time.Now()
+	// The window began after start and lasts a minute.
+	end := start.Add(time.Minute)
+	require.False(t, second.Reset.Before(end), "reset reported at %v, before the window's end %v", second.Reset, end)
+	ra := second.RetryAfter(now)
+	require.Equal(t, time.Duration(0), ra%time.Second, "retry after %v: whole seconds", ra)
+	require.False(t, now.Add(ra).Before(end), "retry after %v comes back at %v, before the window's end %v", ra, now.Add(ra), end)
+	require.LessOrEqual(t, ra, time.Minute+time.Second)
+
+	h := http.Header{}
+	ratelimit.WriteHeaders(h, &second, now)
+	reset, err := strconv.ParseInt(h.Get("X-RateLimit-Reset"), 10, 64)
+	require.NoError(t, err)
+	require.False(t, time.Unix(reset, 0).Before(end), "X-RateLimit-Reset %d is before the window's end %v", reset, end)
+	secs, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
+	require.NoError(t, err)
+	require.False(t, now.Add(time.Duration(secs)*time.Second).Before(end), "Retry-After: %d is early", secs)
+
+	// Retry-After rounds up: rounded to the nearest second, 30.3 s to go
+	// was 30, before Reset.
+	at := time.Unix(1_800_000_000, 0)
+	for _, left := range []time.Duration{30300 * time.Millisecond, 59001 * time.Millisecond, 400 * time.Millisecond} {
+		ra := ratelimit.Result{Reset: at}.RetryAfter(at.Add(-left))
+		require.GreaterOrEqual(t, ra, left, "%v before Reset", left)
+		require.Less(t, ra, left+time.Second, "%v before Reset", left)
+	}
 }

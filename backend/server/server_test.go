@@ -70,7 +70,9 @@ func TestRateLimitOverREST(t *testing.T) {
 		eb := r.Err(t)
 		require.Equal(t, "RATE_LIMIT_EXCEEDED", eb.Error.Code)
 		require.NotNil(t, eb.Error.RetryAfter)
-		require.True(t, *eb.Error.RetryAfter >= 1 && *eb.Error.RetryAfter <= 60, "retryAfter %d", *eb.Error.RetryAfter)
+		// A minute's window, told to the second and rounded up so that it
+		// is over when the caller comes back (ratelimit.Result.RetryAfter).
+		require.True(t, *eb.Error.RetryAfter >= 1 && *eb.Error.RetryAfter <= 61, "retryAfter %d", *eb.Error.RetryAfter)
 		require.Equal(t, strconv.FormatInt(*eb.Error.RetryAfter, 10), r.Header.Get("Retry-After"))
 		require.Equal(t, "10", r.Header.Get("X-RateLimit-Limit"))
 		require.Equal(t, "0", r.Header.Get("X-RateLimit-Remaining"))
