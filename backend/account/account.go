@@ -319,7 +319,9 @@ func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgI
 	if err != nil {
 		return uuid.Nil, "", err
 	}
-	err = store.Tenant(ctx, orgID, func(q *dbq.Queries) error {
+	// The command line's transaction: the database lets no other make an
+	// organization (migration 00026).
+	err = store.CommandLine(ctx, orgID, func(q *dbq.Queries) error {
 		if _, err := q.CreateOrganization(ctx, dbq.CreateOrganizationParams{ID: orgID, Name: name, Plan: orgPlan}); err != nil {
 			return err
 		}
@@ -368,7 +370,9 @@ func SetLimits(ctx context.Context, store *db.Store, org uuid.UUID, lim plan.Lim
 	if lim.PerDay < lim.PerMinute {
 		return errors.New("the limit per day must be at least the limit per minute")
 	}
-	return store.Tenant(ctx, org, func(q *dbq.Queries) error {
+	// The command line's transaction: the database lets no other set an
+	// organization's limits (migration 00026).
+	return store.CommandLine(ctx, org, func(q *dbq.Queries) error {
 		o, err := q.GetOrganization(ctx, org)
 		if errors.Is(err, pgx.ErrNoRows) {
 			return fmt.Errorf("no organization %s", org)

@@ -18,3 +18,17 @@ import (
 func (s *Store) Operator(ctx context.Context, memberID uuid.UUID, fn func(q *dbq.Queries) error) error {
 	return s.scoped(ctx, Scope{"app.operator_id", memberID.String()}, queries(fn))
 }
+
+// CommandLine is Tenant for `parley admin`, and for it alone: the
+// transaction is scoped to org and says it is the command line's
+// (app.command_line), which migration 00026's triggers require to change
+// what only the platform grants (a member's operator flag, an
+// organization's plan and limits, an organization's creation).
+//
+// SECURITY: the server must never call it: a request's transaction that
+// could set the platform's privileges is what those triggers stop.
+// TestCommandLineScopeIsTheCommandLines keeps its callers to the
+// functions of `parley admin`.
+func (s *Store) CommandLine(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn), Scope{"app.command_line", "on"}))
+}

@@ -530,7 +530,8 @@ func lastOwner(ctx context.Context, q *dbq.Queries, org uuid.UUID) error {
 	return nil
 }
 
-// SetOperator makes the member with email a platform operator (or not).
+// SetOperator makes the member with email a platform operator (or not):
+// parley admin operator's, and nothing else's.
 func (s *Service) SetOperator(ctx context.Context, email string, on bool) (*Member, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -547,7 +548,9 @@ func (s *Service) SetOperator(ctx context.Context, email string, on bool) (*Memb
 	if err != nil {
 		return nil, err
 	}
-	err = s.Store.Tenant(ctx, row.OrgID, func(q *dbq.Queries) error {
+	// The command line's transaction: the database lets no other change
+	// the flag (migration 00026).
+	err = s.Store.CommandLine(ctx, row.OrgID, func(q *dbq.Queries) error {
 		_, err := q.SetOperator(ctx, dbq.SetOperatorParams{OrgID: row.OrgID, ID: row.ID, Operator: on})
 		return err
 	})
