@@ -2,10 +2,16 @@ package chat_test
 
 import (
 	"context"
+	"fmt"
+	"net/http"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/testenv"
 )
@@ -45,4 +51,101 @@ func TestCutCallAfterAToolRoundIsCounted(t *testing.T) {
 		WHERE conversation_id = 'cut-round' AND role = 'assistant'`).Scan(&prompt, &completion))
 	require.Greater(t, prompt, int64(11), "the second call's prompt is counted")
 	require.Greater(t, completion, int64(5), "what the second call said is counted")
+}
+
+// A call cut mid-answer is counted by Parley's estimate of its prompt. The
+// estimate counted the agent's instructions but not the retrieved passages
+// the providers send with them, often most of the prompt: a turn of an
+// agent with knowledge whose stream broke off was charged a fraction of
+// the prompt the provider billed.
+func TestCutCallCountsItsKnowledge(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	f := &fixture{Env: testenv.New(t, testenv.WithWorkers, testenv.WithFakeModels(fake)), fake: fake}
+	ctx := context.Background()
+	r := f.Do("POST", "/api/datastores", f.A.Key, map[string]any{"name": "docs"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var store struct{ ID string }
+	r.JSON(t, &store)
+	text := "Opening hours are nine to five on weekdays. " + strings.Repeat("The shop on the harbour sells maps, charts, compasses and rope to visiting sailors. ", 8)
+	r = f.Do("POST", "/api/datastores/"+store.ID+"/datasources", f.A.Key, map[string]any{"type": "text", "name": "hours", "text": text})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct{ ID string }
+	r.JSON(t, &ds)
+	require.Eventually(t, func() bool {
+		var row dbq.GetDatasourceRow
+		require.NoError(t, f.App.Store.Tenant(ctx, f.A.ID, func(q *dbq.Queries) (err error) {
+			row, err = q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: f.A.ID, ID: uuid.MustParse(ds.ID)})
+			return err
+		}))
+		require.NotEqual(t, "error", row.Status)
+		return row.Status == "synced"
+	}, 60*time.Second, 100*time.Millisecond)
+	agent := f.agent(t, fmt.Sprintf(`{"name":"K","instructions":"i","datastores":[%q]}`, store.ID))
+
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"Nine", " to", " five."}, CutAfter: 1}
+	}
+	const query = "What are the opening hours?"
+	resp := f.Post("/api/v2/agent/"+agent+"/chat", bearer(f.A.Key), `{"query":"`+query+`","conversationId":"cut-knowledge","streaming":true}`)
+	defer resp.Body.Close()
+	testenv.ReadSSE(t, resp.Body)
+	system := promptOf(t, f.fake, 0)[0]
+	require.Equal(t, "system", system["role"])
+	require.Contains(t, system["content"], "sailors", "the passage is in the prompt")
+
+	tx, err := f.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
+	require.NoError(t, err)
+	var prompt int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT prompt_tokens FROM messages
+		WHERE conversation_id = 'cut-knowledge' AND role = 'assistant'`).Scan(&prompt))
+	require.GreaterOrEqual(t, prompt, int64(llm.CountTokens(system["content"].(string))+llm.CountTokens(query)),
+		"the prompt sent, passages and all, is counted")
+}
+
+// A server that reports no usage is counted by Parley's estimate, call by
+// call. A call that answered with tool calls only (no text) was not
+// counted at all: a turn with a tool round was charged the last call's
+// prompt alone, though each call's prompt was processed, and nothing for
+// the calls' arguments, which the model wrote.
+func TestToolCallWithoutUsageIsCounted(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	agent := f.agent(t, `{"name":"Leads","instructions":"Collect leads.","tools":["lead_capture"]}`)
+	const args = `{"email":"ada@example.com","name":"Ada Lovelace","note":"call back about the harbour maps"}`
+	f.fake.Reply = func(call int, _ map[string]any) testenv.FakeReply {
+		if call == 1 {
+			return testenv.FakeReply{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "lead_capture", Arguments: args}}, NoUsage: true}
+		}
+		return testenv.FakeReply{Tokens: []string{"Thanks, noted."}, NoUsage: true}
+	}
+	resp := f.Post("/api/v2/agent/"+agent+"/chat", bearer(f.A.Key), `{"query":"I am ada@example.com, please call me back","conversationId":"no-usage","streaming":true}`)
+	defer resp.Body.Close()
+	testenv.ReadSSE(t, resp.Body)
+	require.Len(t, f.fake.Requests(), 2)
+	// What both calls were given, their messages' text (a lower bound of
+	// the estimate, which also counts the tool call).
+	sent := 0
+	for i := range 2 {
+		for _, m := range promptOf(t, f.fake, i) {
+			if c, ok := m["content"].(string); ok {
+				sent += llm.CountTokens(c)
+			}
+		}
+	}
+
+	ctx := context.Background()
+	tx, err := f.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
+	require.NoError(t, err)
+	var prompt, completion int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT prompt_tokens, completion_tokens FROM messages
+		WHERE conversation_id = 'no-usage' AND role = 'assistant'`).Scan(&prompt, &completion))
+	require.GreaterOrEqual(t, prompt, int64(sent), "both calls' prompts are counted")
+	require.GreaterOrEqual(t, completion, int64(llm.CountTokens("Thanks, noted.")+llm.CountTokens(args)), "the tool call's arguments are counted")
 }

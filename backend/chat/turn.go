@@ -659,16 +659,21 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 		}
 		return nil
 	})
-	if callUsage.PromptTokens < 0 && said.Len() > 0 {
-		// The call gave text but no usage (cut mid-answer, the client
-		// gone, a server that reports none): counted as persist counts a
-		// turn without usage, its prompt and what it said. Left out, a
-		// call after a tool round that did report cost nothing.
+	if callUsage.PromptTokens < 0 && (said.Len() > 0 || len(calls) > 0) {
+		// The call gave text or tool calls but no usage (cut mid-answer,
+		// the client gone, a server that reports none): counted as
+		// persist counts a turn without usage, its prompt and what it
+		// said, its calls included. Left out, a call after a tool round
+		// that did report cost nothing, and with a server that reports
+		// none a tool round's call cost nothing.
 		if *usage == nil {
 			*usage = &llm.Usage{}
 		}
-		(*usage).PromptTokens += int64(promptTokens(prompt))
+		(*usage).PromptTokens += int64(llm.PromptTokens(prompt))
 		(*usage).CompletionTokens += int64(llm.CountTokens(said.String()))
+		for _, c := range calls {
+			(*usage).CompletionTokens += int64(llm.CountTokens(c.Name) + llm.CountTokens(c.Arguments))
+		}
 	}
 	telemetry.EndModelCall(span, callUsage.PromptTokens, callUsage.CompletionTokens, err)
 	if err != nil {
@@ -778,7 +783,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	g.text = storable(g.text)
 	usage := g.usage
 	if usage == nil {
-		usage = &llm.Usage{PromptTokens: int64(promptTokens(g.prompt)), CompletionTokens: int64(llm.CountTokens(g.text))}
+		usage = &llm.Usage{PromptTokens: int64(llm.PromptTokens(g.prompt)), CompletionTokens: int64(llm.CountTokens(g.text))}
 	}
 	cost := t.route.Cost(*usage)
 	provider := t.route.Model.Provider()
@@ -1033,17 +1038,6 @@ func promptHistory(rows []dbq.ListMessagesRow, budget int) []llm.Message {
 	}
 	slices.Reverse(out)
 	return out
-}
-
-func promptTokens(r llm.Request) int {
-	n := llm.CountTokens(r.System)
-	for _, m := range r.Messages {
-		n += llm.CountTokens(m.Content)
-		for _, t := range m.ToolResults {
-			n += llm.CountTokens(t.Content)
-		}
-	}
-	return n
 }
 
 // modelError is a failed model call as the client is told it

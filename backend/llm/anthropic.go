@@ -23,9 +23,6 @@ type AnthropicConfig struct {
 	HTTPClient *http.Client
 }
 
-// maxOutputTokens bounds a reply; the Messages API requires a bound.
-const maxOutputTokens = 4096
-
 // NewAnthropic returns the provider, with the SDK's own retries off.
 func NewAnthropic(cfg AnthropicConfig) *Anthropic {
 	hc := cfg.HTTPClient
@@ -46,7 +43,7 @@ func (a *Anthropic) Provider() string { return "anthropic" }
 func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) error) error {
 	params := anthropic.MessageNewParams{
 		Model:       req.Model,
-		MaxTokens:   maxOutputTokens,
+		MaxTokens:   MaxOutputTokens,
 		Temperature: anthropic.Float(req.Temperature),
 	}
 	if sys := systemWithKnowledge(req); sys != "" {

@@ -35,15 +35,14 @@ const DefaultContextTokens = 16000
 
 // HistoryBudget is how many tokens of conversation history a prompt may
 // hold: the context window less the system prompt, the question and room
-// for the answer, and never more than 32,000 (long histories cost more than
-// they help).
+// for the answer (MaxOutputTokens), and never more than 32,000 (long
+// histories cost more than they help).
 func (r Route) HistoryBudget(system, question string) int {
 	window := r.ContextTokens
 	if window == 0 {
 		window = DefaultContextTokens
 	}
-	const answerRoom = 4096
-	return max(0, min(window-answerRoom-CountTokens(system)-CountTokens(question), 32000))
+	return max(0, min(window-MaxOutputTokens-CountTokens(system)-CountTokens(question), 32000))
 }
 
 // Cost of a call's usage.

@@ -46,7 +46,7 @@ func (g *Gemini) Provider() string { return "gemini" }
 // Stream implements Model.
 func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) error) error {
 	temp := float32(req.Temperature)
-	cfg := &genai.GenerateContentConfig{Temperature: &temp}
+	cfg := &genai.GenerateContentConfig{Temperature: &temp, MaxOutputTokens: MaxOutputTokens}
 	if sys := systemWithKnowledge(req); sys != "" {
 		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: sys}}}
 	}
@@ -92,7 +92,9 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 			return g.wrap(ctx, err)
 		}
 		if u := resp.UsageMetadata; u != nil {
-			usage = Usage{PromptTokens: int64(u.PromptTokenCount), CompletionTokens: int64(u.CandidatesTokenCount)}
+			// A thinking model's thoughts are billed as output but counted
+			// apart from the answer's tokens (candidatesTokenCount).
+			usage = Usage{PromptTokens: int64(u.PromptTokenCount), CompletionTokens: int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount)}
 		}
 		for _, cand := range resp.Candidates {
 			if cand.FinishReason != "" {

@@ -86,6 +86,13 @@ type Tool struct {
 	Parameters map[string]any
 }
 
+// MaxOutputTokens bounds every reply, whichever the provider: each request
+// sends it (Anthropic requires a bound; OpenAI and Gemini otherwise let a
+// runaway answer run to the model's own limit, every token of it billed),
+// and a prompt leaves room for it in the context window (Route.HistoryBudget).
+// On models that think, their thinking counts against it too.
+const MaxOutputTokens = 4096
+
 // Request is one chat call.
 type Request struct {
 	// Model is the upstream model id.

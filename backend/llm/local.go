@@ -43,7 +43,7 @@ func (Local) Stream(ctx context.Context, req Request, yield func(Event) error) e
 				return err
 			}
 		}
-		return yield(Event{Usage: &Usage{PromptTokens: int64(localPromptTokens(req))}})
+		return yield(Event{Usage: &Usage{PromptTokens: int64(PromptTokens(req))}})
 	}
 	answer := extract(question, req.Knowledge)
 	if answer == "" {
@@ -64,22 +64,7 @@ func (Local) Stream(ctx context.Context, req Request, yield func(Event) error) e
 			return err
 		}
 	}
-	return yield(Event{Usage: &Usage{PromptTokens: int64(localPromptTokens(req)), CompletionTokens: int64(CountTokens(answer))}})
-}
-
-// localPromptTokens counts what the engine was given.
-func localPromptTokens(req Request) int {
-	prompt := CountTokens(req.System)
-	for _, m := range req.Messages {
-		prompt += CountTokens(m.Content)
-		for _, r := range m.ToolResults {
-			prompt += CountTokens(r.Content)
-		}
-	}
-	for _, p := range req.Knowledge {
-		prompt += CountTokens(p.Text)
-	}
-	return prompt
+	return yield(Event{Usage: &Usage{PromptTokens: int64(PromptTokens(req)), CompletionTokens: int64(CountTokens(answer))}})
 }
 
 // extract picks the sentences of the passages sharing the most words with

@@ -10,11 +10,12 @@ import "encoding/json"
 // of Parley's CPU a turn (issue 13, docs/benchmarks.md).
 func openAIBody(req Request) ([]byte, error) {
 	body := oaRequest{
-		Model:         req.Model,
-		Temperature:   req.Temperature,
-		Stream:        true,
-		StreamOptions: oaStreamOptions{IncludeUsage: true},
-		Messages:      make([]oaMessage, 0, len(req.Messages)+1),
+		Model:               req.Model,
+		MaxCompletionTokens: MaxOutputTokens,
+		Temperature:         req.Temperature,
+		Stream:              true,
+		StreamOptions:       oaStreamOptions{IncludeUsage: true},
+		Messages:            make([]oaMessage, 0, len(req.Messages)+1),
 	}
 	if sys := systemWithKnowledge(req); sys != "" {
 		body.Messages = append(body.Messages, oaMessage{Role: "system", Content: sys})
@@ -56,12 +57,15 @@ func openAIBody(req Request) ([]byte, error) {
 }
 
 type oaRequest struct {
-	Messages      []oaMessage     `json:"messages"`
-	Model         string          `json:"model"`
-	StreamOptions oaStreamOptions `json:"stream_options"`
-	Temperature   float64         `json:"temperature"`
-	Tools         []oaTool        `json:"tools,omitempty"`
-	Stream        bool            `json:"stream"`
+	Messages []oaMessage `json:"messages"`
+	Model    string      `json:"model"`
+	// MaxCompletionTokens, not the older max_tokens, which OpenAI's
+	// reasoning models refuse; it bounds their reasoning tokens too.
+	MaxCompletionTokens int             `json:"max_completion_tokens"`
+	StreamOptions       oaStreamOptions `json:"stream_options"`
+	Temperature         float64         `json:"temperature"`
+	Tools               []oaTool        `json:"tools,omitempty"`
+	Stream              bool            `json:"stream"`
 }
 
 type oaStreamOptions struct {

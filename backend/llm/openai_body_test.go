@@ -13,9 +13,10 @@ import (
 // openAIBody is held to.
 func sdkParams(req Request) openai.ChatCompletionNewParams {
 	params := openai.ChatCompletionNewParams{
-		Model:         req.Model,
-		Temperature:   openai.Float(req.Temperature),
-		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
+		Model:               req.Model,
+		MaxCompletionTokens: openai.Int(MaxOutputTokens),
+		Temperature:         openai.Float(req.Temperature),
+		StreamOptions:       openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)},
 	}
 	if sys := systemWithKnowledge(req); sys != "" {
 		params.Messages = append(params.Messages, openai.SystemMessage(sys))

@@ -298,3 +298,64 @@ func TestProviderWireFormats(t *testing.T) {
 		})
 	}
 }
+
+// Every provider is asked to bound its reply at llm.MaxOutputTokens, each
+// in its own field: without a bound OpenAI and Gemini let a runaway answer
+// run to the model's own limit (16k to 64k tokens), every one billed.
+func TestEveryProviderBoundsTheReply(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name     string
+		newModel func(baseURL string) llm.Model
+		bound    func(body map[string]any) any
+	}{
+		{"openai", func(u string) llm.Model { return newOpenAI(u) }, func(b map[string]any) any { return b["max_completion_tokens"] }},
+		{"anthropic", anthropicWire.newModel, func(b map[string]any) any { return b["max_tokens"] }},
+		{"gemini", geminiWire.newModel, func(b map[string]any) any {
+			c, _ := b["generationConfig"].(map[string]any)
+			return c["maxOutputTokens"]
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var body map[string]any
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				require.NoError(t, json.Unmarshal(b, &body))
+				switch tc.name {
+				case "openai":
+					streamHeaders(w)
+					chunk(w, `{"content":"ok"}`, "")
+					finish(w, "stop")
+					fmt.Fprint(w, "data: [DONE]\n\n")
+				case "anthropic":
+					anthropicWire.text(w, []string{"ok"}, 1, 1)
+				case "gemini":
+					geminiWire.text(w, []string{"ok"}, 1, 1)
+				}
+			}))
+			t.Cleanup(srv.Close)
+			text, _, _, err := collect(t, tc.newModel(srv.URL), llm.Request{Model: "gemini-1.5-pro", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+			require.NoError(t, err)
+			require.Equal(t, "ok", text)
+			require.EqualValues(t, llm.MaxOutputTokens, tc.bound(body), "the reply's bound in %v", body)
+		})
+	}
+}
+
+// A Gemini model that thinks reports its thoughts apart from the answer
+// (thoughtsTokenCount beside candidatesTokenCount) and bills them as
+// output; a turn that left them out undercounted what the provider
+// charged, often by most of it.
+func TestGeminiThoughtsAreOutputTokens(t *testing.T) {
+	t.Parallel()
+	srv, _ := wireServer(t, geminiWire, func(_ int, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "", `{"candidates":[{"content":{"parts":[{"text":"Considering the question.","thought":true}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":21,"totalTokenCount":21},"modelVersion":"gemini-2.5-flash"}`)
+		sse(w, "", `{"candidates":[{"content":{"parts":[{"text":"Hello."}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":21,"candidatesTokenCount":4,"thoughtsTokenCount":90,"totalTokenCount":115},"modelVersion":"gemini-2.5-flash"}`)
+	})
+	text, _, usage, err := collect(t, geminiWire.newModel(srv.URL), llm.Request{Model: "gemini-1.5-pro", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+	require.NoError(t, err)
+	require.Equal(t, "Hello.", text, "thoughts are not the answer")
+	require.Equal(t, &llm.Usage{PromptTokens: 21, CompletionTokens: 94}, usage)
+}

@@ -44,6 +44,25 @@ func CountTokens(text string) int {
 	return total
 }
 
+// PromptTokens estimates req's prompt as the providers send it: the system
+// prompt with the retrieved passages (systemWithKnowledge: often most of a
+// prompt), each message's text, the tool calls it made and their results.
+// Images are not counted. It is the count of a call whose provider reports
+// no usage (cut mid-answer, a server that reports none).
+func PromptTokens(req Request) int {
+	n := CountTokens(systemWithKnowledge(req))
+	for _, m := range req.Messages {
+		n += CountTokens(m.Content)
+		for _, c := range m.ToolCalls {
+			n += CountTokens(c.Name) + CountTokens(c.Arguments)
+		}
+		for _, r := range m.ToolResults {
+			n += CountTokens(r.Content)
+		}
+	}
+	return n
+}
+
 // maxSpaceRun is the longest run of whitespace a piece holds, in runes.
 const maxSpaceRun = 32
 

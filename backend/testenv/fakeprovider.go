@@ -32,6 +32,9 @@ type FakeReply struct {
 	// ToolCalls are sent after the tokens, as OpenAI streams them (a
 	// tool_calls delta each, then finish_reason "tool_calls").
 	ToolCalls []llm.ToolCall
+	// NoUsage ends the stream without its usage chunk, as a server that
+	// reports none does.
+	NoUsage bool
 }
 
 // FakeProvider is an OpenAI-compatible server on loopback that speaks the
@@ -130,6 +133,10 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	finish := "stop"
 	if len(reply.ToolCalls) > 0 {
 		finish = "tool_calls"
+	}
+	if reply.NoUsage {
+		fakeopenai.EndWithoutUsage(w, finish)
+		return
 	}
 	fakeopenai.End(w, finish, 11, 5)
 }

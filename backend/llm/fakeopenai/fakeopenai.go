@@ -28,9 +28,20 @@ func Token(w io.Writer, text string) {
 // End writes the end of a stream: the finish reason, the usage chunk
 // (stream_options.include_usage) and [DONE].
 func End(w io.Writer, finish string, prompt, completion int) {
-	fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":%q}]}`+"\n\n", finish)
+	finishChunk(w, finish)
 	fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[],"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`+"\n\n", prompt, completion, prompt+completion)
 	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+// EndWithoutUsage writes the end of a stream of a server that reports no
+// usage (one that ignores stream_options): the finish reason and [DONE].
+func EndWithoutUsage(w io.Writer, finish string) {
+	finishChunk(w, finish)
+	fmt.Fprint(w, "data: [DONE]\n\n")
+}
+
+func finishChunk(w io.Writer, finish string) {
+	fmt.Fprintf(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"fake","choices":[{"index":0,"delta":{},"finish_reason":%q}]}`+"\n\n", finish)
 }
 
 // Completion writes a whole (non-streamed) chat.completion object.
