@@ -45,6 +45,7 @@ func TestConsole(t *testing.T) {
 		"security headers":         testSecurityHeaders,
 		"cross-site posts refused": testCrossSite,
 		"keys":                     testKeys,
+		"key pages":                testKeyPages,
 		"webhooks":                 testWebhooks,
 		"viewers never see keys":   testViewerKeys,
 		"escaping":                 testEscaping,

@@ -29,12 +29,25 @@ func (c *Console) keys(w http.ResponseWriter, r *http.Request) {
 
 func (c *Console) keysWith(w http.ResponseWriter, r *http.Request, status int, created *parleyv1.CreateApiKeyResponse, formErr string) {
 	v := viewOf(r.Context())
-	list, err := c.Accounts.ListApiKeys(r.Context(), &parleyv1.ListApiKeysRequest{})
+	req := &parleyv1.ListApiKeysRequest{Cursor: r.URL.Query().Get("cursor")}
+	err := c.validate(req)
+	var list *parleyv1.ListApiKeysResponse
+	if err == nil {
+		list, err = c.Accounts.ListApiKeys(r.Context(), req)
+	}
 	if err != nil {
 		c.errorPage(w, r, err)
 		return
 	}
-	render(w, r, status, keysPage(v, list.GetApiKeys(), plansUpTo(v.Org.GetPlan()), created, formErr))
+	l := keysView{Keys: list.GetApiKeys(), Cursor: req.GetCursor(), Next: list.GetNextCursor()}
+	render(w, r, status, keysPage(v, l, plansUpTo(v.Org.GetPlan()), created, formErr))
+}
+
+// keysView is a page of the keys list: Cursor the page shown (empty for
+// the newest), Next the following page's, empty on the last.
+type keysView struct {
+	Keys         []*parleyv1.ApiKey
+	Cursor, Next string
 }
 
 func (c *Console) createKey(w http.ResponseWriter, r *http.Request) {

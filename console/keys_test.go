@@ -1,14 +1,20 @@
 package console_test
 
 import (
+	"context"
+	"crypto/sha256"
+	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/member"
 )
 
@@ -115,4 +121,77 @@ func testOverviewAndPlans(t *testing.T, e *env) {
 	require.Contains(t, p.Text("[data-testid=plan-pro]"), "100000")
 	require.Equal(t, 1, p.Doc.Find("[data-testid=plan-pro] [data-testid=your-plan]").Length())
 	require.Equal(t, "2500000", p.Text("[data-testid=plan-pro] [data-testid=knowledge-chunks]"))
+}
+
+// testKeyPages: the keys list comes a page of 100 at a time, with links to
+// the older and the newest; revoked keys stay in their place, so a working
+// key may be on a later page, and the overview still names it.
+func testKeyPages(t *testing.T, e *env) {
+	org := e.Bootstrap("Many Keys", "pro")
+	admin := e.as(t, org.ID, member.Admin)
+	ctx := context.Background()
+	create := func(q *dbq.Queries, name string) (dbq.ApiKey, error) {
+		id := uuid.New()
+		h := sha256.Sum256(id[:])
+		return q.CreateAPIKey(ctx, dbq.CreateAPIKeyParams{
+			OrgID: org.ID, ID: id, Name: name, KeyHash: h[:], DisplayPrefix: "prly_x", Plan: "pro", Scopes: []string{"chat"},
+		})
+	}
+	require.NoError(t, e.App.Store.Tenant(ctx, org.ID, func(q *dbq.Queries) error {
+		_, err := create(q, "old working")
+		return err
+	}))
+	// Made in one transaction, the revoked keys share a creation time:
+	// their ids order them, and every one is on exactly one page.
+	require.NoError(t, e.App.Store.Tenant(ctx, org.ID, func(q *dbq.Queries) error {
+		for i := range 101 {
+			k, err := create(q, fmt.Sprintf("revoked %03d", i))
+			if err != nil {
+				return err
+			}
+			if _, err := q.RevokeAPIKey(ctx, dbq.RevokeAPIKeyParams{OrgID: org.ID, ID: k.ID}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+
+	rows := func(p page) (names, revocable []string) {
+		p.Doc.Find("[data-testid=key-row]").Each(func(_ int, s *goquery.Selection) {
+			name := strings.TrimSpace(s.Find("td").First().Text())
+			names = append(names, name)
+			if s.Find("form").Length() > 0 {
+				revocable = append(revocable, name)
+			}
+		})
+		return names, revocable
+	}
+	p := admin.get("/console/keys")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	seen, revocable := rows(p)
+	require.Len(t, seen, 100)
+	require.Empty(t, revocable, "the newest 100 are revoked")
+	require.Zero(t, p.Doc.Find("[data-testid=first-page]").Length())
+	next, ok := p.Doc.Find("[data-testid=next-page]").Attr("href")
+	require.True(t, ok, "no link to the older keys")
+	p = admin.get(next)
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	older, revocable := rows(p)
+	require.Equal(t, []string{"old working", "bootstrap"}, older[1:], "the oldest last")
+	require.Equal(t, []string{"old working", "bootstrap"}, revocable)
+	require.Zero(t, p.Doc.Find("[data-testid=next-page]").Length())
+	require.Equal(t, "/console/keys", p.Doc.Find("[data-testid=first-page]").AttrOr("href", ""))
+	seen = append(seen, older...)
+	slices.Sort(seen)
+	require.Len(t, slices.Compact(seen), 103, "a key on both pages, or on none")
+
+	p = admin.get("/console/keys?cursor=nope")
+	require.Equal(t, http.StatusBadRequest, p.Status)
+
+	// The overview names the working keys, wherever their page.
+	p = admin.get("/console/")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	usage := p.Text("[data-testid=key-usage]")
+	require.Contains(t, usage, "old working")
+	require.Contains(t, usage, "bootstrap")
 }

@@ -1,6 +1,7 @@
 package console
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"time"
@@ -34,12 +35,10 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	}
 	var keys []*parleyv1.ApiKey
 	if v.Member.Can("admin") {
-		list, err := c.Accounts.ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
-		if err != nil {
+		if keys, err = c.usageKeys(ctx, org.GetUsage()); err != nil {
 			c.errorPage(w, r, err)
 			return
 		}
-		keys = list.GetApiKeys()
 	}
 	render(w, r, http.StatusOK, overviewPage(v, org, rep, keys, agents.GetAgents()))
 }
@@ -75,6 +74,35 @@ func agentTotals(rep *usage.Report, id string) usage.AgentTotals {
 		return *a
 	}
 	return usage.AgentTotals{}
+}
+
+// usageKeys reads the organization's keys, page after page, until it has
+// every key the usage rows name: a working key may be older than a page of
+// keys revoked since.
+func (c *Console) usageKeys(ctx context.Context, usage []*parleyv1.KeyUsage) ([]*parleyv1.ApiKey, error) {
+	missing := map[string]bool{}
+	for _, u := range usage {
+		missing[u.GetApiKeyId()] = true
+	}
+	var keys []*parleyv1.ApiKey
+	req := &parleyv1.ListApiKeysRequest{}
+	for len(missing) > 0 {
+		list, err := c.Accounts.ListApiKeys(ctx, req)
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range list.GetApiKeys() {
+			if missing[k.GetId()] {
+				delete(missing, k.GetId())
+				keys = append(keys, k)
+			}
+		}
+		if list.GetNextCursor() == "" {
+			break
+		}
+		req.Cursor = list.GetNextCursor()
+	}
+	return keys, nil
 }
 
 func keyName(keys []*parleyv1.ApiKey, id string) string {

@@ -21,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/page"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 )
@@ -177,19 +178,45 @@ func issue(ctx context.Context, q *dbq.Queries, org uuid.UUID, orgPlan, name, ke
 	return row, key.String(), err
 }
 
-// ListApiKeys lists the caller's keys.
-func (s *Service) ListApiKeys(ctx context.Context, _ *parleyv1.ListApiKeysRequest) (*parleyv1.ListApiKeysResponse, error) {
+// MaxListLimit bounds a page of API keys; it is also the default, as for
+// datastores and datasources.
+const MaxListLimit = 100
+
+// ListApiKeys lists a page of the caller's organization's keys, newest
+// first. A cursor that is not one of a listing's is Invalid, naming
+// "cursor".
+//
+// Decision: revoked keys stay in the listing, in their place by creation
+// (revoke_time set), neither sorted last nor filtered out. The keyset is
+// what never changes (creation time, id), as every paged listing's, so a
+// key revoked between two pages is still listed exactly once; sorting
+// revoked keys last would key on revoke_time, list such a key on two
+// pages, and need a cursor of another shape than page's. Revoked keys
+// still accumulate, but now cost a page, not the whole list; a filter can
+// be added later without changing the cursor.
+func (s *Service) ListApiKeys(ctx context.Context, req *parleyv1.ListApiKeysRequest) (*parleyv1.ListApiKeysResponse, error) {
 	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	limit := page.Size(req.GetLimit(), MaxListLimit, MaxListLimit)
+	beforeTime, beforeID, err := page.After(req.GetCursor())
 	if err != nil {
 		return nil, err
 	}
 	resp := &parleyv1.ListApiKeysResponse{ApiKeys: []*parleyv1.ApiKey{}}
 	err = s.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
-		rows, err := q.ListAPIKeys(ctx, p.OrgID)
+		// SECURITY: RLS and the org_id keep the page to the caller's
+		// organization; a cursor naming another's key only places it.
+		rows, err := q.PageAPIKeys(ctx, dbq.PageAPIKeysParams{OrgID: p.OrgID, BeforeTime: beforeTime, BeforeID: beforeID, MaxRows: limit + 1})
+		if err != nil {
+			return err
+		}
+		rows, resp.NextCursor = page.Cut(rows, limit, func(k dbq.ApiKey) (time.Time, string) { return k.CreatedAt, k.ID.String() })
 		for _, r := range rows {
 			resp.ApiKeys = append(resp.ApiKeys, keyToProto(r))
 		}
-		return err
+		return nil
 	})
 	return resp, err
 }

@@ -242,6 +242,63 @@ func (q *Queries) ListAPIKeys(ctx context.Context, orgID uuid.UUID) ([]ApiKey, e
 	return items, nil
 }
 
+const pageAPIKeys = `-- name: PageAPIKeys :many
+SELECT org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by, member FROM api_keys
+WHERE org_id = $1
+  AND ($2::timestamptz IS NULL
+       OR (created_at, id) < ($2::timestamptz, $3::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT $4
+`
+
+type PageAPIKeysParams struct {
+	OrgID      uuid.UUID
+	BeforeTime *time.Time
+	BeforeID   *uuid.UUID
+	MaxRows    int32
+}
+
+// A page of the organization's keys, revoked ones included, newest first,
+// after the cursor (the last row of the previous page).
+func (q *Queries) PageAPIKeys(ctx context.Context, arg PageAPIKeysParams) ([]ApiKey, error) {
+	rows, err := q.db.Query(ctx, pageAPIKeys,
+		arg.OrgID,
+		arg.BeforeTime,
+		arg.BeforeID,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ApiKey
+	for rows.Next() {
+		var i ApiKey
+		if err := rows.Scan(
+			&i.OrgID,
+			&i.ID,
+			&i.Name,
+			&i.KeyHash,
+			&i.DisplayPrefix,
+			&i.Plan,
+			&i.Scopes,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.LastUsedAt,
+			&i.CreatedBy,
+			&i.Member,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const revokeAPIKey = `-- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE org_id = $1 AND id = $2

@@ -63,3 +63,13 @@ WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 SELECT count(*) FROM api_keys
 WHERE org_id = sqlc.arg(org_id) AND revoked_at IS NULL
   AND (expires_at IS NULL OR expires_at > now());
+
+-- name: PageAPIKeys :many
+-- A page of the organization's keys, revoked ones included, newest first,
+-- after the cursor (the last row of the previous page).
+SELECT * FROM api_keys
+WHERE org_id = sqlc.arg(org_id)
+  AND (sqlc.narg(before_time)::timestamptz IS NULL
+       OR (created_at, id) < (sqlc.narg(before_time)::timestamptz, sqlc.narg(before_id)::uuid))
+ORDER BY created_at DESC, id DESC
+LIMIT sqlc.arg(max_rows);

@@ -274,7 +274,11 @@ func (x *CreateApiKeyResponse) GetSecret() string {
 }
 
 type ListApiKeysRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 0 means 100; at most 100.
+	Limit int32 `protobuf:"varint,1,opt,name=limit,proto3" json:"limit,omitempty"`
+	// The next_cursor of the previous page; empty for the first.
+	Cursor        string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,9 +313,26 @@ func (*ListApiKeysRequest) Descriptor() ([]byte, []int) {
 	return file_parley_v1_apikey_proto_rawDescGZIP(), []int{3}
 }
 
+func (x *ListApiKeysRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListApiKeysRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
 type ListApiKeysResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ApiKeys       []*ApiKey              `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Newest first, revoked keys among the others (revoke_time set).
+	ApiKeys []*ApiKey `protobuf:"bytes,1,rep,name=api_keys,json=apiKeys,proto3" json:"api_keys,omitempty"`
+	// The cursor of the following page; empty on the last one.
+	NextCursor    string `protobuf:"bytes,2,opt,name=next_cursor,json=nextCursor,proto3" json:"next_cursor,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -351,6 +372,13 @@ func (x *ListApiKeysResponse) GetApiKeys() []*ApiKey {
 		return x.ApiKeys
 	}
 	return nil
+}
+
+func (x *ListApiKeysResponse) GetNextCursor() string {
+	if x != nil {
+		return x.NextCursor
+	}
+	return ""
 }
 
 type RevokeApiKeyRequest struct {
@@ -474,10 +502,14 @@ const file_parley_v1_apikey_proto_rawDesc = "" +
 	"\x05_plan\"Z\n" +
 	"\x14CreateApiKeyResponse\x12*\n" +
 	"\aapi_key\x18\x01 \x01(\v2\x11.parley.v1.ApiKeyR\x06apiKey\x12\x16\n" +
-	"\x06secret\x18\x02 \x01(\tR\x06secret\"\x14\n" +
-	"\x12ListApiKeysRequest\"C\n" +
+	"\x06secret\x18\x02 \x01(\tR\x06secret\"W\n" +
+	"\x12ListApiKeysRequest\x12\x1f\n" +
+	"\x05limit\x18\x01 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\x12 \n" +
+	"\x06cursor\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x06cursor\"d\n" +
 	"\x13ListApiKeysResponse\x12,\n" +
-	"\bapi_keys\x18\x01 \x03(\v2\x11.parley.v1.ApiKeyR\aapiKeys\"0\n" +
+	"\bapi_keys\x18\x01 \x03(\v2\x11.parley.v1.ApiKeyR\aapiKeys\x12\x1f\n" +
+	"\vnext_cursor\x18\x02 \x01(\tR\n" +
+	"nextCursor\"0\n" +
 	"\x13RevokeApiKeyRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"B\n" +
 	"\x14RevokeApiKeyResponse\x12*\n" +

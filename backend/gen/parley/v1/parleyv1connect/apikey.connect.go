@@ -50,7 +50,8 @@ type ApiKeyServiceClient interface {
 	// else: Parley keeps only its SHA-256 hash. The key's plan may not be higher
 	// than the organization's (FailedPrecondition otherwise).
 	CreateApiKey(context.Context, *v1.CreateApiKeyRequest) (*v1.CreateApiKeyResponse, error)
-	// ListApiKeys lists the organization's keys, newest first, without secrets.
+	// ListApiKeys lists a page of the organization's keys, revoked ones
+	// included, newest first, without secrets.
 	ListApiKeys(context.Context, *v1.ListApiKeysRequest) (*v1.ListApiKeysResponse, error)
 	// RevokeApiKey revokes a key; it is refused on every instance within 5 s.
 	RevokeApiKey(context.Context, *v1.RevokeApiKeyRequest) (*v1.RevokeApiKeyResponse, error)
@@ -129,7 +130,8 @@ type ApiKeyServiceHandler interface {
 	// else: Parley keeps only its SHA-256 hash. The key's plan may not be higher
 	// than the organization's (FailedPrecondition otherwise).
 	CreateApiKey(context.Context, *v1.CreateApiKeyRequest) (*v1.CreateApiKeyResponse, error)
-	// ListApiKeys lists the organization's keys, newest first, without secrets.
+	// ListApiKeys lists a page of the organization's keys, revoked ones
+	// included, newest first, without secrets.
 	ListApiKeys(context.Context, *v1.ListApiKeysRequest) (*v1.ListApiKeysResponse, error)
 	// RevokeApiKey revokes a key; it is refused on every instance within 5 s.
 	RevokeApiKey(context.Context, *v1.RevokeApiKeyRequest) (*v1.RevokeApiKeyResponse, error)
