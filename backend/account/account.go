@@ -288,7 +288,7 @@ func (s *Service) GetOrganization(ctx context.Context, _ *parleyv1.GetOrganizati
 		if resp.AgentCount, err = q.CountAgents(ctx, p.OrgID); err != nil {
 			return err
 		}
-		if keys, err = q.ListAPIKeys(ctx, p.OrgID); err != nil {
+		if keys, err = q.ListWorkingAPIKeys(ctx, p.OrgID); err != nil {
 			return err
 		}
 		plans, err = q.ListPlans(ctx)
@@ -298,9 +298,6 @@ func (s *Service) GetOrganization(ctx context.Context, _ *parleyv1.GetOrganizati
 		return nil, err
 	}
 	for _, k := range keys {
-		if k.RevokedAt != nil {
-			continue
-		}
 		lim := limitsFor(k.Plan, resp.Organization.Plan, plans, resp.Organization.Limits)
 		u, err := s.limits.Peek(ctx, k.ID.String(), lim)
 		if err != nil {

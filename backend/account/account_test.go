@@ -474,3 +474,44 @@ func TestLowerPlanKeysStayWithinEnterpriseLimits(t *testing.T) {
 	r = e.Do("GET", "/api/agents", pro.GetSecret(), nil)
 	require.Equal(t, "40", r.Header.Get("X-RateLimit-Limit"), "a pro key took pro's limits past its enterprise plan's")
 }
+
+// GetOrganization's usage is of the keys that still work: revoked and
+// expired keys accumulate (only working ones are bounded), and each listed
+// cost a read of the limiter's counters.
+func TestUsageIsOfWorkingKeys(t *testing.T) {
+	t.Parallel()
+	url := dbtest.New(t)
+	e := testenv.NewOn(t, url)
+	ctx := context.Background()
+	keys := keysClient(e, e.A.Key)
+	made := map[string]string{}
+	for _, name := range []string{"working", "revoked", "expired"} {
+		resp, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: name, Scopes: []string{"chat"}})
+		require.NoError(t, err)
+		made[name] = resp.GetApiKey().GetId()
+	}
+	_, err := keys.RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: made["revoked"]})
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	tx, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.A.ID.String())
+	require.NoError(t, err)
+	tag, err := tx.Exec(ctx, "UPDATE api_keys SET expires_at = now() - interval '1 hour' WHERE id = $1", made["expired"])
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+	require.NoError(t, tx.Commit(ctx))
+
+	org, err := parleyv1connect.NewOrganizationServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key))).
+		GetOrganization(ctx, &parleyv1.GetOrganizationRequest{})
+	require.NoError(t, err)
+	var listed []string
+	for _, u := range org.GetUsage() {
+		listed = append(listed, u.GetApiKeyId())
+	}
+	require.Contains(t, listed, made["working"])
+	require.NotContains(t, listed, made["revoked"])
+	require.NotContains(t, listed, made["expired"], "an expired key's usage is listed")
+}

@@ -242,6 +242,49 @@ func (q *Queries) ListAPIKeys(ctx context.Context, orgID uuid.UUID) ([]ApiKey, e
 	return items, nil
 }
 
+const listWorkingAPIKeys = `-- name: ListWorkingAPIKeys :many
+SELECT org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by, member FROM api_keys
+WHERE org_id = $1 AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
+ORDER BY created_at DESC, id DESC
+`
+
+// The keys that still work (at most MaxKeys, but for parley admin's):
+// revoked and expired keys accumulate, and have no usage worth reading.
+func (q *Queries) ListWorkingAPIKeys(ctx context.Context, orgID uuid.UUID) ([]ApiKey, error) {
+	rows, err := q.db.Query(ctx, listWorkingAPIKeys, orgID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []ApiKey
+	for rows.Next() {
+		var i ApiKey
+		if err := rows.Scan(
+			&i.OrgID,
+			&i.ID,
+			&i.Name,
+			&i.KeyHash,
+			&i.DisplayPrefix,
+			&i.Plan,
+			&i.Scopes,
+			&i.CreatedAt,
+			&i.ExpiresAt,
+			&i.RevokedAt,
+			&i.LastUsedAt,
+			&i.CreatedBy,
+			&i.Member,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const pageAPIKeys = `-- name: PageAPIKeys :many
 SELECT org_id, id, name, key_hash, display_prefix, plan, scopes, created_at, expires_at, revoked_at, last_used_at, created_by, member FROM api_keys
 WHERE org_id = $1

@@ -26,6 +26,14 @@ SELECT * FROM api_keys
 WHERE org_id = sqlc.arg(org_id)
 ORDER BY created_at DESC, id DESC;
 
+-- name: ListWorkingAPIKeys :many
+-- The keys that still work (at most MaxKeys, but for parley admin's):
+-- revoked and expired keys accumulate, and have no usage worth reading.
+SELECT * FROM api_keys
+WHERE org_id = sqlc.arg(org_id) AND revoked_at IS NULL
+  AND (expires_at IS NULL OR expires_at > now())
+ORDER BY created_at DESC, id DESC;
+
 -- name: RevokeAPIKey :one
 UPDATE api_keys SET revoked_at = coalesce(revoked_at, now())
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
