@@ -1011,7 +1011,12 @@ func sameCaller(a *Admitted, c dbq.Conversation, visitor string) bool {
 }
 
 // promptHistory turns stored messages (newest first) into the prompt's
-// history, oldest first, keeping the newest that fit in budget tokens.
+// history, oldest first, keeping the newest that fit in budget tokens. It
+// may hold two messages of one role in a row, or begin with an answer (two
+// turns of the conversation ran at once, a turn's model failed, people
+// replied, the budget cut it): the Anthropic and Gemini adapters join them
+// as their APIs need (llm's alternating, which says why turns are not
+// serialized instead).
 func promptHistory(rows []dbq.ListMessagesRow, budget int) []llm.Message {
 	var out []llm.Message
 	used := 0

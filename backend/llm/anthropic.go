@@ -49,7 +49,7 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 	if sys := systemWithKnowledge(req); sys != "" {
 		params.System = []anthropic.TextBlockParam{{Text: sys}}
 	}
-	for _, m := range req.Messages {
+	for _, m := range alternating(req.Messages) {
 		var blocks []anthropic.ContentBlockParamUnion
 		if m.Content != "" || (len(m.ToolCalls) == 0 && len(m.ToolResults) == 0) {
 			blocks = append(blocks, anthropic.NewTextBlock(m.Content))

@@ -51,7 +51,7 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: sys}}}
 	}
 	var contents []*genai.Content
-	for _, m := range req.Messages {
+	for _, m := range alternating(req.Messages) {
 		role := genai.RoleUser
 		if m.Role == RoleAssistant {
 			role = genai.RoleModel

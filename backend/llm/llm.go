@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -37,6 +38,52 @@ type Message struct {
 	ToolCalls []ToolCall
 	// ToolResults answer them, in a RoleTool message.
 	ToolResults []ToolResult
+}
+
+// alternating is msgs as the Anthropic and Gemini APIs take a
+// conversation: it begins with the user, and the user and the assistant
+// speak in turn. A stored history is often not so: two turns of one
+// conversation run at once (a double submit, two tabs, a retry while the
+// first still streams) store both questions before either answer, then the
+// answers in the order they finish; a turn whose model failed stores its
+// question alone; people's replies follow the agent's; the history cut to
+// the prompt's budget may begin with an answer. Anthropic refused such a
+// request ("first message must use the user role", "roles must alternate")
+// and Gemini its contents ("multiturn requests alternate between user and
+// model"): every later turn of the conversation failed. So consecutive
+// messages of one role are joined into one message, their texts a paragraph
+// apart and their images kept, and the answers before the first question
+// are left out. Messages carrying tool calls or results are never joined
+// (a turn's tool rounds alternate by construction). OpenAI takes any order
+// and gets the history as it is.
+//
+// Chat's turns are not serialized per conversation instead (a second turn
+// refused while one runs): the sequences above arise without concurrency,
+// and a chat API's user expects a second message to be answered, not
+// refused.
+func alternating(msgs []Message) []Message {
+	out := make([]Message, 0, len(msgs))
+	for _, m := range msgs {
+		if len(out) == 0 && m.Role == RoleAssistant {
+			continue
+		}
+		if n := len(out); n > 0 && joinable(out[n-1], m) {
+			p := &out[n-1]
+			p.Content += "\n\n" + m.Content
+			p.Images = slices.Concat(p.Images, m.Images)
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// joinable: a and b are text (and images) of the same speaker.
+func joinable(a, b Message) bool {
+	plain := func(m Message) bool {
+		return (m.Role == RoleUser || m.Role == RoleAssistant) && len(m.ToolCalls) == 0 && len(m.ToolResults) == 0
+	}
+	return a.Role == b.Role && plain(a) && plain(b)
 }
 
 // Image is an image the model is given: its bytes, which Parley fetched
