@@ -15,11 +15,13 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/llm"
@@ -51,6 +53,31 @@ func (f *fixture) agent(t *testing.T, body string) string {
 	var a struct{ ID string }
 	r.JSON(t, &a)
 	return a.ID
+}
+
+// datastore makes a datastore holding text as one datasource, waits until
+// it is synced, and returns the datastore's id and the datasource's.
+func (f *fixture) datastore(t *testing.T, text string) (store, source string) {
+	t.Helper()
+	ctx := context.Background()
+	r := f.Do("POST", "/api/datastores", f.A.Key, map[string]any{"name": "docs"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct{ ID string }
+	r.JSON(t, &ds)
+	store = ds.ID
+	r = f.Do("POST", "/api/datastores/"+store+"/datasources", f.A.Key, map[string]any{"type": "text", "name": "docs", "text": text})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	r.JSON(t, &ds)
+	require.Eventually(t, func() bool {
+		var row dbq.GetDatasourceRow
+		require.NoError(t, f.App.Store.Tenant(ctx, f.A.ID, func(q *dbq.Queries) (err error) {
+			row, err = q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: f.A.ID, ID: uuid.MustParse(ds.ID)})
+			return err
+		}))
+		require.NotEqual(t, "error", row.Status)
+		return row.Status == "synced"
+	}, 60*time.Second, 100*time.Millisecond)
+	return store, ds.ID
 }
 
 func bearer(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }

@@ -4,11 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -26,24 +24,8 @@ func TestRefusedStreamingTurnIsNotCharged(t *testing.T) {
 	fake := testenv.NewFakeProvider(t)
 	f := &fixture{Env: testenv.New(t, testenv.WithWorkers, testenv.WithFakeModels(fake)), fake: fake}
 	ctx := context.Background()
-	r := f.Do("POST", "/api/datastores", f.A.Key, map[string]any{"name": "docs"})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var store struct{ ID string }
-	r.JSON(t, &store)
-	r = f.Do("POST", "/api/datastores/"+store.ID+"/datasources", f.A.Key, map[string]any{"type": "text", "name": "hours", "text": "Opening hours are nine to five."})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var ds struct{ ID string }
-	r.JSON(t, &ds)
-	require.Eventually(t, func() bool {
-		var row dbq.GetDatasourceRow
-		require.NoError(t, f.App.Store.Tenant(ctx, f.A.ID, func(q *dbq.Queries) (err error) {
-			row, err = q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: f.A.ID, ID: uuid.MustParse(ds.ID)})
-			return err
-		}))
-		require.NotEqual(t, "error", row.Status)
-		return row.Status == "synced"
-	}, 60*time.Second, 100*time.Millisecond)
-	agent := f.agent(t, fmt.Sprintf(`{"name":"K","instructions":"i","datastores":[%q]}`, store.ID))
+	store, _ := f.datastore(t, "Opening hours are nine to five.")
+	agent := f.agent(t, fmt.Sprintf(`{"name":"K","instructions":"i","datastores":[%q]}`, store))
 
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply { return testenv.FakeReply{Status: 429} }
 	resp := f.Post("/api/v2/agent/"+agent+"/chat", bearer(f.A.Key), `{"query":"What are the opening hours?","conversationId":"refused","streaming":true}`)

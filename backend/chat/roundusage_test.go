@@ -3,15 +3,11 @@ package chat_test
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/testenv"
 )
@@ -63,25 +59,9 @@ func TestCutCallCountsItsKnowledge(t *testing.T) {
 	fake := testenv.NewFakeProvider(t)
 	f := &fixture{Env: testenv.New(t, testenv.WithWorkers, testenv.WithFakeModels(fake)), fake: fake}
 	ctx := context.Background()
-	r := f.Do("POST", "/api/datastores", f.A.Key, map[string]any{"name": "docs"})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var store struct{ ID string }
-	r.JSON(t, &store)
 	text := "Opening hours are nine to five on weekdays. " + strings.Repeat("The shop on the harbour sells maps, charts, compasses and rope to visiting sailors. ", 8)
-	r = f.Do("POST", "/api/datastores/"+store.ID+"/datasources", f.A.Key, map[string]any{"type": "text", "name": "hours", "text": text})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var ds struct{ ID string }
-	r.JSON(t, &ds)
-	require.Eventually(t, func() bool {
-		var row dbq.GetDatasourceRow
-		require.NoError(t, f.App.Store.Tenant(ctx, f.A.ID, func(q *dbq.Queries) (err error) {
-			row, err = q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: f.A.ID, ID: uuid.MustParse(ds.ID)})
-			return err
-		}))
-		require.NotEqual(t, "error", row.Status)
-		return row.Status == "synced"
-	}, 60*time.Second, 100*time.Millisecond)
-	agent := f.agent(t, fmt.Sprintf(`{"name":"K","instructions":"i","datastores":[%q]}`, store.ID))
+	store, _ := f.datastore(t, text)
+	agent := f.agent(t, fmt.Sprintf(`{"name":"K","instructions":"i","datastores":[%q]}`, store))
 
 	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
 		return testenv.FakeReply{Tokens: []string{"Nine", " to", " five."}, CutAfter: 1}
