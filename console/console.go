@@ -32,6 +32,7 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/ratelimit"
+	"github.com/parleyhq/parley/backend/reqinfo"
 	"github.com/parleyhq/parley/backend/webhook"
 	"github.com/parleyhq/parley/compat/wire"
 )
@@ -187,7 +188,23 @@ func (c *Console) Handler() http.Handler {
 	// multipart parser keeps up to 32 MiB in memory and writes the rest to
 	// temporary files, without end). Forms are read at maxFormBytes
 	// (readForms).
-	return securityHeaders(c.Secure, http.MaxBytesHandler(c.sessions.LoadAndSave(cop.Handler(c.readForms(c.mux))), maxBodyBytes))
+	return securityHeaders(c.Secure, http.MaxBytesHandler(c.sessions.LoadAndSave(cop.Handler(c.readForms(c.noteRoute(c.mux)))), maxBodyBytes))
+}
+
+// noteRoute names the request's route by the pattern of the console's mux
+// that serves it ("GET /console/keys"), for the request log, its metrics
+// and its span: the server's mux sees only "/console/", and the pattern
+// this mux matches is set on a copy of the request the server never sees.
+// Patterns are the console's own, so the label's values stay bounded.
+func (c *Console) noteRoute(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if info := reqinfo.From(r.Context()); info != nil {
+			if _, pattern := c.mux.Handler(r); pattern != "" {
+				info.Route = pattern
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // readForms reads every posted form that is not multipart (an upload's

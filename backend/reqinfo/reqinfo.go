@@ -19,8 +19,9 @@ import (
 type Info struct {
 	// ID is the request id (X-Request-Id).
 	ID string
-	// Route is the RPC procedure of a Connect, gRPC or gRPC-Web call; empty
-	// for other requests (their route pattern comes from the mux).
+	// Route is the RPC procedure of a Connect, gRPC or gRPC-Web call, or
+	// the pattern the console's own mux matched; empty for other requests
+	// (their route pattern comes from the server's mux).
 	Route string
 	// OrgID and KeyID are the caller's organization and API key, once the
 	// gate or the service knows them (zero: none).

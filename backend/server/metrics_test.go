@@ -122,6 +122,10 @@ func TestMetricsAfterChatAndRateLimit(t *testing.T) {
 	r = e.Do("POST", "/api/datastores/"+store.ID+"/datasources", e.A.Key, map[string]any{"type": "text", "name": "a", "text": "Opening hours are nine to five."})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 
+	// A console page, routed by the console's own mux.
+	r = e.Do("GET", "/console/signin", "", nil)
+	require.Equal(t, http.StatusOK, r.Status)
+
 	var fams map[string]*dto.MetricFamily
 	require.Eventually(t, func() bool {
 		fams = scrape(t, metricsURL)
@@ -141,6 +145,8 @@ func TestMetricsAfterChatAndRateLimit(t *testing.T) {
 	require.NotNil(t, m, "the 429 counts under the route pattern")
 	m = series(fams, "parley_request_duration_seconds", map[string]string{"route": "POST /api/datastores/{id}/datasources", "status_class": "2xx"})
 	require.NotNil(t, m, "routes are patterns, never raw paths")
+	m = series(fams, "parley_request_duration_seconds", map[string]string{"route": "GET /console/signin", "status_class": "2xx"})
+	require.NotNil(t, m, "a console page counts under the console's pattern, not /console/")
 	for _, s := range fams["parley_request_duration_seconds"].GetMetric() {
 		for _, l := range s.GetLabel() {
 			require.NotContains(t, l.GetValue(), store.ID, "a raw path became a label")

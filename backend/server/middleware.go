@@ -65,11 +65,13 @@ func requestLog(next http.Handler) http.Handler {
 		if route == "" {
 			// The mux sets the pattern it matched on the request it serves.
 			route = r2.Pattern
-			if span := trace.SpanFromContext(ctx); span.IsRecording() && route != "" {
-				// otelhttp, outside, cannot see the pattern on its copy.
-				span.SetName(route)
-				span.SetAttributes(attribute.String("http.route", route))
-			}
+		}
+		if span := trace.SpanFromContext(ctx); span.IsRecording() && route != "" {
+			// otelhttp, outside, cannot see the pattern on its copy (nor the
+			// console's own mux's, which it notes in info.Route). An RPC's
+			// span is otelconnect's, inside: this one is not recording.
+			span.SetName(route)
+			span.SetAttributes(attribute.String("http.route", route))
 		}
 		metrics.Request(route, status, took)
 
