@@ -29,12 +29,12 @@ import (
 // who is not an operator, an operator in another organization, and how
 // the rows that hold their privileges read now.
 type privileges struct {
-	pool          *pgxpool.Pool
-	store         *db.Store
-	members       *member.Service
-	org, opOrg    uuid.UUID
-	owner, op     *member.Member
-	ownerKey, key uuid.UUID // ownerKey: a key of org's; key unused
+	pool       *pgxpool.Pool
+	store      *db.Store
+	members    *member.Service
+	org, opOrg uuid.UUID
+	owner, op  *member.Member
+	ownerKey   uuid.UUID // org's bootstrap key
 }
 
 func newPrivileges(t *testing.T) *privileges {
