@@ -1,5 +1,6 @@
 // Package jobs runs Parley's background work on River (Postgres-backed
-// jobs): the ingestion of datasources today. Jobs are enqueued in the
+// jobs): the ingestion of datasources, webhook deliveries and their
+// retention, and the forgetting of deleted datasources' cited text. Jobs are enqueued in the
 // transaction of the change that needs them, so a job exists if and only if
 // its change committed; workers are idempotent, since River retries them.
 //

@@ -23,6 +23,7 @@ import (
 type Client struct {
 	river   *river.Client[pgx.Tx]
 	workers bool
+	late    time.Duration
 }
 
 var (
@@ -45,6 +46,11 @@ type Config struct {
 	// process River elects leader schedules the job with its own.
 	WebhookRetention time.Duration
 	Store            *db.Store
+	// LateAnswers is how long after a datasource's deletion a chat turn
+	// that read its passages before may still store an answer citing
+	// them: the late pass of the job that forgets them comes then
+	// (forgetArgs). 0: DefaultLateAnswers.
+	LateAnswers time.Duration
 }
 
 // New returns a client over pool running k's jobs when cfg.Workers.
@@ -58,6 +64,7 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		workers := river.NewWorkers()
 		// One organization's ingestions take at most half the workers.
 		river.AddWorker(workers, &IngestWorker{K: k, Pool: pool, PerOrg: max(1, n/2)})
+		river.AddWorker(workers, &ForgetWorker{K: k})
 		if cfg.Webhooks != nil {
 			// One organization's deliveries take at most half of one
 			// instance's delivery workers.
@@ -78,7 +85,11 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 	if err != nil {
 		return nil, err
 	}
-	return &Client{river: rv, workers: cfg.Workers}, nil
+	late := cfg.LateAnswers
+	if late <= 0 {
+		late = DefaultLateAnswers
+	}
+	return &Client{river: rv, workers: cfg.Workers, late: late}, nil
 }
 
 // EnqueueIngest implements knowledge.Enqueuer.
@@ -86,6 +97,13 @@ func (c *Client) EnqueueIngest(ctx context.Context, tx pgx.Tx, job knowledge.Ing
 	_, err := c.river.InsertTx(ctx, tx, IngestArgs{
 		OrgID: job.OrgID, DatasourceID: job.DatasourceID, SizeBytes: job.SizeBytes, MaxPages: job.MaxPages,
 	}, nil)
+	return err
+}
+
+// EnqueueForget implements knowledge.Enqueuer: the job now, and its late
+// pass (forgetArgs).
+func (c *Client) EnqueueForget(ctx context.Context, tx pgx.Tx, job knowledge.ForgetJob) error {
+	_, err := c.river.InsertManyTx(ctx, tx, forgetArgs(job, time.Now(), c.late))
 	return err
 }
 

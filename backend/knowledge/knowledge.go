@@ -65,6 +65,9 @@ type Knowledge struct {
 	SiteBytes int
 	// batch is how many chunks are embedded (and written) at a time.
 	batch int
+	// forgetBatch is how many messages one transaction of ForgetCited
+	// reads (forgetBatchRows unless a test sets fewer).
+	forgetBatch int
 	// goneEvery is how often a run reading its content (a site's crawl,
 	// a page's fetch, a file's extraction) checks that its datasource
 	// still exists (whileExists).

@@ -49,6 +49,9 @@ func (r riverEnqueuer) EnqueueIngest(ctx context.Context, tx pgx.Tx, job IngestJ
 	return err
 }
 
+// EnqueueForget: nothing here deletes a datasource.
+func (r riverEnqueuer) EnqueueForget(context.Context, pgx.Tx, ForgetJob) error { return nil }
+
 // Changing a datastore's embedder re-embeds its datasources.
 func TestChangingTheEmbedderReembeds(t *testing.T) {
 	t.Parallel()

@@ -242,6 +242,14 @@ func (a *App) knowledge() error {
 	if a.sealer == nil {
 		deliverer = nil // no endpoint can exist without the key
 	}
+	// A turn is over by its TurnTimeout from its arrival, its answer
+	// stored within a few seconds more (chat's storeTimeout): the late
+	// pass of a deletion's forgetting comes a minute after that. Turns
+	// without a bound get the default.
+	var late time.Duration
+	if a.cfg.TurnTimeout > 0 {
+		late = a.cfg.TurnTimeout + time.Minute
+	}
 	a.jobs, err = jobs.New(a.jobsPool, a.K, jobs.Config{
 		Workers:    a.cfg.Workers > 0,
 		MaxWorkers: a.cfg.Workers,
@@ -250,6 +258,7 @@ func (a *App) knowledge() error {
 		Store:      a.Store,
 
 		WebhookRetention: a.cfg.WebhookRetention,
+		LateAnswers:      late,
 	})
 	if err != nil {
 		return err

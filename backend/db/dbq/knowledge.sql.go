@@ -328,6 +328,35 @@ func (q *Queries) DatastoreCounts(ctx context.Context, arg DatastoreCountsParams
 	return i, err
 }
 
+const datastoreDatasourceIDs = `-- name: DatastoreDatasourceIDs :many
+SELECT id FROM datasources WHERE org_id = $1 AND datastore_id = $2
+`
+
+type DatastoreDatasourceIDsParams struct {
+	OrgID       uuid.UUID
+	DatastoreID uuid.UUID
+}
+
+func (q *Queries) DatastoreDatasourceIDs(ctx context.Context, arg DatastoreDatasourceIDsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, datastoreDatasourceIDs, arg.OrgID, arg.DatastoreID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const deleteChunksAbove = `-- name: DeleteChunksAbove :exec
 DELETE FROM chunks WHERE org_id = $1 AND datasource_id = $2 AND generation > $3
 `
@@ -387,6 +416,46 @@ type DeleteDatastoreParams struct {
 
 func (q *Queries) DeleteDatastore(ctx context.Context, arg DeleteDatastoreParams) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteDatastore, arg.OrgID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const forgetCitedText = `-- name: ForgetCitedText :execrows
+UPDATE messages m SET sources = (
+  SELECT jsonb_agg(CASE WHEN e.s->>'datasourceId' = ANY ($1::text[])
+                        THEN e.s - 'chunk' - 'excerpt' - 'heading' ELSE e.s END ORDER BY e.n)
+  FROM jsonb_array_elements(m.sources) WITH ORDINALITY AS e(s, n))
+WHERE m.org_id = $2 AND m.id > $3
+  AND m.id <= $4
+  AND m.role = 'assistant' AND m.sources <> '[]'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.sources) AS c(s)
+              WHERE c.s->>'datasourceId' = ANY ($1::text[])
+                AND c.s ?| array['chunk', 'excerpt', 'heading'])
+`
+
+type ForgetCitedTextParams struct {
+	DatasourceIds []string
+	OrgID         uuid.UUID
+	After         uuid.UUID
+	Upto          uuid.UUID
+}
+
+// Takes the text (chunk, excerpt, heading) of the given datasources'
+// passages out of the answers that cited them (messages.sources, protojson
+// Sources), among the messages of ids in (after, upto], a range of the
+// primary key. The citation stays (the datasource's id and name, the
+// source's name, URL and score); other datasources' passages are
+// untouched. Only an answer still holding such text is written, so that
+// running it again changes nothing.
+func (q *Queries) ForgetCitedText(ctx context.Context, arg ForgetCitedTextParams) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetCitedText,
+		arg.DatasourceIds,
+		arg.OrgID,
+		arg.After,
+		arg.Upto,
+	)
 	if err != nil {
 		return 0, err
 	}
@@ -765,6 +834,28 @@ func (q *Queries) LockDatasource(ctx context.Context, arg LockDatasourceParams) 
 	return i, err
 }
 
+const lockDatastore = `-- name: LockDatastore :execrows
+SELECT 1 FROM datastores WHERE org_id = $1 AND id = $2
+FOR UPDATE
+`
+
+type LockDatastoreParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// Takes a datastore's row as its deletion does, before the deletion: a
+// datasource being created in it (KeyShareDatastore) commits first, or
+// waits and then finds it gone, so that DatastoreDatasourceIDs, read next,
+// lists every datasource the deletion will cascade to.
+func (q *Queries) LockDatastore(ctx context.Context, arg LockDatastoreParams) (int64, error) {
+	result, err := q.db.Exec(ctx, lockDatastore, arg.OrgID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const markSynced = `-- name: MarkSynced :exec
 UPDATE datasources SET status = 'synced', error = '', ingest_fingerprint = '', generation = $1, chunk_count = $2,
   synced_at = now(), updated_at = now()
@@ -786,6 +877,30 @@ func (q *Queries) MarkSynced(ctx context.Context, arg MarkSyncedParams) error {
 		arg.ID,
 	)
 	return err
+}
+
+const messageBatchEnd = `-- name: MessageBatchEnd :one
+SELECT id FROM messages
+WHERE org_id = $1 AND id > $2
+ORDER BY id
+LIMIT 1 OFFSET $3::int - 1
+`
+
+type MessageBatchEndParams struct {
+	OrgID     uuid.UUID
+	After     uuid.UUID
+	BatchRows int32
+}
+
+// The id of the batch_rows-th message after after, in id order: the end of
+// the next batch of ForgetCitedText. No row when fewer are left (the last
+// batch then ends at the greatest uuid: a bound, never NULL, so that the
+// update's scan of the primary key stops at it). An index-only scan.
+func (q *Queries) MessageBatchEnd(ctx context.Context, arg MessageBatchEndParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, messageBatchEnd, arg.OrgID, arg.After, arg.BatchRows)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
 }
 
 const pageDatasources = `-- name: PageDatasources :many

@@ -42,6 +42,17 @@ RETURNING *;
 -- name: DeleteDatastore :execrows
 DELETE FROM datastores WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
+-- name: LockDatastore :execrows
+-- Takes a datastore's row as its deletion does, before the deletion: a
+-- datasource being created in it (KeyShareDatastore) commits first, or
+-- waits and then finds it gone, so that DatastoreDatasourceIDs, read next,
+-- lists every datasource the deletion will cascade to.
+SELECT 1 FROM datastores WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+FOR UPDATE;
+
+-- name: DatastoreDatasourceIDs :many
+SELECT id FROM datasources WHERE org_id = sqlc.arg(org_id) AND datastore_id = sqlc.arg(datastore_id);
+
 -- name: CreateDatasource :one
 INSERT INTO datasources (org_id, id, datastore_id, type, name, config, content, content_type, size_bytes)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(datastore_id), sqlc.arg(type), sqlc.arg(name), sqlc.arg(config),
@@ -75,6 +86,35 @@ LIMIT sqlc.arg(max_rows);
 
 -- name: DeleteDatasource :execrows
 DELETE FROM datasources WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+
+-- name: MessageBatchEnd :one
+-- The id of the batch_rows-th message after after, in id order: the end of
+-- the next batch of ForgetCitedText. No row when fewer are left (the last
+-- batch then ends at the greatest uuid: a bound, never NULL, so that the
+-- update's scan of the primary key stops at it). An index-only scan.
+SELECT id FROM messages
+WHERE org_id = sqlc.arg(org_id) AND id > sqlc.arg(after)
+ORDER BY id
+LIMIT 1 OFFSET sqlc.arg(batch_rows)::int - 1;
+
+-- name: ForgetCitedText :execrows
+-- Takes the text (chunk, excerpt, heading) of the given datasources'
+-- passages out of the answers that cited them (messages.sources, protojson
+-- Sources), among the messages of ids in (after, upto], a range of the
+-- primary key. The citation stays (the datasource's id and name, the
+-- source's name, URL and score); other datasources' passages are
+-- untouched. Only an answer still holding such text is written, so that
+-- running it again changes nothing.
+UPDATE messages m SET sources = (
+  SELECT jsonb_agg(CASE WHEN e.s->>'datasourceId' = ANY (sqlc.arg(datasource_ids)::text[])
+                        THEN e.s - 'chunk' - 'excerpt' - 'heading' ELSE e.s END ORDER BY e.n)
+  FROM jsonb_array_elements(m.sources) WITH ORDINALITY AS e(s, n))
+WHERE m.org_id = sqlc.arg(org_id) AND m.id > sqlc.arg(after)
+  AND m.id <= sqlc.arg(upto)
+  AND m.role = 'assistant' AND m.sources <> '[]'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.sources) AS c(s)
+              WHERE c.s->>'datasourceId' = ANY (sqlc.arg(datasource_ids)::text[])
+                AND c.s ?| array['chunk', 'excerpt', 'heading']);
 
 -- name: SetDatasourceStatus :exec
 UPDATE datasources SET status = sqlc.arg(status), error = sqlc.arg(error), updated_at = now()
