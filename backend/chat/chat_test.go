@@ -59,14 +59,21 @@ func (f *fixture) agent(t *testing.T, body string) string {
 // it is synced, and returns the datastore's id and the datasource's.
 func (f *fixture) datastore(t *testing.T, text string) (store, source string) {
 	t.Helper()
-	ctx := context.Background()
 	r := f.Do("POST", "/api/datastores", f.A.Key, map[string]any{"name": "docs"})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var ds struct{ ID string }
 	r.JSON(t, &ds)
-	store = ds.ID
-	r = f.Do("POST", "/api/datastores/"+store+"/datasources", f.A.Key, map[string]any{"type": "text", "name": "docs", "text": text})
+	return ds.ID, f.source(t, ds.ID, "docs", text)
+}
+
+// source adds text to store as a datasource named name, waits until it is
+// synced, and returns its id.
+func (f *fixture) source(t *testing.T, store, name, text string) string {
+	t.Helper()
+	ctx := context.Background()
+	r := f.Do("POST", "/api/datastores/"+store+"/datasources", f.A.Key, map[string]any{"type": "text", "name": name, "text": text})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct{ ID string }
 	r.JSON(t, &ds)
 	require.Eventually(t, func() bool {
 		var row dbq.GetDatasourceRow
@@ -77,7 +84,7 @@ func (f *fixture) datastore(t *testing.T, text string) (store, source string) {
 		require.NotEqual(t, "error", row.Status)
 		return row.Status == "synced"
 	}, 60*time.Second, 100*time.Millisecond)
-	return store, ds.ID
+	return ds.ID
 }
 
 func bearer(key string) map[string]string { return map[string]string{"Authorization": "Bearer " + key} }

@@ -1,15 +1,12 @@
 package chat_test
 
 import (
-	"context"
 	"net/http"
 	"testing"
 	"time"
 
-	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -22,28 +19,12 @@ import (
 func TestDeletedDatasourceTextLeavesCitingAnswers(t *testing.T) {
 	t.Parallel()
 	f := &fixture{Env: testenv.New(t, testenv.WithWorkers)}
-	ctx := context.Background()
 	r := f.Do("POST", "/api/datastores", f.A.Key, map[string]any{"name": "docs"})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var store struct{ ID string }
 	r.JSON(t, &store)
 	const secret = "The vault combination is seven seven four nine."
-	add := func(name, text string) string {
-		r := f.Do("POST", "/api/datastores/"+store.ID+"/datasources", f.A.Key, map[string]any{"type": "text", "name": name, "text": text})
-		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-		var ds struct{ ID string }
-		r.JSON(t, &ds)
-		require.Eventually(t, func() bool {
-			var row dbq.GetDatasourceRow
-			require.NoError(t, f.App.Store.Tenant(ctx, f.A.ID, func(q *dbq.Queries) (err error) {
-				row, err = q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: f.A.ID, ID: uuid.MustParse(ds.ID)})
-				return err
-			}))
-			require.NotEqual(t, "error", row.Status)
-			return row.Status == "synced"
-		}, 60*time.Second, 100*time.Millisecond)
-		return ds.ID
-	}
+	add := func(name, text string) string { return f.source(t, store.ID, name, text) }
 	gone := add("vault", secret)
 	const kept = "The vault is opened by the manager on duty."
 	other := add("manager", kept)
