@@ -283,10 +283,9 @@ func Quota(ctx context.Context, q *dbq.Queries, org uuid.UUID, except *uuid.UUID
 // withinQuota refuses, as a permanent failure recorded on the datasource,
 // a document of n chunks that would take its organization past its plan's
 // quota; the datasource's own chunks, which the run replaces, do not
-// count. It is checked before anything is embedded. Ingestions of one
-// organization running at once may each pass and together go past it, by
-// at most what they add (an organization runs few at once: IngestWorker's
-// fair share).
+// count. It is checked before anything is embedded, so that a document
+// too large costs nothing; ingestions of one organization running at once
+// may each pass it, and publish checks again, exactly.
 func (k *Knowledge) withinQuota(ctx context.Context, org, id uuid.UUID, n int) error {
 	var allowed, held int64
 	err := k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
@@ -297,6 +296,12 @@ func (k *Knowledge) withinQuota(ctx context.Context, org, id uuid.UUID, n int) e
 	if err != nil {
 		return err
 	}
+	return overQuota(n, held, allowed)
+}
+
+// overQuota is the permanent failure of a document of n chunks where the
+// organization's other datasources hold held of the allowed; nil if it fits.
+func overQuota(n int, held, allowed int64) error {
 	if held+int64(n) > allowed {
 		return permanent("the document makes %d chunks, and the organization's datastores hold %d of the %d its plan allows: delete datasources, or move to a higher plan", n, held, allowed)
 	}
@@ -463,10 +468,26 @@ func (r *run) write(ctx context.Context, datastore uuid.UUID, emb embed.Embedder
 
 // publish makes the run's chunks the visible ones and drops the previous
 // generation, in one transaction.
+//
+// It checks the quota again, holding the organization's quota lock until it
+// commits: two ingestions of one organization that each passed withinQuota
+// before embedding would otherwise both publish, past the quota. The one
+// that no longer fits deletes what it wrote and fails for good.
 func (r *run) publish(ctx context.Context, count int) error {
-	return r.lockedTx(ctx, func(tx pgx.Tx, q *dbq.Queries, row dbq.LockDatasourceRow) error {
+	var over error
+	err := r.lockedTx(ctx, func(tx pgx.Tx, q *dbq.Queries, row dbq.LockDatasourceRow) error {
 		if !r.owned(row) {
 			return errGone // published by a concurrent run of the same content, or superseded
+		}
+		if err := q.LockKnowledgeQuota(ctx, r.org); err != nil {
+			return err
+		}
+		allowed, held, err := Quota(ctx, q, r.org, &r.id)
+		if err != nil {
+			return err
+		}
+		if over = overQuota(count, held, allowed); over != nil {
+			return q.DeleteChunksAbove(ctx, dbq.DeleteChunksAboveParams{OrgID: r.org, DatasourceID: r.id, Generation: row.Generation})
 		}
 		n, err := q.CountChunks(ctx, dbq.CountChunksParams{OrgID: r.org, DatasourceID: r.id, Generation: r.gen})
 		if err != nil {
@@ -486,6 +507,10 @@ func (r *run) publish(ctx context.Context, count int) error {
 		}
 		return r.k.emit(ctx, tx, q, r.org, r.id, webhook.DatasourceSynced)
 	})
+	if err == nil {
+		err = over
+	}
+	return err
 }
 
 // fingerprint identifies what a run writes: the embedder and every chunk.

@@ -856,6 +856,18 @@ func (q *Queries) LockDatastore(ctx context.Context, arg LockDatastoreParams) (i
 	return result.RowsAffected(), nil
 }
 
+const lockKnowledgeQuota = `-- name: LockKnowledgeQuota :exec
+SELECT pg_advisory_xact_lock(hashtextextended('parley.knowledge_quota:' || $1::uuid::text, 0))
+`
+
+// Serializes, per organization, the transactions that publish knowledge
+// (knowledge.run.publish), so that each checks the quota against chunk
+// counts no other can change before it commits. Until the transaction ends.
+func (q *Queries) LockKnowledgeQuota(ctx context.Context, orgID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, lockKnowledgeQuota, orgID)
+	return err
+}
+
 const markSynced = `-- name: MarkSynced :exec
 UPDATE datasources SET status = 'synced', error = '', ingest_fingerprint = '', generation = $1, chunk_count = $2,
   synced_at = now(), updated_at = now()

@@ -407,6 +407,12 @@ UPDATE datastores SET embedding_model = sqlc.arg(embedding_model), embedding_dim
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 RETURNING *;
 
+-- name: LockKnowledgeQuota :exec
+-- Serializes, per organization, the transactions that publish knowledge
+-- (knowledge.run.publish), so that each checks the quota against chunk
+-- counts no other can change before it commits. Until the transaction ends.
+SELECT pg_advisory_xact_lock(hashtextextended('parley.knowledge_quota:' || sqlc.arg(org_id)::uuid::text, 0));
+
 -- name: KnowledgeQuota :one
 -- The chunks the organization's plan lets it hold, and those its
 -- datasources hold but datasource id (whose chunks a new ingestion
