@@ -527,12 +527,15 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 		system += "\n\n" + attachmentNote
 	}
 	query := t.req.GetQuery() + t.documents
-	return kit, llm.Request{
+	req := llm.Request{
 		Knowledge: knowledge.Passages(t.found),
 		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature,
-		Messages: append(promptHistory(t.history, t.route.HistoryBudget(system, query)),
-			llm.Message{Role: llm.RoleUser, Content: query, Images: t.images}),
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: query, Images: t.images}},
 	}
+	// The history fits in what the rest of the prompt, passages included,
+	// leaves of the window with room for the answer.
+	req.Messages = append(promptHistory(t.history, t.route.HistoryBudget(req)), req.Messages...)
+	return kit, req
 }
 
 // generation is what the model and tool rounds gave.

@@ -34,15 +34,18 @@ type Route struct {
 const DefaultContextTokens = 16000
 
 // HistoryBudget is how many tokens of conversation history a prompt may
-// hold: the context window less the system prompt, the question and room
-// for the answer (MaxOutputTokens), and never more than 32,000 (long
-// histories cost more than they help).
-func (r Route) HistoryBudget(system, question string) int {
+// hold: the context window less the prompt without its history (the
+// system prompt with the retrieved passages, as sent, and the question:
+// PromptTokens) and room for the answer (MaxOutputTokens, which every
+// provider is asked for: OpenAI and vLLM refuse a prompt that leaves it
+// less), and never more than 32,000 (long histories cost more than they
+// help).
+func (r Route) HistoryBudget(prompt Request) int {
 	window := r.ContextTokens
 	if window == 0 {
 		window = DefaultContextTokens
 	}
-	return max(0, min(window-MaxOutputTokens-CountTokens(system)-CountTokens(question), 32000))
+	return max(0, min(window-MaxOutputTokens-PromptTokens(prompt), 32000))
 }
 
 // Cost of a call's usage.

@@ -1,0 +1,47 @@
+package chat
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/llm"
+)
+
+// Every provider is now asked for up to llm.MaxOutputTokens: a prompt must
+// leave them room in the window, the retrieved passages counted (they are
+// in the prompt as sent), or a server that checks prompt + bound against
+// its window (OpenAI, vLLM) refuses every turn of a long conversation.
+func TestPromptLeavesTheAnswerItsRoom(t *testing.T) {
+	t.Parallel()
+	const window = 8000
+	passage := strings.Repeat("The vault is opened by the manager on duty. ", 60)
+	var found []knowledge.Result
+	for range 5 {
+		found = append(found, knowledge.Result{DatasourceName: "docs", Title: "Vault", Text: passage})
+	}
+	var history []dbq.ListMessagesRow // newest first
+	for i := range 200 {
+		role := "user"
+		if i%2 == 0 {
+			role = "assistant"
+		}
+		history = append(history, dbq.ListMessagesRow{Role: role, Content: strings.Repeat("words of a long conversation ", 20)})
+	}
+	tn := &turn{
+		a:       &Admitted{Agent: dbq.Agent{Instructions: "Answer from the documents."}},
+		req:     &parleyv1.ChatRequest{Query: "Who opens the vault?"},
+		route:   llm.Route{Name: "small", ContextTokens: window, NoTools: true},
+		history: history,
+		found:   found,
+	}
+	_, req := (&Service{}).buildPrompt(tn)
+	require.Greater(t, len(req.Messages), 1, "some history fits")
+	got := llm.PromptTokens(req)
+	require.LessOrEqual(t, got+llm.MaxOutputTokens, window,
+		"the prompt (%d tokens, passages included) and the answer's %d fit in the window", got, llm.MaxOutputTokens)
+}
