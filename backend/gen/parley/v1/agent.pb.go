@@ -39,8 +39,8 @@ type Agent struct {
 	// A set of datastore_query, web_search, lead_capture, http_request,
 	// request_human.
 	Tools []string `protobuf:"bytes,7,rep,name=tools,proto3" json:"tools,omitempty"`
-	// Ids of the datastores attached to the agent (detail, create and update
-	// replies; empty in lists).
+	// Ids of the datastores attached to the agent, in every reply (lists
+	// too).
 	Datastores []string `protobuf:"bytes,8,rep,name=datastores,proto3" json:"datastores,omitempty"`
 	// public or private.
 	Visibility string `protobuf:"bytes,9,opt,name=visibility,proto3" json:"visibility,omitempty"`
