@@ -13,7 +13,8 @@ import (
 )
 
 // ForgetArgs is the job that takes deleted datasources' text out of the
-// answers of their organization that cited them (knowledge.ForgetCited),
+// answers of their organization that cited them, and out of the webhook
+// deliveries that carried those answers (knowledge.ForgetCited),
 // enqueued by their deletion. AfterMessage limits it to the messages of
 // greater ids (the late pass, see Client.EnqueueForget); zero: all.
 type ForgetArgs struct {
@@ -46,8 +47,8 @@ func (w *ForgetWorker) Timeout(*river.Job[ForgetArgs]) time.Duration { return 30
 func (w *ForgetWorker) Work(ctx context.Context, job *river.Job[ForgetArgs]) error {
 	n, err := w.K.ForgetCited(ctx, job.Args.OrgID, job.Args.DatasourceIDs, job.Args.AfterMessage)
 	if n > 0 {
-		slog.InfoContext(ctx, "deleted datasources' text taken out of the answers that cited them",
-			"org", job.Args.OrgID, "datasources", len(job.Args.DatasourceIDs), "answers", n)
+		slog.InfoContext(ctx, "deleted datasources' text taken out of the answers and webhook deliveries that cited them",
+			"org", job.Args.OrgID, "datasources", len(job.Args.DatasourceIDs), "changed", n)
 	}
 	return err
 }

@@ -196,3 +196,96 @@ func TestForgetCitedAfter(t *testing.T) {
 	require.Contains(t, got[early].sources[0], "chunk", "before the bound: not read")
 	require.NotContains(t, got[late].sources[0], "chunk")
 }
+
+// delivery stores a webhook delivery of event to an endpoint of org whose
+// body carries a message citing sources, as webhook.Emitter writes it.
+func (e forgetEnv) delivery(t *testing.T, org uuid.UUID, event string, sources ...map[string]any) uuid.UUID {
+	t.Helper()
+	if sources == nil {
+		sources = []map[string]any{}
+	}
+	body, err := json.Marshal(map[string]any{"type": event, "timestamp": "2026-11-27T10:00:00.000Z",
+		"data": map[string]any{"id": "m1", "role": "assistant", "content": "The answer.", "sources": sources}})
+	require.NoError(t, err)
+	id, err := uuid.NewV7()
+	require.NoError(t, err)
+	ctx := context.Background()
+	require.NoError(t, e.store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		hook := uuid.New()
+		if _, err := q.CreateWebhook(ctx, dbq.CreateWebhookParams{OrgID: org, ID: hook, Url: "https://example.com/hook",
+			Events: []string{event}, Secret: []byte("sealed")}); err != nil {
+			return err
+		}
+		_, err := q.CreateWebhookDelivery(ctx, dbq.CreateWebhookDeliveryParams{OrgID: org, ID: id, WebhookID: hook,
+			EventID: "msg_" + id.String(), EventType: event, Body: body})
+		return err
+	}))
+	return id
+}
+
+// bodies reads org's deliveries' bodies.
+func (e forgetEnv) bodies(t *testing.T, org uuid.UUID) map[uuid.UUID]string {
+	t.Helper()
+	ctx := context.Background()
+	out := map[uuid.UUID]string{}
+	require.NoError(t, e.store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		rows, err := tx.Query(ctx, `SELECT id, body FROM webhook_deliveries WHERE org_id = $1`, org)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id uuid.UUID
+			var body []byte
+			if err := rows.Scan(&id, &body); err != nil {
+				return err
+			}
+			out[id] = string(body)
+		}
+		return rows.Err()
+	}))
+	return out
+}
+
+// A message.created delivery keeps its body for retries and replays until
+// retention: the deleted datasources' text leaves it too, as it leaves
+// the answer; the rest of the body, other datasources' passages, other
+// events and other organizations' deliveries are untouched.
+func TestForgetCitedLeavesWebhookDeliveries(t *testing.T) {
+	t.Parallel()
+	e := setupForget(t)
+	ctx := context.Background()
+	gone, kept := uuid.New(), uuid.New()
+	cites := e.delivery(t, e.org, "message.created", source(gone, "The combination is 7749."), source(kept, "The manager opens it."))
+	onlyKept := e.delivery(t, e.org, "message.created", source(kept, "The manager opens it."))
+	otherEvent := e.delivery(t, e.org, "conversation.created")
+	otherOrg := e.delivery(t, e.other, "message.created", source(gone, "The combination is 7749."))
+	before, beforeOther := e.bodies(t, e.org), e.bodies(t, e.other)
+
+	n, err := e.k.ForgetCited(ctx, e.org, []uuid.UUID{gone}, uuid.Nil)
+	require.NoError(t, err)
+	require.Equal(t, int64(1), n)
+	after := e.bodies(t, e.org)
+	require.NotContains(t, after[cites], "7749", "the deleted datasource's text left the delivery")
+	var was, is map[string]any
+	require.NoError(t, json.Unmarshal([]byte(before[cites]), &was))
+	require.NoError(t, json.Unmarshal([]byte(after[cites]), &is))
+	wasSources := was["data"].(map[string]any)["sources"].([]any)
+	isSources := is["data"].(map[string]any)["sources"].([]any)
+	require.Len(t, isSources, 2)
+	cited := isSources[0].(map[string]any)
+	for _, k := range []string{"chunk", "excerpt", "heading"} {
+		require.NotContains(t, cited, k)
+	}
+	require.Equal(t, gone.String(), cited["datasourceId"], "the citation stays")
+	require.Equal(t, wasSources[1], isSources[1], "another datasource's passage keeps its text")
+	is["data"].(map[string]any)["sources"], was["data"].(map[string]any)["sources"] = nil, nil
+	require.Equal(t, was, is, "the rest of the body is unchanged")
+	require.Equal(t, before[onlyKept], after[onlyKept])
+	require.Equal(t, before[otherEvent], after[otherEvent])
+	require.Equal(t, beforeOther, e.bodies(t, e.other), "another organization's delivery %s untouched", otherOrg)
+
+	n, err = e.k.ForgetCited(ctx, e.org, []uuid.UUID{gone}, uuid.Nil)
+	require.NoError(t, err)
+	require.Zero(t, n, "a second run changes nothing")
+}

@@ -422,6 +422,27 @@ func (q *Queries) DeleteDatastore(ctx context.Context, arg DeleteDatastoreParams
 	return result.RowsAffected(), nil
 }
 
+const deliveryBatchEnd = `-- name: DeliveryBatchEnd :one
+SELECT id FROM webhook_deliveries
+WHERE org_id = $1 AND id > $2
+ORDER BY id
+LIMIT 1 OFFSET $3::int - 1
+`
+
+type DeliveryBatchEndParams struct {
+	OrgID     uuid.UUID
+	After     uuid.UUID
+	BatchRows int32
+}
+
+// As MessageBatchEnd, over the organization's webhook deliveries.
+func (q *Queries) DeliveryBatchEnd(ctx context.Context, arg DeliveryBatchEndParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, deliveryBatchEnd, arg.OrgID, arg.After, arg.BatchRows)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const forgetCitedText = `-- name: ForgetCitedText :execrows
 UPDATE messages m SET sources = (
   SELECT jsonb_agg(CASE WHEN e.s->>'datasourceId' = ANY ($1::text[])
@@ -451,6 +472,46 @@ type ForgetCitedTextParams struct {
 // running it again changes nothing.
 func (q *Queries) ForgetCitedText(ctx context.Context, arg ForgetCitedTextParams) (int64, error) {
 	result, err := q.db.Exec(ctx, forgetCitedText,
+		arg.DatasourceIds,
+		arg.OrgID,
+		arg.After,
+		arg.Upto,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const forgetDeliveredText = `-- name: ForgetDeliveredText :execrows
+UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,sources}', (
+    SELECT jsonb_agg(CASE WHEN e.s->>'datasourceId' = ANY ($1::text[])
+                          THEN e.s - 'chunk' - 'excerpt' - 'heading' ELSE e.s END ORDER BY e.n)
+    FROM jsonb_array_elements(x.j->'data'->'sources') WITH ORDINALITY AS e(s, n)))::text, 'UTF8')
+FROM (SELECT d.org_id, d.id, convert_from(d.body, 'UTF8')::jsonb AS j
+      FROM webhook_deliveries d
+      WHERE d.org_id = $2 AND d.id > $3 AND d.id <= $4
+        AND d.event_type = 'message.created') x
+WHERE w.org_id = x.org_id AND w.id = x.id
+  AND jsonb_typeof(x.j->'data'->'sources') = 'array'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(x.j->'data'->'sources') AS c(s)
+              WHERE c.s->>'datasourceId' = ANY ($1::text[])
+                AND c.s ?| array['chunk', 'excerpt', 'heading'])
+`
+
+type ForgetDeliveredTextParams struct {
+	DatasourceIds []string
+	OrgID         uuid.UUID
+	After         uuid.UUID
+	Upto          uuid.UUID
+}
+
+// ForgetCitedText for the bodies of message.created deliveries, kept for
+// retries and replays until retention removes them: the passages of the
+// given datasources lose their text in data.sources, the rest of the body
+// is unchanged (as JSON: jsonb's text writes its keys in its own order).
+func (q *Queries) ForgetDeliveredText(ctx context.Context, arg ForgetDeliveredTextParams) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetDeliveredText,
 		arg.DatasourceIds,
 		arg.OrgID,
 		arg.After,
@@ -865,6 +926,19 @@ SELECT pg_advisory_xact_lock(hashtextextended('parley.knowledge_quota:' || $1::u
 // counts no other can change before it commits. Until the transaction ends.
 func (q *Queries) LockKnowledgeQuota(ctx context.Context, orgID uuid.UUID) error {
 	_, err := q.db.Exec(ctx, lockKnowledgeQuota, orgID)
+	return err
+}
+
+const lockWebhooksForForget = `-- name: LockWebhooksForForget :exec
+SELECT 1 FROM webhooks WHERE org_id = $1 ORDER BY id FOR KEY SHARE
+`
+
+// Taken before ForgetDeliveredText's row locks: an endpoint's deletion
+// locks the endpoint, then its deliveries (the cascade); taking the
+// endpoints first, in the same order, it waits instead of deadlocking.
+// KEY SHARE: new deliveries (CreateWebhookDelivery) go on.
+func (q *Queries) LockWebhooksForForget(ctx context.Context, orgID uuid.UUID) error {
+	_, err := q.db.Exec(ctx, lockWebhooksForForget, orgID)
 	return err
 }
 

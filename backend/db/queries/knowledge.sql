@@ -116,6 +116,39 @@ WHERE m.org_id = sqlc.arg(org_id) AND m.id > sqlc.arg(after)
               WHERE c.s->>'datasourceId' = ANY (sqlc.arg(datasource_ids)::text[])
                 AND c.s ?| array['chunk', 'excerpt', 'heading']);
 
+-- name: DeliveryBatchEnd :one
+-- As MessageBatchEnd, over the organization's webhook deliveries.
+SELECT id FROM webhook_deliveries
+WHERE org_id = sqlc.arg(org_id) AND id > sqlc.arg(after)
+ORDER BY id
+LIMIT 1 OFFSET sqlc.arg(batch_rows)::int - 1;
+
+-- name: LockWebhooksForForget :exec
+-- Taken before ForgetDeliveredText's row locks: an endpoint's deletion
+-- locks the endpoint, then its deliveries (the cascade); taking the
+-- endpoints first, in the same order, it waits instead of deadlocking.
+-- KEY SHARE: new deliveries (CreateWebhookDelivery) go on.
+SELECT 1 FROM webhooks WHERE org_id = sqlc.arg(org_id) ORDER BY id FOR KEY SHARE;
+
+-- name: ForgetDeliveredText :execrows
+-- ForgetCitedText for the bodies of message.created deliveries, kept for
+-- retries and replays until retention removes them: the passages of the
+-- given datasources lose their text in data.sources, the rest of the body
+-- is unchanged (as JSON: jsonb's text writes its keys in its own order).
+UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,sources}', (
+    SELECT jsonb_agg(CASE WHEN e.s->>'datasourceId' = ANY (sqlc.arg(datasource_ids)::text[])
+                          THEN e.s - 'chunk' - 'excerpt' - 'heading' ELSE e.s END ORDER BY e.n)
+    FROM jsonb_array_elements(x.j->'data'->'sources') WITH ORDINALITY AS e(s, n)))::text, 'UTF8')
+FROM (SELECT d.org_id, d.id, convert_from(d.body, 'UTF8')::jsonb AS j
+      FROM webhook_deliveries d
+      WHERE d.org_id = sqlc.arg(org_id) AND d.id > sqlc.arg(after) AND d.id <= sqlc.arg(upto)
+        AND d.event_type = 'message.created') x
+WHERE w.org_id = x.org_id AND w.id = x.id
+  AND jsonb_typeof(x.j->'data'->'sources') = 'array'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(x.j->'data'->'sources') AS c(s)
+              WHERE c.s->>'datasourceId' = ANY (sqlc.arg(datasource_ids)::text[])
+                AND c.s ?| array['chunk', 'excerpt', 'heading']);
+
 -- name: SetDatasourceStatus :exec
 UPDATE datasources SET status = sqlc.arg(status), error = sqlc.arg(error), updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
