@@ -191,6 +191,9 @@ type turn struct {
 	sent    bool
 	// calls are the tool calls reported so far, stored with the answer.
 	calls []*parleyv1.ToolCall
+	// promptTokens estimates the prompt as sent (llm.PromptTokens), tool
+	// rounds included: what it leaves of the window bounds the next reply.
+	promptTokens int
 	// gotText: the model produced text (its time to first token is counted).
 	gotText bool
 }
@@ -534,7 +537,10 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	}
 	// The history fits in what the rest of the prompt, passages included,
 	// leaves of the window with room for the answer.
-	req.Messages = append(promptHistory(t.history, t.route.HistoryBudget(req)), req.Messages...)
+	base := llm.PromptTokens(req)
+	history, used := promptHistory(t.history, t.route.HistoryBudget(base))
+	req.Messages = append(history, req.Messages...)
+	t.promptTokens = base + used
 	return kit, req
 }
 
@@ -596,9 +602,16 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 			g.err = err
 			break
 		}
-		prompt.Messages = append(prompt.Messages,
-			llm.Message{Role: llm.RoleAssistant, Content: said, ToolCalls: calls},
-			llm.Message{Role: llm.RoleTool, ToolResults: results})
+		step := []llm.Message{
+			{Role: llm.RoleAssistant, Content: said, ToolCalls: calls},
+			{Role: llm.RoleTool, ToolResults: results},
+		}
+		prompt.Messages = append(prompt.Messages, step...)
+		// The round's calls and results grow the prompt: the next reply
+		// gets what the window still leaves (a small window's server
+		// refuses a request asking past it).
+		t.promptTokens += llm.PromptTokens(llm.Request{Messages: step})
+		prompt.MaxTokens = t.route.AnswerRoom(t.promptTokens)
 		if end != nil {
 			if end.Reply != "" {
 				// The tool speaks in the model's stead ("A person will
@@ -1020,9 +1033,8 @@ func sameCaller(a *Admitted, c dbq.Conversation, visitor string) bool {
 // replied, the budget cut it): the Anthropic and Gemini adapters join them
 // as their APIs need (llm's alternating, which says why turns are not
 // serialized instead).
-func promptHistory(rows []dbq.ListMessagesRow, budget int) []llm.Message {
+func promptHistory(rows []dbq.ListMessagesRow, budget int) (_ []llm.Message, used int) {
 	var out []llm.Message
-	used := 0
 	for _, r := range rows {
 		if strings.TrimSpace(r.Content) == "" {
 			// An answer stored without text (the model finished with
@@ -1045,7 +1057,7 @@ func promptHistory(rows []dbq.ListMessagesRow, budget int) []llm.Message {
 		out = append(out, llm.Message{Role: role, Content: r.Content})
 	}
 	slices.Reverse(out)
-	return out
+	return out, used
 }
 
 // modelError is a failed model call as the client is told it

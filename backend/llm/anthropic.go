@@ -43,7 +43,7 @@ func (a *Anthropic) Provider() string { return "anthropic" }
 func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) error) error {
 	params := anthropic.MessageNewParams{
 		Model:       req.Model,
-		MaxTokens:   MaxOutputTokens,
+		MaxTokens:   int64(req.OutputBound()),
 		Temperature: anthropic.Float(req.Temperature),
 	}
 	if sys := systemWithKnowledge(req); sys != "" {

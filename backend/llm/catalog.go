@@ -36,16 +36,33 @@ const DefaultContextTokens = 16000
 // HistoryBudget is how many tokens of conversation history a prompt may
 // hold: the context window less the prompt without its history (the
 // system prompt with the retrieved passages, as sent, and the question:
-// PromptTokens) and room for the answer (MaxOutputTokens, which every
-// provider is asked for: OpenAI and vLLM refuse a prompt that leaves it
-// less), and never more than 32,000 (long histories cost more than they
-// help).
-func (r Route) HistoryBudget(prompt Request) int {
-	window := r.ContextTokens
-	if window == 0 {
-		window = DefaultContextTokens
+// PromptTokens of it) and room for the answer (MaxOutputTokens, which
+// every provider is asked for: OpenAI and vLLM refuse a prompt that leaves
+// it less), and never more than 32,000 (long histories cost more than
+// they help).
+func (r Route) HistoryBudget(promptTokens int) int {
+	return max(0, min(r.window()-MaxOutputTokens-promptTokens, 32000))
+}
+
+func (r Route) window() int {
+	if r.ContextTokens == 0 {
+		return DefaultContextTokens
 	}
-	return max(0, min(window-MaxOutputTokens-PromptTokens(prompt), 32000))
+	return r.ContextTokens
+}
+
+// minAnswerTokens is the least AnswerRoom asks for: a prompt that leaves
+// less is too large for the window, and the provider says so.
+const minAnswerTokens = 256
+
+// AnswerRoom is the bound on the reply to a prompt of promptTokens: what
+// the window leaves after it, at most MaxOutputTokens and at least
+// minAnswerTokens. A turn's first call needs none (HistoryBudget left
+// MaxOutputTokens); a call after tool rounds, whose calls and results grow
+// the prompt, may get less, where OpenAI and vLLM would refuse the prompt
+// and MaxOutputTokens past the window.
+func (r Route) AnswerRoom(promptTokens int) int {
+	return max(minAnswerTokens, min(MaxOutputTokens, r.window()-promptTokens))
 }
 
 // Cost of a call's usage.

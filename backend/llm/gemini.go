@@ -46,7 +46,7 @@ func (g *Gemini) Provider() string { return "gemini" }
 // Stream implements Model.
 func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) error) error {
 	temp := float32(req.Temperature)
-	cfg := &genai.GenerateContentConfig{Temperature: &temp, MaxOutputTokens: MaxOutputTokens}
+	cfg := &genai.GenerateContentConfig{Temperature: &temp, MaxOutputTokens: int32(req.OutputBound())}
 	if sys := systemWithKnowledge(req); sys != "" {
 		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: sys}}}
 	}

@@ -149,6 +149,20 @@ type Request struct {
 	Temperature float64
 	Tools       []Tool
 	Knowledge   []Passage
+	// MaxTokens bounds this call's reply; 0 is MaxOutputTokens. A chat
+	// turn sets it from its route's window (Route.AnswerRoom): tool
+	// results grow the prompt round by round, past what the history
+	// budget left for them.
+	MaxTokens int
+}
+
+// OutputBound is the bound on the reply each provider is sent: MaxTokens,
+// or MaxOutputTokens when it is not set.
+func (r Request) OutputBound() int {
+	if r.MaxTokens > 0 {
+		return r.MaxTokens
+	}
+	return MaxOutputTokens
 }
 
 // ToolCall is a call the model asked for.

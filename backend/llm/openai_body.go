@@ -11,7 +11,7 @@ import "encoding/json"
 func openAIBody(req Request) ([]byte, error) {
 	body := oaRequest{
 		Model:               req.Model,
-		MaxCompletionTokens: MaxOutputTokens,
+		MaxCompletionTokens: req.OutputBound(),
 		Temperature:         req.Temperature,
 		Stream:              true,
 		StreamOptions:       oaStreamOptions{IncludeUsage: true},

@@ -339,6 +339,11 @@ func TestEveryProviderBoundsTheReply(t *testing.T) {
 			require.NoError(t, err)
 			require.Equal(t, "ok", text)
 			require.EqualValues(t, llm.MaxOutputTokens, tc.bound(body), "the reply's bound in %v", body)
+			// A request's own bound (a call after tool rounds, on a small
+			// window: Route.AnswerRoom) is the one sent.
+			_, _, _, err = collect(t, tc.newModel(srv.URL), llm.Request{Model: "gemini-1.5-pro", MaxTokens: 700, Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+			require.NoError(t, err)
+			require.EqualValues(t, 700, tc.bound(body), "the request's bound in %v", body)
 		})
 	}
 }

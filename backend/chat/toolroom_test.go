@@ -1,0 +1,63 @@
+package chat_test
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/llm"
+	"github.com/parleyhq/parley/backend/server"
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+// A tool round's call and result grow the prompt past what the history
+// budget left: the next call asks for what the window still leaves, never
+// prompt + MaxOutputTokens past it (OpenAI and vLLM refuse such a request,
+// and the turn failed after its tools had run).
+func TestToolRoundLeavesTheAnswerItsRoom(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	const window = llm.MaxOutputTokens + 150
+	e := testenv.New(t, func(c *server.Config) {
+		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
+		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
+	})
+	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"n","instructions":"Collect leads.","tools":["lead_capture"]}`)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	note := strings.Repeat("The visitor wants maps of the harbour and charts of the bay. ", 17)
+	args := fmt.Sprintf(`{"email":"ada@example.com","note":%q}`, note[:990])
+	fake.Reply = func(call int, _ map[string]any) testenv.FakeReply {
+		if call == 1 {
+			return testenv.FakeReply{ToolCalls: []llm.ToolCall{{ID: "c1", Name: "lead_capture", Arguments: args}}}
+		}
+		return testenv.FakeReply{Tokens: []string{"Noted."}}
+	}
+	r = e.Do("POST", "/api/v2/agent/"+a.ID+"/chat", e.A.Key, `{"query":"I am ada@example.com, I want maps","conversationId":"room"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 2)
+	var bounds []int
+	for _, req := range reqs {
+		// The prompt as sent: every message's text, the calls' arguments.
+		sent := 0
+		for _, m := range req["messages"].([]any) {
+			m := m.(map[string]any)
+			if c, ok := m["content"].(string); ok {
+				sent += llm.CountTokens(c)
+			}
+			calls, _ := m["tool_calls"].([]any)
+			for _, c := range calls {
+				fn := c.(map[string]any)["function"].(map[string]any)
+				sent += llm.CountTokens(fn["name"].(string)) + llm.CountTokens(fn["arguments"].(string))
+			}
+		}
+		bound := int(req["max_completion_tokens"].(float64))
+		require.LessOrEqual(t, sent+bound, window, "prompt %d tokens + answer %d fit the window", sent, bound)
+		bounds = append(bounds, bound)
+	}
+	require.Equal(t, llm.MaxOutputTokens, bounds[0], "the first call has all the room")
+	require.Less(t, bounds[1], llm.MaxOutputTokens, "after the round, what the window leaves")
+}
