@@ -552,6 +552,9 @@ type generation struct {
 	err error
 	// drained: the server's shutdown cut the turn.
 	drained bool
+	// handedOver: a tool of this turn handed the conversation to people
+	// (request_human); its answer is stored though people now have it.
+	handedOver bool
 	// timedOut: the turn's deadline cut it; err is then apperr.Timeout.
 	timedOut bool
 	// prompt is the last request, for counting its tokens when the provider
@@ -613,6 +616,7 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 		t.promptTokens += llm.PromptTokens(llm.Request{Messages: step})
 		prompt.MaxTokens = t.route.AnswerRoom(t.promptTokens)
 		if end != nil {
+			g.handedOver = true
 			if end.Reply != "" {
 				// The tool speaks in the model's stead ("A person will
 				// answer here shortly."), as the answer's last paragraph.
@@ -839,7 +843,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Content: g.text, Channel: t.channel,
 			Sources: srcJSON, Model: &t.modelName, Provider: &provider,
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
-			ToolCalls: callsJSON,
+			ToolCalls: callsJSON, HandedOver: g.handedOver,
 		})
 		return err
 	}
@@ -872,8 +876,9 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	tookOver := errors.Is(err, pgx.ErrNoRows)
 	if tookOver || db.ForeignKeyViolation(err, "messages_org_id_conversation_id_fkey") {
 		// The conversation was deleted while the model answered (the
-		// client hears NotFound), or people took it over (CreateAnswer:
-		// the answer would come after theirs): the answer is not stored,
+		// client hears NotFound), or people took it over, or another turn
+		// handed it to them (CreateAnswer: the answer would come after
+		// the handoff and their replies): the answer is not stored,
 		// but what it cost is counted, as a deleted conversation's answers
 		// are.
 		kept := s.Store.TenantAsync(storeCtx, t.org, func(q *dbq.Queries) error {

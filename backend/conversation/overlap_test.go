@@ -1,12 +1,14 @@
 package conversation_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -105,4 +107,68 @@ func TestModelDoesNotAnswerAfterAPersonTookOver(t *testing.T) {
 	for _, m := range d.Messages[took+1:] {
 		require.NotEqual(t, "The model speaks late.", m.Text, "the model answered after a person took the conversation over")
 	}
+}
+
+// Two turns of one conversation at once: turn A's model hands the
+// conversation to people (request_human), then a person replies, while turn
+// B's model is still answering a question asked before the handoff. B's
+// answer is not stored: the model was silenced by A's handoff, and the
+// answer would show (in the transcript, the inbox and the visitor's event
+// stream) after the handoff message and after the person's reply, as if the
+// model were still answering over people. B's visitor hears the handoff
+// message, as on any turn while people have the conversation. (Only the
+// turn that handed the conversation over keeps its own answer.)
+func TestOtherTurnDoesNotAnswerAfterTheModelHandedOver(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	desk := f.agent(t, `{"name":"Desk","instructions":"Help.","visibility":"public","tools":["request_human"]}`)
+	release := make(chan struct{})
+	f.fake.Reply = func(_ int, body map[string]any) testenv.FakeReply {
+		msgs, _ := body["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		switch q := fmt.Sprint(last["content"]); {
+		case strings.Contains(q, "a person please"):
+			return testenv.FakeReply{ToolCalls: []llm.ToolCall{{ID: "rh_1", Name: "request_human", Arguments: `{"reason":"asked"}`}}}
+		case strings.Contains(q, "slow question"):
+			select { // B's model answers once A handed over and a person replied
+			case <-release:
+			case <-time.After(20 * time.Second):
+			}
+			return testenv.FakeReply{Tokens: []string{"The", " model", " speaks", " late."}}
+		}
+		return testenv.FakeReply{Tokens: []string{"Hello."}}
+	}
+	f.chat(t, desk, "", "two-1", "ada", "Hello")
+	done := make(chan testenv.Response, 1)
+	go func() {
+		done <- f.Do("POST", "/api/v2/agent/"+desk+"/chat", "", map[string]any{
+			"query": "A slow question", "conversationId": "two-1", "visitorId": "ada"})
+	}()
+	require.Eventually(t, func() bool { return len(f.fake.Requests()) == 2 }, 10*time.Second, 10*time.Millisecond)
+
+	a := f.chat(t, desk, "", "two-1", "ada", "a person please")
+	require.Equal(t, "A person will answer here shortly.", a.Answer, "turn A hands over")
+	r := f.Do("POST", "/api/v2/conversations/two-1/messages", f.A.Key, `{"text":"I am a person; I take it from here."}`)
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	close(release)
+
+	b := <-done
+	require.Equal(t, 200, b.Status, "%s", b.Body)
+	var reply chatReply
+	b.JSON(t, &reply)
+	require.True(t, reply.Metadata.Handoff, "turn B's visitor hears the handoff message: %s", b.Body)
+	require.NotContains(t, reply.Answer, "speaks late")
+
+	var d detail
+	r = f.Do("GET", "/api/v2/conversations/two-1", f.A.Key, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r.JSON(t, &d)
+	require.Equal(t, "human_requested", d.Status)
+	var texts []string
+	for _, m := range d.Messages {
+		texts = append(texts, m.Role+": "+m.Text)
+	}
+	require.Contains(t, texts, "assistant: A person will answer here shortly.", "turn A's own answer is stored: %q", texts)
+	require.NotContains(t, texts, "assistant: The model speaks late.", "the model answered after it handed the conversation over")
+	require.Equal(t, "human: I am a person; I take it from here.", texts[len(texts)-1], "%q", texts)
 }

@@ -24,7 +24,8 @@ SELECT $1, $2, $3, 'assistant', $4,
        $5, '[]', $6, $7, $8,
        $9, $10, $11, $12,
        $13, coalesce($14::jsonb, '[]')
-WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested' AND conv.status_by <> 'agent')
+WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
+                  AND (conv.status_by <> 'agent' OR NOT $15::boolean))
 RETURNING id, created_at
 `
 
@@ -43,6 +44,7 @@ type CreateAnswerParams struct {
 	Cost             *float64
 	Incomplete       bool
 	ToolCalls        []byte
+	HandedOver       bool
 }
 
 type CreateAnswerRow struct {
@@ -51,8 +53,12 @@ type CreateAnswerRow struct {
 }
 
 // Stores a model's answer as CreateMessage does, unless people took the
-// conversation over while the model answered: status human_requested set
-// by anyone but the agent's own request_human (handoff.ByAgent). Then no
+// conversation over while the model answered: status human_requested,
+// unless the answer's own turn handed it over (handed_over: its
+// request_human ran, and the status is still the agent's, handoff.ByAgent).
+// Another turn's request_human silences this one too: its answer would
+// come after the handoff message, and after any reply of the people who
+// took it (a person's reply leaves status_by as the agent set it). Then no
 // row, and nothing is stored. The conversation's row is locked first, so
 // that a person's reply or change of status is either committed before
 // (read here, newest version) or waits for the answer. A conversation
@@ -74,6 +80,7 @@ func (q *Queries) CreateAnswer(ctx context.Context, arg CreateAnswerParams) (Cre
 		arg.Cost,
 		arg.Incomplete,
 		arg.ToolCalls,
+		arg.HandedOver,
 	)
 	var i CreateAnswerRow
 	err := row.Scan(&i.ID, &i.CreatedAt)

@@ -59,8 +59,12 @@ RETURNING id, created_at;
 
 -- name: CreateAnswer :one
 -- Stores a model's answer as CreateMessage does, unless people took the
--- conversation over while the model answered: status human_requested set
--- by anyone but the agent's own request_human (handoff.ByAgent). Then no
+-- conversation over while the model answered: status human_requested,
+-- unless the answer's own turn handed it over (handed_over: its
+-- request_human ran, and the status is still the agent's, handoff.ByAgent).
+-- Another turn's request_human silences this one too: its answer would
+-- come after the handoff message, and after any reply of the people who
+-- took it (a person's reply leaves status_by as the agent set it). Then no
 -- row, and nothing is stored. The conversation's row is locked first, so
 -- that a person's reply or change of status is either committed before
 -- (read here, newest version) or waits for the answer. A conversation
@@ -77,7 +81,8 @@ SELECT sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), 'assistant', s
        sqlc.arg(channel), '[]', sqlc.arg(sources), sqlc.narg(model), sqlc.narg(provider),
        sqlc.narg(latency_ms), sqlc.narg(prompt_tokens), sqlc.narg(completion_tokens), sqlc.narg(cost),
        sqlc.arg(incomplete), coalesce(sqlc.narg(tool_calls)::jsonb, '[]')
-WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested' AND conv.status_by <> 'agent')
+WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
+                  AND (conv.status_by <> 'agent' OR NOT sqlc.arg(handed_over)::boolean))
 RETURNING id, created_at;
 
 -- name: CreateQuestion :one
