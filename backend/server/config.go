@@ -199,7 +199,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
 	c.origins(fs)
-	fs.StringVar(&c.WebSearch.SearxngURL, "searxng-url", env("PARLEY_SEARXNG_URL", ""),
+	URLVar(fs, &c.WebSearch.SearxngURL, "searxng-url", env("PARLEY_SEARXNG_URL", ""),
 		"web_search backend: a SearXNG instance's base URL, its JSON API enabled (PARLEY_SEARXNG_URL); the first configured of SearXNG, Brave, Tavily wins")
 	SecretVar(fs, &c.WebSearch.BraveAPIKey, "brave-api-key", env("PARLEY_BRAVE_API_KEY", ""),
 		"web_search backend: a Brave Search API subscription token (PARLEY_BRAVE_API_KEY)")

@@ -239,6 +239,8 @@ func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
 
 	t.Setenv("PARLEY_DATABASE_URL", "postgres://parley:db-pw@db/parley")
 	t.Setenv("PARLEY_SECRETS_KEY", "the-secrets-key")
+	// A SearXNG behind basic auth: Go's client sends the URL's userinfo.
+	t.Setenv("PARLEY_SEARXNG_URL", "https://parley:searx-pw@searx.internal")
 	var c Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var usage strings.Builder
@@ -247,8 +249,11 @@ func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
 	require.Error(t, fs.Parse([]string{"--nope"}))
 	require.NotContains(t, usage.String(), "db-pw")
 	require.NotContains(t, usage.String(), "the-secrets-key")
+	require.NotContains(t, usage.String(), "searx-pw")
 	require.Contains(t, usage.String(), "postgres://parley:xxxxx@db/parley")
+	require.Contains(t, usage.String(), "https://parley:xxxxx@searx.internal")
 	require.Equal(t, "postgres://parley:db-pw@db/parley", c.DatabaseURL)
+	require.Equal(t, "https://parley:searx-pw@searx.internal", c.WebSearch.SearxngURL)
 	require.Equal(t, "the-secrets-key", c.SecretsKey)
 
 	require.NoError(t, fs.Parse([]string{"--secrets-key", "other", "--database-url", "postgres://x"}))

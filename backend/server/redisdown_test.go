@@ -136,4 +136,21 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 			require.ErrorContains(t, err, "redis url", bad)
 		}
 	})
+
+	// SECURITY: the error goes to the log (or stderr) at start: a URL
+	// url.Parse refuses (a password's # or % not escaped) is named
+	// without its password, nor a piece of it.
+	t.Run("a URL that does not parse is refused without its password", func(t *testing.T) {
+		t.Parallel()
+		u := dbtest.New(t)
+		for _, bad := range []string{"redis://:s3cr%zzet@127.0.0.1:6379/0", "redis://:s3cr#et@127.0.0.1:6379/0"} {
+			app, err := server.New(context.Background(), server.Config{DatabaseURL: u, RedisURL: bad})
+			if app != nil {
+				app.Close()
+			}
+			require.ErrorContains(t, err, "redis url", bad)
+			require.NotContains(t, err.Error(), "s3cr", bad)
+			require.ErrorContains(t, err, "redis://:xxxxx@127.0.0.1:6379/0", bad)
+		}
+	})
 }

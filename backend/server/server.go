@@ -14,6 +14,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -165,6 +166,12 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
 			a.Close()
+			// SECURITY: url.Parse's error quotes the whole URL, its
+			// password too, or the piece it choked on (a "%zz", a port
+			// of ":s3cr"), and this one goes to the log at start.
+			if ue := (*url.Error)(nil); errors.As(err, &ue) {
+				return nil, fmt.Errorf("redis url %s: not a URL (a # or %% in its password must be percent-encoded)", RedactURL(cfg.RedisURL))
+			}
 			return nil, fmt.Errorf("redis url: %w", err)
 		}
 		// A Redis that stops answering must not hold requests for long: rate

@@ -177,7 +177,7 @@ type searxng struct {
 func (*searxng) Backend() string { return "searxng" }
 
 func (s *searxng) Search(ctx context.Context, query string, n int) ([]WebResult, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+"/search?"+url.Values{"q": {query}, "format": {"json"}}.Encode(), nil)
+	req, err := newRequest(ctx, http.MethodGet, s.base+"/search?"+url.Values{"q": {query}, "format": {"json"}}.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +209,7 @@ func (*brave) Backend() string { return "brave" }
 
 func (b *brave) Search(ctx context.Context, query string, n int) ([]WebResult, error) {
 	q := url.Values{"q": {query}, "count": {strconv.Itoa(n)}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, strings.TrimRight(b.base, "/")+"/res/v1/web/search?"+q.Encode(), nil)
+	req, err := newRequest(ctx, http.MethodGet, strings.TrimRight(b.base, "/")+"/res/v1/web/search?"+q.Encode(), nil)
 	if err != nil {
 		return nil, err
 	}
@@ -246,7 +246,7 @@ func (t *tavily) Search(ctx context.Context, query string, n int) ([]WebResult, 
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(t.base, "/")+"/search", bytes.NewReader(payload))
+	req, err := newRequest(ctx, http.MethodPost, strings.TrimRight(t.base, "/")+"/search", bytes.NewReader(payload))
 	if err != nil {
 		return nil, err
 	}
@@ -309,6 +309,19 @@ func sameHostRedirects(req *http.Request, via []*http.Request) error {
 		return http.ErrUseLastResponse
 	}
 	return nil
+}
+
+// newRequest is http.NewRequestWithContext for a search backend: its
+// error, a backend URL that does not parse (a password's % or # not
+// percent-encoded), quotes neither the URL, its password and the
+// visitor's query with it, nor the piece url.Parse choked on. It is
+// logged (webSearchTool.Run).
+func newRequest(ctx context.Context, method, u string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if err != nil {
+		return nil, errors.New("the search backend's URL does not parse (a # or % in its password must be percent-encoded)")
+	}
+	return req, nil
 }
 
 // doJSON sends req and decodes a 2xx JSON reply into v. Errors name the

@@ -275,3 +275,23 @@ func TestSearchBackends(t *testing.T) {
 	}
 	require.Zero(t, leaked.Load(), "a key went to the host a redirect named")
 }
+
+// A backend URL that does not parse (a password's % or # not
+// percent-encoded) fails every search, and the error goes to the log
+// (webSearchTool.Run): it names neither the URL's password nor the
+// visitor's query, which url.Parse's error quotes whole.
+func TestSearchBackendURLUnparsed(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	for _, cfg := range []tool.SearchConfig{
+		{SearxngURL: "http://parley:s3cr%zzet@searx.internal"},
+		{SearxngURL: "http://parley:s3cr#et@searx.internal"},
+		{BraveAPIKey: "k", BraveBaseURL: "http://parley:s3cr%zzet@brave.internal"},
+		{TavilyAPIKey: "k", TavilyBaseURL: "http://parley:s3cr%zzet@tavily.internal"},
+	} {
+		_, err := tool.NewSearcher(cfg).Search(ctx, "my private question", 5)
+		require.Error(t, err, "%+v", cfg)
+		require.NotContains(t, err.Error(), "s3cr", "%+v", cfg)
+		require.NotContains(t, err.Error(), "private", "%+v", cfg)
+	}
+}
