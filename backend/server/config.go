@@ -203,11 +203,11 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"web_search backend: a SearXNG instance's base URL, its JSON API enabled (PARLEY_SEARXNG_URL); the first configured of SearXNG, Brave, Tavily wins")
 	SecretVar(fs, &c.WebSearch.BraveAPIKey, "brave-api-key", env("PARLEY_BRAVE_API_KEY", ""),
 		"web_search backend: a Brave Search API subscription token (PARLEY_BRAVE_API_KEY)")
-	fs.StringVar(&c.WebSearch.BraveBaseURL, "brave-base-url", env("PARLEY_BRAVE_BASE_URL", ""),
+	URLVar(fs, &c.WebSearch.BraveBaseURL, "brave-base-url", env("PARLEY_BRAVE_BASE_URL", ""),
 		"the Brave Search API's base URL; empty: https://api.search.brave.com (PARLEY_BRAVE_BASE_URL)")
 	SecretVar(fs, &c.WebSearch.TavilyAPIKey, "tavily-api-key", env("PARLEY_TAVILY_API_KEY", ""),
 		"web_search backend: a Tavily API key (PARLEY_TAVILY_API_KEY)")
-	fs.StringVar(&c.WebSearch.TavilyBaseURL, "tavily-base-url", env("PARLEY_TAVILY_BASE_URL", ""),
+	URLVar(fs, &c.WebSearch.TavilyBaseURL, "tavily-base-url", env("PARLEY_TAVILY_BASE_URL", ""),
 		"the Tavily API's base URL; empty: https://api.tavily.com (PARLEY_TAVILY_BASE_URL)")
 	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
 		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")

@@ -241,6 +241,8 @@ func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
 	t.Setenv("PARLEY_SECRETS_KEY", "the-secrets-key")
 	// A SearXNG behind basic auth: Go's client sends the URL's userinfo.
 	t.Setenv("PARLEY_SEARXNG_URL", "https://parley:searx-pw@searx.internal")
+	t.Setenv("PARLEY_BRAVE_BASE_URL", "https://parley:brave-pw@brave.internal")
+	t.Setenv("PARLEY_TAVILY_BASE_URL", "https://parley:tavily-pw@tavily.internal")
 	var c Config
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	var usage strings.Builder
@@ -250,6 +252,8 @@ func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
 	require.NotContains(t, usage.String(), "db-pw")
 	require.NotContains(t, usage.String(), "the-secrets-key")
 	require.NotContains(t, usage.String(), "searx-pw")
+	require.NotContains(t, usage.String(), "brave-pw")
+	require.NotContains(t, usage.String(), "tavily-pw")
 	require.Contains(t, usage.String(), "postgres://parley:xxxxx@db/parley")
 	require.Contains(t, usage.String(), "https://parley:xxxxx@searx.internal")
 	require.Equal(t, "postgres://parley:db-pw@db/parley", c.DatabaseURL)
