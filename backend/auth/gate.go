@@ -61,8 +61,8 @@ func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope, oth
 // of the resource's organization (planName, for metrics; empty when not at
 // hand): once for the client IP, then, once the IP is admitted, for the
 // visitor (unless visitorID is empty), each per resource. It returns the
-// state of the last window counted, also with the refusal of an exhausted
-// one.
+// state of the window that refused the request, or, when none did, of the
+// one with the fewest requests left.
 //
 // SECURITY: the IP comes first. A visitor id is the caller's to choose, and
 // every one counted makes two windows that the limiter keeps (a day's for
@@ -81,12 +81,17 @@ func (g *Gate) AdmitVisitor(ctx context.Context, resource uuid.UUID, visitorID, 
 		if err != nil {
 			return rate, err
 		}
-		rate = &res
 		if !res.Allowed {
 			// SECURITY: the owner's plan bounds what its public resources
 			// cost it, per visitor and per address.
 			metrics.RateLimited(planName, "visitor")
-			return rate, g.Refusal(res)
+			return &res, g.Refusal(res)
+		}
+		// Admitted: the window with the fewest requests left is the one
+		// to report (the address's, shared by every visitor behind it, may
+		// be nearer its end than the visitor's own).
+		if rate == nil || res.Remaining < rate.Remaining {
+			rate = &res
 		}
 	}
 	return rate, nil

@@ -60,3 +60,28 @@ func TestAdmitVisitorCountsTheAddressFirst(t *testing.T) {
 	_, err = g.AdmitVisitor(ctx, res, "v1", "192.0.2.9", "free", lim)
 	require.Equal(t, apperr.RateLimited, apperr.CodeOf(err), "%v", err)
 }
+
+// An admitted caller without a key is told the remaining requests of the
+// tighter of its windows: several visitors behind one address share the
+// address's, and a visitor told its own (fresh) window's remaining was
+// refused by the address's with requests "remaining".
+func TestAdmitVisitorReportsTheTighterWindow(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	g := &auth.Gate{Limits: ratelimit.NewMemory()}
+	res, lim := uuid.New(), plan.Limits{PerMinute: 10, PerDay: 100}
+	for range 6 {
+		_, err := g.AdmitVisitor(ctx, res, "first", "192.0.2.7", "free", lim)
+		require.NoError(t, err)
+	}
+	rate, err := g.AdmitVisitor(ctx, res, "second", "192.0.2.7", "free", lim)
+	require.NoError(t, err)
+	require.True(t, rate.Allowed)
+	require.EqualValues(t, 3, rate.Remaining, "the address has 3 left; the visitor's own window 9")
+	for i := range 3 {
+		_, err := g.AdmitVisitor(ctx, res, "second", "192.0.2.7", "free", lim)
+		require.NoError(t, err, "request %d of the 3 remaining", i+1)
+	}
+	_, err = g.AdmitVisitor(ctx, res, "second", "192.0.2.7", "free", lim)
+	require.Equal(t, apperr.RateLimited, apperr.CodeOf(err))
+}
