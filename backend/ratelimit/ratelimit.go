@@ -36,7 +36,18 @@ type Limiter struct {
 	fallback *Limiter
 	degraded atomic.Int64
 	warned   atomic.Int64 // unix seconds of the last warning
+	// retryAt is when (Unix nanoseconds) to ask the shared store again
+	// after it failed: until then counts go straight to fallback.
+	retryAt atomic.Int64
 }
+
+// StoreRetry is how long counts stay in this process after the shared
+// store failed before it is asked again. A Redis that stops answering (a
+// hung host, dropped packets) fails each call only at its timeout: asked
+// on every count, it held every request that long (a visitor's, counted
+// twice, twice as long) and the organization's usage, read key by key, a
+// timeout per key.
+const StoreRetry = time.Second
 
 // NewMemory counts in this process only.
 func NewMemory() *Limiter {
@@ -78,10 +89,26 @@ func (c scriptsLoadedLater) ScriptLoad(ctx context.Context, script string) *redi
 // shared store failed.
 func (l *Limiter) Degraded() int64 { return l.degraded.Load() }
 
+// resting reports whether the shared store failed less than StoreRetry ago,
+// counting the request as degraded if so.
+func (l *Limiter) resting() bool {
+	if l.fallback == nil || time.Now().UnixNano() >= l.retryAt.Load() {
+		return false
+	}
+	l.degraded.Add(1)
+	return true
+}
+
 // degrade records a failure of the shared store, warning at most once every
-// 30 s, and returns the limiter to count with instead.
+// 30 s, and returns the limiter to count with instead. The store is left
+// alone for StoreRetry, unless the failure is the request's own (its client
+// went away, its deadline passed): a client must not be able to turn the
+// shared counts off.
 func (l *Limiter) degrade(ctx context.Context, err error) *Limiter {
 	l.degraded.Add(1)
+	if ctx.Err() == nil {
+		l.retryAt.Store(time.Now().Add(StoreRetry).UnixNano())
+	}
 	now := time.Now().Unix()
 	if last := l.warned.Load(); now-last >= 30 && l.warned.CompareAndSwap(last, now) {
 		slog.WarnContext(ctx, "rate limits: the shared store fails; counting per instance until it answers", "err", err)
@@ -124,9 +151,13 @@ func (r Result) RetryAfter(now time.Time) time.Duration {
 
 // Allow counts one request of key. A request refused by the minute limit does
 // not count against the day. When Redis fails, the request is counted in
-// this process instead (see fallback): a store outage degrades exactness
-// across instances, never availability.
+// this process instead (see fallback), and so are the requests of the next
+// StoreRetry: a store outage degrades exactness across instances, never
+// availability.
 func (l *Limiter) Allow(ctx context.Context, key string, lim plan.Limits) (Result, error) {
+	if l.resting() {
+		return l.fallback.allow(ctx, key, lim)
+	}
 	res, err := l.allow(ctx, key, lim)
 	if err != nil && l.fallback != nil {
 		return l.degrade(ctx, err).allow(ctx, key, lim)
@@ -140,6 +171,20 @@ func (l *Limiter) allow(ctx context.Context, key string, lim plan.Limits) (Resul
 		return Result{}, fmt.Errorf("rate limit: %w", err)
 	}
 	if m.Reached {
+		// The day may be spent too (requests it refused still count against
+		// the minute): then the day's window is the one to wait for, and
+		// reporting the minute's would send the caller back to be refused
+		// again. Read without counting: a request the minute refuses does
+		// not count against the day.
+		d, err := l.forRate(24*time.Hour, lim.PerDay).Peek(ctx, key+":d")
+		if err != nil {
+			return Result{}, fmt.Errorf("rate limit: %w", err)
+		}
+		if d.Remaining == 0 && d.Reset > m.Reset {
+			res := result(d)
+			res.Allowed = false
+			return res, nil
+		}
 		return result(m), nil
 	}
 	d, err := l.forRate(24*time.Hour, lim.PerDay).Get(ctx, key+":d")
@@ -168,6 +213,9 @@ type Usage struct {
 // Peek reads a key's counts without counting (this process's counts while
 // Redis fails).
 func (l *Limiter) Peek(ctx context.Context, key string, lim plan.Limits) (Usage, error) {
+	if l.resting() {
+		return l.fallback.peek(ctx, key, lim)
+	}
 	u, err := l.peek(ctx, key, lim)
 	if err != nil && l.fallback != nil {
 		return l.degrade(ctx, err).peek(ctx, key, lim)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"fmt"
 	"net/http"
 	"strconv"
 	"sync"
@@ -206,4 +207,73 @@ func TestRetryAfterIsNeverEarly(t *testing.T) {
 		require.GreaterOrEqual(t, ra, left, "%v before Reset", left)
 		require.Less(t, ra, left+time.Second, "%v before Reset", left)
 	}
+}
+
+// A key whose day is spent is told to come back when the day window ends,
+// also when its minute is spent too: requests refused by the day still
+// count against the minute, and a minute's refusal used to report the
+// minute window alone (Retry-After at most 61 s, X-RateLimit-Reset within
+// the minute), so a caller that obeyed came back to be refused by the day
+// again, once a minute, all day.
+func TestMinuteRefusalReportsASpentDay(t *testing.T) {
+	t.Parallel()
+	for _, lim := range []plan.Limits{
+		{PerMinute: 3, PerDay: 2}, // the day refuses first, then the minute
+		{PerMinute: 2, PerDay: 2}, // both spent at once: the minute refuses
+	} {
+		for name, l := range map[string]*ratelimit.Limiter{
+			"memory": ratelimit.NewMemory(),
+			"redis":  redisLimiter(t, "parley-test:"+randomKey()),
+		} {
+			t.Run(fmt.Sprintf("%s/%d a minute", name, lim.PerMinute), func(t *testing.T) {
+				t.Parallel()
+				ctx := context.Background()
+				key := randomKey()
+				var last ratelimit.Result
+				for i := range 6 {
+					res, err := l.Allow(ctx, key, lim)
+					require.NoError(t, err)
+					require.Equal(t, i < 2, res.Allowed, "request %d", i+1)
+					last = res
+					if i < 2 {
+						continue
+					}
+					require.Greater(t, res.RetryAfter(time.Now()), time.Hour, "request %d: told to come back before the day is over", i+1)
+					require.EqualValues(t, 2, res.Limit, "request %d reports the day's window", i+1)
+					require.Zero(t, res.Remaining)
+				}
+				h := http.Header{}
+				ratelimit.WriteHeaders(h, &last, time.Now())
+				secs, err := strconv.ParseInt(h.Get("Retry-After"), 10, 64)
+				require.NoError(t, err)
+				require.Greater(t, secs, int64(3600))
+			})
+		}
+	}
+}
+
+// A count that fails for the request's own sake (its client went away, its
+// deadline passed) does not leave the shared store alone for StoreRetry:
+// a client could otherwise turn the counts shared by the instances off,
+// and get a limit per instance.
+func TestACanceledRequestKeepsTheSharedStore(t *testing.T) {
+	t.Parallel()
+	prefix := "parley-test:" + randomKey()
+	l, other := redisLimiter(t, prefix), redisLimiter(t, prefix)
+	lim := plan.Limits{PerMinute: 10, PerDay: 100}
+	key := randomKey()
+	canceled, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := l.Allow(canceled, key, lim)
+	require.NoError(t, err)
+	require.EqualValues(t, 1, l.Degraded(), "counted in the process")
+	for range 2 {
+		res, err := l.Allow(context.Background(), key, lim)
+		require.NoError(t, err)
+		require.True(t, res.Allowed)
+	}
+	require.EqualValues(t, 1, l.Degraded(), "the next counts went to Redis")
+	u, err := other.Peek(context.Background(), key, lim)
+	require.NoError(t, err)
+	require.EqualValues(t, 2, u.Minute, "another instance reads them")
 }
