@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/console"
 )
 
@@ -160,6 +162,10 @@ func testPasswords(t *testing.T, e *env) {
 			last = guesser.post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {"guess guess guess"}})
 		}
 		require.Equal(t, http.StatusTooManyRequests, last.Status, from)
+		require.Contains(t, last.Text("[data-testid=error]"), "try again in a minute")
+		wait, err := strconv.Atoi(last.Header.Get("Retry-After"))
+		require.NoError(t, err, "Retry-After: %q", last.Header.Get("Retry-After"))
+		require.True(t, wait >= 1 && wait <= 61, "Retry-After %d", wait)
 		guesser := e.anon(t)
 		guesser.from = from[0]
 		p = guesser.post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {Password}})
@@ -169,6 +175,22 @@ func testPasswords(t *testing.T, e *env) {
 	elsewhere.from = "198.51.100.9"
 	p = elsewhere.post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {Password}})
 	require.Equal(t, http.StatusSeeOther, p.Status, "a stranger's guesses locked the owner out: %s", p.Text("[data-testid=error]"))
+
+	// An email's attempts from an address spent for the day: the page
+	// says so, and Retry-After is the day's, not a minute after which the
+	// right password would be refused again.
+	spent := e.anon(t)
+	spent.from = "192.0.2.44"
+	for range 200 {
+		_, err := e.App.Limits.Allow(context.Background(), "signin-email-from:192.0.2.44 "+target.Member.Email, plan.Limits{PerMinute: 1000, PerDay: 200})
+		require.NoError(t, err)
+	}
+	p = spent.post("/console/signin", url.Values{"email": {target.Member.Email}, "password": {Password}})
+	require.Equal(t, http.StatusTooManyRequests, p.Status)
+	require.Regexp(t, `try again in \d+ hours`, p.Text("[data-testid=error]"))
+	wait, err := strconv.Atoi(p.Header.Get("Retry-After"))
+	require.NoError(t, err)
+	require.Greater(t, wait, 3600, "the day's window")
 
 	// Invitations refuse short and common passwords, and leave the link usable.
 	owner := &member.Member{OrgID: e.A.ID, Role: member.Owner}

@@ -180,7 +180,7 @@ func (c *Console) changePassword(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !res.Allowed {
-		c.membersFailed(w, r, apperr.New(apperr.RateLimited, "too many attempts; wait a minute and try again"), membersState{}, setErr)
+		c.membersFailed(w, r, apperr.New(apperr.RateLimited, "too many attempts; try again %s", refused(w, res)), membersState{}, setErr)
 		return
 	}
 	if err := c.Members.ChangePassword(ctx, v.Member, r.PostFormValue("current_password"), password); err != nil {

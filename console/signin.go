@@ -1,13 +1,16 @@
 package console
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/ratelimit"
 )
 
 // signinLimits bound password attempts per email from one address (and
@@ -26,6 +29,23 @@ var (
 	signinEmailLimits = plan.Limits{PerMinute: 100, PerDay: 2000}
 	signinIPLimits    = plan.Limits{PerMinute: 60, PerDay: 2000}
 )
+
+// refused sets the headers of a request res refused (Retry-After,
+// X-RateLimit-*) and says when to try again: "in a minute" while the
+// minute's window refuses, later once the day's does (its limit spent, a
+// minute's wait would be refused again).
+func refused(w http.ResponseWriter, res ratelimit.Result) string {
+	now := time.Now()
+	ratelimit.WriteHeaders(w.Header(), &res, now)
+	switch wait := res.RetryAfter(now); {
+	case wait <= time.Minute:
+		return "in a minute"
+	case wait <= 90*time.Minute:
+		return fmt.Sprintf("in %d minutes", int((wait+time.Minute-1)/time.Minute))
+	default:
+		return fmt.Sprintf("in %d hours", int((wait+time.Hour-1)/time.Hour))
+	}
+}
 
 func (c *Console) signinForm(w http.ResponseWriter, r *http.Request) {
 	render(w, r, http.StatusOK, signinPage(safeNext(r.URL.Query().Get("next")), "", ""))
@@ -60,7 +80,7 @@ func (c *Console) signinSubmit(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		if !res.Allowed {
-			render(w, r, http.StatusTooManyRequests, signinPage(next, email, "Too many sign-in attempts; wait a minute and try again."))
+			render(w, r, http.StatusTooManyRequests, signinPage(next, email, "Too many sign-in attempts; try again "+refused(w, res)+"."))
 			return
 		}
 	}
