@@ -111,7 +111,8 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 }
 
 // DeleteContact deletes one of the organization's contacts; its
-// conversations stay, unlinked. Another organization's contact is
+// conversations stay, unlinked, and the lead_capture calls in them lose
+// the details they recorded (ForgetContactLeadCaptures). Another organization's contact is
 // Forbidden and an unknown id NotFound, as for GetContact. Unlinking takes
 // the conversations in another order than an agent's deletion does, so the
 // agents of the contact's conversations are taken first
@@ -128,6 +129,13 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		if err := q.LockContactAgents(ctx, dbq.LockContactAgentsParams{OrgID: p.OrgID, ContactID: id}); err != nil {
 			return err
 		}
+		// While its conversations still name it: the lead_capture calls
+		// that recorded it keep no copy of what it held.
+		if _, err := q.ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{
+			OrgID: p.OrgID, ContactID: id, Result: ForgottenLeadResult,
+		}); err != nil {
+			return err
+		}
 		n, err := q.DeleteContact(ctx, dbq.DeleteContactParams{OrgID: p.OrgID, ID: id})
 		if err == nil && n == 0 {
 			return db.Missing(ctx, q, "contact", "contact", id)
@@ -139,6 +147,11 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 	}
 	return &parleyv1.DeleteContactResponse{}, nil
 }
+
+// ForgottenLeadResult is the result a lead_capture call of a deleted
+// contact's conversations shows instead of the details it recorded; its
+// arguments become {}.
+const ForgottenLeadResult = "contact details removed: the contact was deleted"
 
 // caller is the request's principal and the contact id it names; an id
 // that is not a UUID is NotFound (no contact has it).

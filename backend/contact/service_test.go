@@ -258,3 +258,63 @@ func TestDeleteContact(t *testing.T) {
 	require.Len(t, again, 1)
 	require.NotEqual(t, erin.ID, again[0].ID)
 }
+
+// A contact that lead_capture recorded is deleted: the conversations it was
+// linked to keep their messages, but the tool calls that recorded it no
+// longer hold its details (the arguments, the result naming them), in the
+// history as every reader gets it. Another contact's call is untouched.
+func TestDeleteContactForgetsLeadCapture(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	r := e.Do("POST", "/api/agents", e.A.Key, map[string]any{"name": "Sales", "instructions": "Help.", "tools": []string{"lead_capture"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ag struct{ ID string }
+	r.JSON(t, &ag)
+	say := func(conv, query string) {
+		t.Helper()
+		r := e.Do("POST", "/api/v2/agent/"+ag.ID+"/chat", e.A.Key, map[string]any{"query": query, "conversationId": conv})
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+	say("lead1", "Hi, my name is Erin Gone, reach me at erin.gone@example.com or +33612345678")
+	say("lead1", "Thanks")
+	say("lead2", "my name is Kim Kept, kim.kept@example.com")
+	type call struct{ Name, Arguments, Result, Status string }
+	calls := func(conv string) []call {
+		t.Helper()
+		r := e.Do("GET", "/api/v2/conversations/"+conv, e.A.Key, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var c struct {
+			Messages []struct{ ToolCalls []call }
+		}
+		r.JSON(t, &c)
+		var out []call
+		for _, m := range c.Messages {
+			out = append(out, m.ToolCalls...)
+		}
+		return out
+	}
+	before := calls("lead1")
+	require.Len(t, before, 1)
+	require.Contains(t, before[0].Arguments, "erin.gone@example.com")
+	require.Contains(t, before[0].Result, "erin.gone@example.com")
+
+	r = e.Do("GET", "/api/contacts?email=erin.gone@example.com", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var p pageJSON
+	r.JSON(t, &p)
+	require.Len(t, p.Contacts, 1)
+	r = e.Do("DELETE", "/api/contacts/"+p.Contacts[0].ID, e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	after := calls("lead1")
+	require.Len(t, after, 1, "the call stays, as a call")
+	require.Equal(t, "lead_capture", after[0].Name)
+	require.Equal(t, before[0].Status, after[0].Status)
+	for _, s := range []string{"erin", "Erin", "Gone", "612345678"} {
+		require.NotContains(t, after[0].Arguments+after[0].Result, s, "the deleted contact's details")
+	}
+	kept := calls("lead2")
+	require.Len(t, kept, 1)
+	require.Contains(t, kept[0].Arguments, "kim.kept@example.com", "another contact's call")
+	require.Contains(t, kept[0].Result, "kim.kept@example.com")
+}

@@ -124,6 +124,48 @@ func (q *Queries) DeleteContact(ctx context.Context, arg DeleteContactParams) (i
 	return result.RowsAffected(), nil
 }
 
+const forgetContactLeadCaptures = `-- name: ForgetContactLeadCaptures :execrows
+WITH held AS (
+  SELECT m.id FROM messages m
+  WHERE m.org_id = $2
+    AND m.conversation_id IN (SELECT c.id FROM conversations c
+                              WHERE c.org_id = $2 AND c.contact_id = $3::uuid)
+    AND m.role = 'assistant'
+    AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.tool_calls) AS e(c)
+                WHERE e.c->>'name' = 'lead_capture'
+                  AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text))
+  ORDER BY m.id
+  FOR UPDATE OF m)
+UPDATE messages m SET tool_calls = (
+  SELECT jsonb_agg(CASE WHEN e.c->>'name' = 'lead_capture'
+                        THEN e.c || jsonb_build_object('arguments', '{}', 'result', $1::text)
+                        ELSE e.c END ORDER BY e.n)
+  FROM jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n))
+FROM held
+WHERE m.org_id = $2 AND m.id = held.id
+`
+
+type ForgetContactLeadCapturesParams struct {
+	Result    string
+	OrgID     uuid.UUID
+	ContactID uuid.UUID
+}
+
+// Takes the details out of the lead_capture calls (messages.tool_calls,
+// protojson ToolCalls) of the answers in a contact's conversations, run
+// before DeleteContact: a call's arguments and result hold the email, phone
+// number, name and note it recorded, and the history, its exports and its
+// stream's replays returned them after the contact was deleted. The call
+// stays (its id, name and status); other tools' calls are untouched. The
+// answers are locked in id order, as ForgetCitedText's batches take them.
+func (q *Queries) ForgetContactLeadCaptures(ctx context.Context, arg ForgetContactLeadCapturesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetContactLeadCaptures, arg.Result, arg.OrgID, arg.ContactID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getContact = `-- name: GetContact :one
 
 SELECT org_id, id, email, phone_number, first_name, last_name, custom_fields, created_at, updated_at, notes FROM contacts WHERE org_id = $1 AND id = $2

@@ -19,6 +19,33 @@ WHERE a.org_id = sqlc.arg(org_id)
 ORDER BY a.id
 FOR KEY SHARE OF a;
 
+-- name: ForgetContactLeadCaptures :execrows
+-- Takes the details out of the lead_capture calls (messages.tool_calls,
+-- protojson ToolCalls) of the answers in a contact's conversations, run
+-- before DeleteContact: a call's arguments and result hold the email, phone
+-- number, name and note it recorded, and the history, its exports and its
+-- stream's replays returned them after the contact was deleted. The call
+-- stays (its id, name and status); other tools' calls are untouched. The
+-- answers are locked in id order, as ForgetCitedText's batches take them.
+WITH held AS (
+  SELECT m.id FROM messages m
+  WHERE m.org_id = sqlc.arg(org_id)
+    AND m.conversation_id IN (SELECT c.id FROM conversations c
+                              WHERE c.org_id = sqlc.arg(org_id) AND c.contact_id = sqlc.arg(contact_id)::uuid)
+    AND m.role = 'assistant'
+    AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.tool_calls) AS e(c)
+                WHERE e.c->>'name' = 'lead_capture'
+                  AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text))
+  ORDER BY m.id
+  FOR UPDATE OF m)
+UPDATE messages m SET tool_calls = (
+  SELECT jsonb_agg(CASE WHEN e.c->>'name' = 'lead_capture'
+                        THEN e.c || jsonb_build_object('arguments', '{}', 'result', sqlc.arg(result)::text)
+                        ELSE e.c END ORDER BY e.n)
+  FROM jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n))
+FROM held
+WHERE m.org_id = sqlc.arg(org_id) AND m.id = held.id;
+
 -- name: DeleteContact :execrows
 -- Its conversations stay, without it (the foreign key sets their
 -- contact_id to null).

@@ -53,8 +53,10 @@ type ContactServiceClient interface {
 	// DeleteContact deletes a contact: what a visitor asks when they want
 	// their details gone. Its conversations stay, no longer linked to it;
 	// what was said in them stays in their messages (delete the
-	// conversation for that), and webhook deliveries that carried the
-	// contact are kept until their retention ends. A visitor who gives the
+	// conversation for that), but the lead_capture calls in them lose the
+	// details they recorded (their arguments and result); webhook
+	// deliveries that carried the contact are kept until their retention
+	// ends. A visitor who gives the
 	// same details again makes a new contact.
 	DeleteContact(context.Context, *v1.DeleteContactRequest) (*v1.DeleteContactResponse, error)
 }
@@ -137,8 +139,10 @@ type ContactServiceHandler interface {
 	// DeleteContact deletes a contact: what a visitor asks when they want
 	// their details gone. Its conversations stay, no longer linked to it;
 	// what was said in them stays in their messages (delete the
-	// conversation for that), and webhook deliveries that carried the
-	// contact are kept until their retention ends. A visitor who gives the
+	// conversation for that), but the lead_capture calls in them lose the
+	// details they recorded (their arguments and result); webhook
+	// deliveries that carried the contact are kept until their retention
+	// ends. A visitor who gives the
 	// same details again makes a new contact.
 	DeleteContact(context.Context, *v1.DeleteContactRequest) (*v1.DeleteContactResponse, error)
 }
