@@ -200,7 +200,10 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 		if errors.Is(err, pgx.ErrNoRows) {
 			continue // created meanwhile: find it
 		}
-		return got, err == nil, err
+		// A new contact's custom fields can pass the bound too: a request
+		// holds them to MaxCustomFields as sent, and a number is written out
+		// in full as stored (1e308, 6 bytes sent, keeps 309 digits).
+		return got, err == nil, tooMany(err)
 	}
 	return uuid.Nil, false, apperr.New(apperr.Aborted, "the contact is being changed by another request; retry")
 }
@@ -228,12 +231,12 @@ func mergeNewEmail(ctx context.Context, tx pgx.Tx, merge dbq.MergeContactParams)
 }
 
 // tooMany is err, or Invalid naming contact.customFields when it is
-// contacts_custom_fields_size refusing what a merge would keep.
+// contacts_custom_fields_size refusing what a merge or an insert would keep.
 func tooMany(err error) error {
 	var pe *pgconn.PgError
 	if errors.As(err, &pe) && pe.Code == "23514" && pe.ConstraintName == "contacts_custom_fields_size" {
 		return apperr.InvalidField("contact.customFields",
-			"the contact's custom fields, with these, would pass %d bytes of JSON", MaxStoredCustomFields)
+			"the contact's custom fields, with these, would pass %d bytes of JSON as stored (where a number is written out in full: 1e308 is 309 digits)", MaxStoredCustomFields)
 	}
 	return err
 }
