@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/pgvector/pgvector-go"
@@ -128,6 +129,28 @@ func fuse(l ranked, textShare float64) []Result {
 	return out
 }
 
+// MaxEmbeddedQuery bounds, in bytes, the part of a query the vector half
+// embeds. A chat message may hold 32,000 characters (Query's 10,000), and
+// an embedder's input is bounded: OpenAI's text-embedding-3 models refuse
+// more than 8,191 tokens, and a 32,000-character message can be 16,000 of
+// them: the turn failed as a 500 before the model was asked. A token of a
+// byte-level tokenizer is at least a byte, so 8,000 bytes always pass; the
+// full-text half reads the query whole.
+const MaxEmbeddedQuery = 8000
+
+// EmbeddedQuery is what the vector half embeds of query: its first
+// MaxEmbeddedQuery bytes, cut between characters.
+func EmbeddedQuery(query string) string {
+	if len(query) <= MaxEmbeddedQuery {
+		return query
+	}
+	cut := MaxEmbeddedQuery
+	for cut > 0 && !utf8.RuneStart(query[cut]) {
+		cut--
+	}
+	return query[:cut]
+}
+
 // lists runs both halves of a search, each for up to candidates chunks.
 func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query string, candidates int) (ranked, error) {
 	var l ranked
@@ -154,7 +177,7 @@ func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, da
 		if err != nil {
 			return l, err
 		}
-		vecs, err := emb.Embed(ctx, []string{query})
+		vecs, err := emb.Embed(ctx, []string{EmbeddedQuery(query)})
 		if err != nil {
 			return l, fmt.Errorf("embedding the query: %w", err)
 		}
