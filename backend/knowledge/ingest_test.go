@@ -268,3 +268,43 @@ func searchVector512SQL() string {
 	s = s[i+len("const searchVector512 = `"):]
 	return s[:strings.Index(s, "`")]
 }
+
+// failingQueries embeds lexically, and fails every call once failing is set:
+// an embedding provider's outage after the documents were ingested.
+type failingQueries struct {
+	embed.Lexical
+	failing atomic.Bool
+}
+
+func (f *failingQueries) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	if f.failing.Load() {
+		return nil, errors.New("503 Service Unavailable")
+	}
+	return f.Lexical.Embed(ctx, texts)
+}
+
+// The query's embedding failing (the embedding provider down) leaves the
+// search to its full-text half: the passages it finds, no error (a chat
+// turn of an agent with knowledge failed as a 500).
+func TestSearchWhileTheEmbedderFails(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "")
+	ctx := context.Background()
+	insertSynthetic(t, e, e.ds, 5, "needle text about shipping parcels to Lyon")
+	emb := &failingQueries{}
+	k := New(e.store, emb, netguard.New(netguard.Config{}))
+	emb.failing.Store(true)
+	var got []Result
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: e.org, ID: e.store_})
+		if err != nil {
+			return err
+		}
+		got, err = k.Search(ctx, q, e.org, []dbq.Datastore{d}, nil, "shipping parcels", 3)
+		return err
+	}))
+	require.Len(t, got, 3, "the full-text half's passages")
+	for _, r := range got {
+		require.Contains(t, r.Text, "shipping parcels")
+	}
+}

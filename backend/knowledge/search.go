@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strconv"
 	"unicode/utf8"
@@ -179,7 +180,15 @@ func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, da
 		}
 		vecs, err := emb.Embed(ctx, []string{EmbeddedQuery(query)})
 		if err != nil {
-			return l, fmt.Errorf("embedding the query: %w", err)
+			if ctx.Err() != nil {
+				return l, fmt.Errorf("embedding the query: %w", err)
+			}
+			// An embedder that fails (a provider's outage, its rate limit)
+			// leaves these datastores to the full-text half: a turn of an
+			// agent with knowledge answered from what it finds rather than
+			// failing whole (it was a 500).
+			slog.WarnContext(ctx, "knowledge search: the query's embedding failed; full text only", "model", model, "err", err)
+			continue
 		}
 		v := pgvector.NewVector(vecs[0])
 		rows, err := k.vectorSearch(ctx, q, dims[model], dbq.SearchVector512Params{
