@@ -38,7 +38,7 @@ func refused(w http.ResponseWriter, res ratelimit.Result) string {
 	now := time.Now()
 	ratelimit.WriteHeaders(w.Header(), &res, now)
 	switch wait := res.RetryAfter(now); {
-	case wait <= time.Minute:
+	case wait <= 90*time.Second: // the minute's window (Retry-After is up to 61 s)
 		return "in a minute"
 	case wait <= 90*time.Minute:
 		return fmt.Sprintf("in %d minutes", int((wait+time.Minute-1)/time.Minute))
