@@ -45,3 +45,35 @@ func TestPromptLeavesTheAnswerItsRoom(t *testing.T) {
 	require.LessOrEqual(t, got+llm.MaxOutputTokens, window,
 		"the prompt (%d tokens, passages included) and the answer's %d fit in the window", got, llm.MaxOutputTokens)
 }
+
+// The prompt alone (the question, the system prompt and the retrieved
+// passages, before any history) may leave less than llm.MaxOutputTokens
+// of a small window: the first call then asks for what the window leaves,
+// as a call after a tool round does (Route.AnswerRoom), not prompt +
+// MaxOutputTokens past the window, which OpenAI and vLLM refuse.
+func TestFirstCallLeavesTheAnswerWhatTheWindowLeaves(t *testing.T) {
+	t.Parallel()
+	const window = 8000
+	passage := strings.Repeat("The vault is opened by the manager on duty. ", 60)
+	var found []knowledge.Result
+	for range 10 {
+		found = append(found, knowledge.Result{DatasourceName: "docs", Title: "Vault", Text: passage})
+	}
+	tn := &turn{
+		a:     &Admitted{Agent: dbq.Agent{Instructions: "Answer from the documents."}},
+		req:   &parleyv1.ChatRequest{Query: "Who opens the vault?"},
+		route: llm.Route{Name: "small", ContextTokens: window, NoTools: true},
+		found: found,
+	}
+	_, req := (&Service{}).buildPrompt(tn)
+	got := llm.PromptTokens(req)
+	require.Greater(t, got+llm.MaxOutputTokens, window, "the test's prompt leaves less than MaxOutputTokens")
+	require.Less(t, got, window)
+	require.LessOrEqual(t, got+req.OutputBound(), window,
+		"the prompt (%d tokens) and the answer's bound (%d) fit in the window", got, req.OutputBound())
+
+	// A prompt that leaves MaxOutputTokens gets them all.
+	tn.found = found[:1]
+	_, req = (&Service{}).buildPrompt(tn)
+	require.Equal(t, llm.MaxOutputTokens, req.OutputBound())
+}

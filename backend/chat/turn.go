@@ -541,6 +541,10 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	history, used := promptHistory(t.history, t.route.HistoryBudget(base))
 	req.Messages = append(history, req.Messages...)
 	t.promptTokens = base + used
+	// MaxOutputTokens, unless the prompt without its history already
+	// leaves less of a small window (many or long passages, a long
+	// question or document): then what it leaves, as after a tool round.
+	req.MaxTokens = t.route.AnswerRoom(t.promptTokens)
 	return kit, req
 }
 

@@ -57,10 +57,11 @@ const minAnswerTokens = 256
 
 // AnswerRoom is the bound on the reply to a prompt of promptTokens: what
 // the window leaves after it, at most MaxOutputTokens and at least
-// minAnswerTokens. A turn's first call needs none (HistoryBudget left
-// MaxOutputTokens); a call after tool rounds, whose calls and results grow
-// the prompt, may get less, where OpenAI and vLLM would refuse the prompt
-// and MaxOutputTokens past the window.
+// minAnswerTokens. A turn's first call gets MaxOutputTokens unless its
+// prompt without history (the passages, the question) already leaves less
+// (HistoryBudget is then 0); a call after tool rounds, whose calls and
+// results grow the prompt, may get less, where OpenAI and vLLM would
+// refuse the prompt and MaxOutputTokens past the window.
 func (r Route) AnswerRoom(promptTokens int) int {
 	return max(minAnswerTokens, min(MaxOutputTokens, r.window()-promptTokens))
 }
