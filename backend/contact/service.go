@@ -129,6 +129,11 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		if err := q.LockContactAgents(ctx, dbq.LockContactAgentsParams{OrgID: p.OrgID, ContactID: id}); err != nil {
 			return err
 		}
+		// Its conversations before their answers, as a conversation's
+		// deletion takes them.
+		if err := q.LockContactConversations(ctx, dbq.LockContactConversationsParams{OrgID: p.OrgID, ContactID: id}); err != nil {
+			return err
+		}
 		// While its conversations still name it: the lead_capture calls
 		// that recorded it keep no copy of what it held.
 		if _, err := q.ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{

@@ -338,6 +338,32 @@ func (q *Queries) LockContactAgents(ctx context.Context, arg LockContactAgentsPa
 	return err
 }
 
+const lockContactConversations = `-- name: LockContactConversations :exec
+WITH k AS MATERIALIZED (
+  SELECT id FROM contacts WHERE org_id = $1 AND id = $2::uuid FOR UPDATE)
+SELECT c.id FROM conversations c
+WHERE c.org_id = $1 AND c.contact_id = (SELECT k.id FROM k)
+ORDER BY c.id
+FOR NO KEY UPDATE OF c
+`
+
+type LockContactConversationsParams struct {
+	OrgID     uuid.UUID
+	ContactID uuid.UUID
+}
+
+// Takes the contact (FOR UPDATE, as its deletion would), then its
+// conversations (FOR NO KEY UPDATE, as the unlinking would, in id order),
+// after their agents and before their answers (ForgetContactLeadCaptures).
+// A conversation's deletion takes the conversation, then its messages (the
+// cascade); the answers taken first, the two deadlocked on a conversation
+// and one of its answers. A chat turn takes the contact (its merge), then
+// the conversation it links: the contact comes first here too.
+func (q *Queries) LockContactConversations(ctx context.Context, arg LockContactConversationsParams) error {
+	_, err := q.db.Exec(ctx, lockContactConversations, arg.OrgID, arg.ContactID)
+	return err
+}
+
 const mergeContact = `-- name: MergeContact :one
 UPDATE contacts SET
   email = coalesce($1, email),

@@ -19,6 +19,21 @@ WHERE a.org_id = sqlc.arg(org_id)
 ORDER BY a.id
 FOR KEY SHARE OF a;
 
+-- name: LockContactConversations :exec
+-- Takes the contact (FOR UPDATE, as its deletion would), then its
+-- conversations (FOR NO KEY UPDATE, as the unlinking would, in id order),
+-- after their agents and before their answers (ForgetContactLeadCaptures).
+-- A conversation's deletion takes the conversation, then its messages (the
+-- cascade); the answers taken first, the two deadlocked on a conversation
+-- and one of its answers. A chat turn takes the contact (its merge), then
+-- the conversation it links: the contact comes first here too.
+WITH k AS MATERIALIZED (
+  SELECT id FROM contacts WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(contact_id)::uuid FOR UPDATE)
+SELECT c.id FROM conversations c
+WHERE c.org_id = sqlc.arg(org_id) AND c.contact_id = (SELECT k.id FROM k)
+ORDER BY c.id
+FOR NO KEY UPDATE OF c;
+
 -- name: ForgetContactLeadCaptures :execrows
 -- Takes the details out of the lead_capture calls (messages.tool_calls,
 -- protojson ToolCalls) of the answers in a contact's conversations, run
