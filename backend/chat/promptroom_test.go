@@ -19,11 +19,7 @@ import (
 func TestPromptLeavesTheAnswerItsRoom(t *testing.T) {
 	t.Parallel()
 	const window = 8000
-	passage := strings.Repeat("The vault is opened by the manager on duty. ", 60)
-	var found []knowledge.Result
-	for range 5 {
-		found = append(found, knowledge.Result{DatasourceName: "docs", Title: "Vault", Text: passage})
-	}
+	found := vaultPassages(5)
 	var history []dbq.ListMessagesRow // newest first
 	for i := range 200 {
 		role := "user"
@@ -54,11 +50,7 @@ func TestPromptLeavesTheAnswerItsRoom(t *testing.T) {
 func TestFirstCallLeavesTheAnswerWhatTheWindowLeaves(t *testing.T) {
 	t.Parallel()
 	const window = 8000
-	passage := strings.Repeat("The vault is opened by the manager on duty. ", 60)
-	var found []knowledge.Result
-	for range 10 {
-		found = append(found, knowledge.Result{DatasourceName: "docs", Title: "Vault", Text: passage})
-	}
+	found := vaultPassages(10)
 	tn := &turn{
 		a:     &Admitted{Agent: dbq.Agent{Instructions: "Answer from the documents."}},
 		req:   &parleyv1.ChatRequest{Query: "Who opens the vault?"},
@@ -76,4 +68,14 @@ func TestFirstCallLeavesTheAnswerWhatTheWindowLeaves(t *testing.T) {
 	tn.found = found[:1]
 	_, req = (&Service{}).buildPrompt(tn)
 	require.Equal(t, llm.MaxOutputTokens, req.OutputBound())
+}
+
+// vaultPassages are n retrieved passages of some 600 tokens each.
+func vaultPassages(n int) []knowledge.Result {
+	passage := strings.Repeat("The vault is opened by the manager on duty. ", 60)
+	found := make([]knowledge.Result, n)
+	for i := range found {
+		found[i] = knowledge.Result{DatasourceName: "docs", Title: "Vault", Text: passage}
+	}
+	return found
 }

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sort"
 	"strconv"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/pgvector/pgvector-go"
@@ -141,16 +140,7 @@ const MaxEmbeddedQuery = 8000
 
 // EmbeddedQuery is what the vector half embeds of query: its first
 // MaxEmbeddedQuery bytes, cut between characters.
-func EmbeddedQuery(query string) string {
-	if len(query) <= MaxEmbeddedQuery {
-		return query
-	}
-	cut := MaxEmbeddedQuery
-	for cut > 0 && !utf8.RuneStart(query[cut]) {
-		cut--
-	}
-	return query[:cut]
-}
+func EmbeddedQuery(query string) string { return clip(query, MaxEmbeddedQuery) }
 
 // lists runs both halves of a search, each for up to candidates chunks.
 func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query string, candidates int) (ranked, error) {
