@@ -191,7 +191,7 @@ type turn struct {
 	sent    bool
 	// calls are the tool calls reported so far, stored with the answer.
 	calls []*parleyv1.ToolCall
-	// promptTokens estimates the prompt as sent (llm.PromptTokens), tool
+	// promptTokens estimates the prompt as sent (Route.WindowTokens), tool
 	// rounds included: what it leaves of the window bounds the next reply.
 	promptTokens int
 	// gotText: the model produced text (its time to first token is counted).
@@ -537,7 +537,7 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	}
 	// The history fits in what the rest of the prompt, passages included,
 	// leaves of the window with room for the answer.
-	base := llm.PromptTokens(req)
+	base := t.route.WindowTokens(0, req)
 	history, used := promptHistory(t.history, t.route.HistoryBudget(base))
 	req.Messages = append(history, req.Messages...)
 	t.promptTokens = base + used
@@ -617,7 +617,7 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 		// The round's calls and results grow the prompt: the next reply
 		// gets what the window still leaves (a small window's server
 		// refuses a request asking past it).
-		t.promptTokens += llm.PromptTokens(llm.Request{Messages: step})
+		t.promptTokens += t.route.WindowTokens(t.promptTokens, llm.Request{Messages: step})
 		prompt.MaxTokens = t.route.AnswerRoom(t.promptTokens)
 		if end != nil {
 			g.handedOver = true

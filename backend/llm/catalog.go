@@ -41,7 +41,23 @@ const DefaultContextTokens = 16000
 // it less), and never more than 32,000 (long histories cost more than
 // they help).
 func (r Route) HistoryBudget(promptTokens int) int {
-	return max(0, min(r.window()-MaxOutputTokens-promptTokens, 32000))
+	return max(0, min(r.window()-MaxOutputTokens-promptTokens, maxHistoryTokens))
+}
+
+// maxHistoryTokens bounds HistoryBudget.
+const maxHistoryTokens = 32000
+
+// WindowTokens is what req adds to a prompt of held tokens, for this
+// route's window arithmetic (HistoryBudget, AnswerRoom): PromptTokens(req),
+// or req's bytes when even they leave the whole history budget, since then
+// the exact count changes neither the budget nor the answer's room.
+// Tokenizing costs about a millisecond per 4 KB (a turn's passages, a tool
+// round's results), on every turn of a large window for nothing.
+func (r Route) WindowTokens(held int, req Request) int {
+	if n := promptBytes(req); r.HistoryBudget(held+n) == maxHistoryTokens {
+		return n
+	}
+	return PromptTokens(req)
 }
 
 func (r Route) window() int {

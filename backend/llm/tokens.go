@@ -49,15 +49,22 @@ func CountTokens(text string) int {
 // prompt), each message's text, the tool calls it made and their results.
 // Images are not counted. It is the count of a call whose provider reports
 // no usage (cut mid-answer, a server that reports none).
-func PromptTokens(req Request) int {
-	n := CountTokens(systemWithKnowledge(req))
+func PromptTokens(req Request) int { return promptSize(req, CountTokens) }
+
+// promptBytes is the size in bytes of what PromptTokens counts: never less
+// than its tokens (a token is at least a byte).
+func promptBytes(req Request) int { return promptSize(req, func(s string) int { return len(s) }) }
+
+// promptSize adds up size of each text of req's prompt as sent.
+func promptSize(req Request, size func(string) int) int {
+	n := size(systemWithKnowledge(req))
 	for _, m := range req.Messages {
-		n += CountTokens(m.Content)
+		n += size(m.Content)
 		for _, c := range m.ToolCalls {
-			n += CountTokens(c.Name) + CountTokens(c.Arguments)
+			n += size(c.Name) + size(c.Arguments)
 		}
 		for _, r := range m.ToolResults {
-			n += CountTokens(r.Content)
+			n += size(r.Content)
 		}
 	}
 	return n

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"unicode"
+
+	"github.com/stretchr/testify/require"
 )
 
 // Text is counted in pieces that hold no run of whitespace longer than
@@ -85,4 +87,22 @@ func BenchmarkCountTokensSpaces(b *testing.B) {
 	for b.Loop() {
 		CountTokens(text)
 	}
+}
+
+// WindowTokens counts exactly where a window's arithmetic needs it, and
+// on a window with room to spare takes the bytes, which never change what
+// the budget and the answer's room come to.
+func TestWindowTokens(t *testing.T) {
+	req := Request{System: "Answer from the documents.", Knowledge: []Passage{{Title: "Vault", Text: strings.Repeat("The vault is opened by the manager on duty. ", 60)}},
+		Messages: []Message{{Role: RoleUser, Content: "Who opens the vault?"}}}
+	exact := PromptTokens(req)
+	small := Route{ContextTokens: 8000}
+	require.Equal(t, exact, small.WindowTokens(0, req), "a small window: counted")
+	large := Route{ContextTokens: 128000}
+	got := large.WindowTokens(0, req)
+	require.Greater(t, got, exact, "a large window: the bytes, not tokenized")
+	require.Equal(t, large.HistoryBudget(exact), large.HistoryBudget(got))
+	require.Equal(t, large.AnswerRoom(exact), large.AnswerRoom(got))
+	// Held tokens that leave less than the whole budget: counted.
+	require.Equal(t, exact, large.WindowTokens(128000-MaxOutputTokens-maxHistoryTokens, req))
 }
