@@ -535,8 +535,13 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: query, Images: t.images}},
 	}
-	// The history fits in what the rest of the prompt, passages included,
-	// leaves of the window with room for the answer.
+	if !kit.Empty() {
+		// Offered on the first call (rounds sets them for each call): the
+		// definitions are prompt too.
+		req.Tools = kit.Definitions()
+	}
+	// The history fits in what the rest of the prompt, passages and tool
+	// definitions included, leaves of the window with room for the answer.
 	base := t.route.WindowTokens(0, req)
 	history, used := promptHistory(t.history, t.route.HistoryBudget(base))
 	req.Messages = append(history, req.Messages...)

@@ -1,6 +1,7 @@
 package llm
 
 import (
+	"encoding/json"
 	"sync"
 	"unicode"
 	"unicode/utf8"
@@ -46,8 +47,10 @@ func CountTokens(text string) int {
 
 // PromptTokens estimates req's prompt as the providers send it: the system
 // prompt with the retrieved passages (systemWithKnowledge: often most of a
-// prompt), each message's text, the tool calls it made and their results.
-// Images are not counted. It is the count of a call whose provider reports
+// prompt), each message's text, the tool calls it made and their results,
+// and the tools offered (name, description, parameters' schema as JSON:
+// providers bill them as prompt, and on a small window they take room
+// from the answer). Images are not counted. It is the count of a call whose provider reports
 // no usage (cut mid-answer, a server that reports none).
 func PromptTokens(req Request) int { return promptSize(req, CountTokens) }
 
@@ -65,6 +68,12 @@ func promptSize(req Request, size func(string) int) int {
 		}
 		for _, r := range m.ToolResults {
 			n += size(r.Content)
+		}
+	}
+	for _, t := range req.Tools {
+		n += size(t.Name) + size(t.Description)
+		if schema, err := json.Marshal(t.Parameters); err == nil {
+			n += size(string(schema))
 		}
 	}
 	return n

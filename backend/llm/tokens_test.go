@@ -106,3 +106,19 @@ func TestWindowTokens(t *testing.T) {
 	// Held tokens that leave less than the whole budget: counted.
 	require.Equal(t, exact, large.WindowTokens(128000-MaxOutputTokens-maxHistoryTokens, req))
 }
+
+// The tools offered are prompt: their names, descriptions and schemas
+// count, as providers bill them and as they take a small window's room.
+func TestPromptTokensCountsTheToolsOffered(t *testing.T) {
+	req := Request{System: "Answer.", Messages: []Message{{Role: RoleUser, Content: "Who opens the vault?"}}}
+	without := PromptTokens(req)
+	description := strings.Repeat("Fetches an order's status from the shop's system. ", 40)
+	req.Tools = []Tool{{Name: "order_status", Description: description, Parameters: map[string]any{
+		"type": "object", "properties": map[string]any{"orderId": map[string]any{"type": "string", "description": "The order's number, as on the receipt."}},
+	}}}
+	with := PromptTokens(req)
+	require.GreaterOrEqual(t, with-without, CountTokens(description)+CountTokens("order_status"), "the description and the name")
+	require.Greater(t, with-without, CountTokens(description)+CountTokens("order_status"), "and the schema")
+	small := Route{ContextTokens: 8000}
+	require.Less(t, small.HistoryBudget(small.WindowTokens(0, req)), small.HistoryBudget(without), "the history makes room for them")
+}
