@@ -263,7 +263,7 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 	if err != nil {
 		return err
 	}
-	var storeIDs []uuid.UUID
+	var stores []dbq.Datastore
 	done := false
 	// (A caller with neither key nor visitor id, which Admit never lets
 	// through, could not join even the conversation the batch creates:
@@ -272,18 +272,22 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 	// A turn with a datasource filter takes loadTx too: the filter is
 	// checked there before anything is stored.
 	if s.Hooks.Silent(t.org) && t.req.GetContact() == nil && anyone && len(t.filter) == 0 {
-		if done, storeIDs, err = s.loadOneTrip(ctx, t, question, atts); err != nil {
+		if done, stores, err = s.loadOneTrip(ctx, t, question, atts); err != nil {
 			return err
-		}
-		if done && t.retrieves(storeIDs) {
-			err = s.Store.Tenant(ctx, t.org, func(q *dbq.Queries) error { return s.retrieve(ctx, q, t, storeIDs) })
 		}
 	}
 	if !done {
-		err = s.loadTx(ctx, t, question, atts)
+		if stores, err = s.loadTx(ctx, t, question, atts); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		return err
+	// The passages are searched after the question's commit: it is stored
+	// even if the search fails, as it is when the model fails, and no row
+	// stays locked while the question is embedded.
+	if t.retrieves(stores) {
+		if err := s.retrieve(ctx, t, stores); err != nil {
+			return err
+		}
 	}
 	srcs := make([]*parleyv1.Source, 0, len(t.found))
 	for _, r := range t.found {
@@ -300,9 +304,8 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 // question was not stored (the id is another agent's or caller's): nothing
 // was, and loadTx starts a conversation under a new id. No webhook event
 // is written: the caller checked that the organization has no endpoint.
-// The passages are searched after the commit (load): the question is
-// stored even if that search fails, as it is when the model fails.
-func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, atts []byte) (done bool, storeIDs []uuid.UUID, _ error) {
+// The passages are searched after the commit (load).
+func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, atts []byte) (done bool, stores []dbq.Datastore, _ error) {
 	org, req := t.org, t.req
 	visitor := visitorID(req)
 	var o opening
@@ -345,27 +348,28 @@ func (s *Service) loadOneTrip(ctx context.Context, t *turn, question uuid.UUID, 
 	}
 	// The question joined the conversation read: its history is the turn's.
 	t.conv, t.history = o.conv, o.history
-	return true, o.storeIDs, nil
+	return true, o.stores, nil
 }
 
 // loadTx is load in a transaction of several round trips: its first
 // statements go with BEGIN (Store.TenantTxWith), as loadOneTrip's: the
 // conversation's insert under the client's id (nothing when it exists), its
-// row, its history and the agent's datastores. Then the contact is merged,
-// the conversation joined or a new one started (conversation), the
-// passages searched, the question stored, and the webhook events of a new
-// conversation and of the question enqueued with them.
-func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts []byte) error {
+// row, its history and the agent's datastores (returned: load searches
+// them after the commit). Then the contact is merged, the conversation
+// joined or a new one started (conversation), the question stored, and the
+// webhook events of a new conversation and of the question enqueued with
+// them.
+func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts []byte) ([]dbq.Datastore, error) {
 	org, req := t.org, t.req
 	var o opening
 	first := func(q *dbq.Queries) error { return s.open(ctx, q, t, &o) }
-	return s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
+	err := s.Store.TenantTxWith(ctx, org, first, func(tx pgx.Tx, q *dbq.Queries) error {
 		t.conv, t.history = o.conv, o.history
 		created, existsErr := o.created, o.existsErr
 		// SECURITY: only datasources of this agent's datastores; before
 		// anything is stored (the transaction's first statements wrote
 		// nothing the check's error keeps).
-		if err := knowledge.CheckFilter(ctx, q, org, o.storeIDs, t.filter, "filters.datasource_ids", "this agent's datastores"); err != nil {
+		if err := knowledge.CheckFilter(ctx, q, org, storeIDs(o.stores), t.filter, "filters.datasource_ids", "this agent's datastores"); err != nil {
 			return err
 		}
 		contactID, err := s.mergeContact(ctx, tx, org, req.GetContact(), t.a.Principal == nil)
@@ -398,11 +402,6 @@ func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts 
 				return err
 			}
 		}
-		if t.retrieves(o.storeIDs) {
-			if err := s.retrieve(ctx, q, t, o.storeIDs); err != nil {
-				return err
-			}
-		}
 		row, err := q.CreateMessage(ctx, dbq.CreateMessageParams{
 			OrgID: org, ID: question, ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(),
 			Channel: t.channel, Attachments: atts, Sources: []byte("[]"),
@@ -414,6 +413,7 @@ func (s *Service) loadTx(ctx context.Context, t *turn, question uuid.UUID, atts 
 			ID: row.ID.String(), ConversationID: t.conv.ID, Role: "user", Content: req.GetQuery(), CreateTime: row.CreatedAt,
 		})
 	})
+	return o.stores, err
 }
 
 // opening is what a turn's first statements read (open).
@@ -425,9 +425,9 @@ type opening struct {
 	// transaction that rolled back).
 	conv      dbq.Conversation
 	existsErr error
-	// history is conv's, newest first; storeIDs are the agent's datastores.
-	history  []dbq.ListMessagesRow
-	storeIDs []uuid.UUID
+	// history is conv's, newest first; stores are the agent's datastores.
+	history []dbq.ListMessagesRow
+	stores  []dbq.Datastore
 }
 
 // open sends a turn's first statements, into o: the conversation's insert
@@ -456,26 +456,40 @@ func (s *Service) open(ctx context.Context, q *dbq.Queries, t *turn, o *opening)
 	}
 	if s.Knowledge != nil {
 		// SECURITY: only this organization's datastores attached to this agent.
-		o.storeIDs, err = q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: org, AgentID: t.a.Agent.ID})
+		o.stores, err = s.Knowledge.AgentDatastores(ctx, q, org, t.a.Agent.ID)
 	}
 	return err
 }
 
 // retrieves reports whether the turn searches knowledge: the agent has
 // datastores and the conversation is not in people's hands.
-func (t *turn) retrieves(storeIDs []uuid.UUID) bool {
-	return len(storeIDs) > 0 && !handoff.Silenced(t.conv.Status)
+func (t *turn) retrieves(stores []dbq.Datastore) bool {
+	return len(stores) > 0 && !handoff.Silenced(t.conv.Status)
 }
 
-// retrieve reads the agent's datastores (storeIDs) and the passages they
-// hold for the question, in org's transaction q.
-func (s *Service) retrieve(ctx context.Context, q *dbq.Queries, t *turn, storeIDs []uuid.UUID) error {
-	var err error
-	if t.stores, err = s.Knowledge.Datastores(ctx, q, t.org, storeIDs); err != nil {
+// retrieve finds the passages the agent's datastores (stores) hold for the
+// question: it embeds the question first, holding no connection (a remote
+// embedder takes a network round trip), then searches in a transaction of
+// its own. A datastore deleted since stores were read finds nothing.
+func (s *Service) retrieve(ctx context.Context, t *turn, stores []dbq.Datastore) error {
+	t.stores = stores
+	query, err := s.Knowledge.EmbedQuery(ctx, stores, t.req.GetQuery())
+	if err != nil {
 		return err
 	}
-	t.found, err = s.Knowledge.Search(ctx, q, t.org, t.stores, t.filter, t.req.GetQuery(), passagesPerTurn)
-	return err
+	return s.Store.Tenant(ctx, t.org, func(q *dbq.Queries) error {
+		t.found, err = s.Knowledge.Search(ctx, q, t.org, stores, t.filter, query, passagesPerTurn)
+		return err
+	})
+}
+
+// storeIDs are the datastores' ids.
+func storeIDs(stores []dbq.Datastore) []uuid.UUID {
+	ids := make([]uuid.UUID, len(stores))
+	for i, d := range stores {
+		ids[i] = d.ID
+	}
+	return ids
 }
 
 // cite adds sources to the reply, each once, and sends them as events.

@@ -266,7 +266,7 @@ func setupSearch(b *testing.B) kenv {
 		for i := 0; i < 200; i++ {
 			q := sentence(3 + r.Intn(5))
 			if searchErr = env.store.Tenant(ctx, env.org, func(qq *dbq.Queries) error {
-				_, err := k.Search(ctx, qq, env.org, stores, nil, q, 10)
+				_, err := k.Search(ctx, qq, env.org, stores, nil, Text(q), 10)
 				return err
 			}); searchErr != nil {
 				return
@@ -416,7 +416,7 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 	}
 	b.Run("hybrid", func(b *testing.B) {
 		latencies(b, env, func(qq *dbq.Queries, q string) error {
-			_, err := k.Search(ctx, qq, env.org, stores, nil, q, 10)
+			_, err := k.Search(ctx, qq, env.org, stores, nil, Text(q), 10)
 			return err
 		})
 	})

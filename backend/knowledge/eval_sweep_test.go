@@ -68,7 +68,7 @@ func (s sweepScores) sweep(t *testing.T, k *Knowledge, org uuid.UUID, store dbq.
 	require.NoError(t, k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		lists := make([]ranked, len(d.Questions))
 		for i, qu := range d.Questions {
-			l, err := k.lists(ctx, q, org, []dbq.Datastore{store}, nil, qu.Q, Candidates)
+			l, err := k.lists(ctx, q, org, []dbq.Datastore{store}, nil, Text(qu.Q), Candidates)
 			if err != nil {
 				return err
 			}

@@ -298,7 +298,7 @@ func TestEvalRetrieval(t *testing.T) {
 				scores[m.name][d.Name] = s
 				require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 					for i, qu := range d.Questions {
-						l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, cmp.Or(rr.candidates[m.name], Candidates))
+						l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, Text(qu.Q), cmp.Or(rr.candidates[m.name], Candidates))
 						if err != nil {
 							return err
 						}

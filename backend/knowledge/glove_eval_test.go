@@ -621,7 +621,7 @@ func TestEvalGloVe(t *testing.T) {
 				questionsN++
 				asked = append(asked, d.Name+": "+qu.Q)
 				holds := answerHolders(ds.chunks, qu.A)
-				l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, Candidates)
+				l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, Text(qu.Q), Candidates)
 				if err != nil {
 					return err
 				}

@@ -76,7 +76,7 @@ func TestEvalHeadingMix(t *testing.T) {
 		require.NoError(t, k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 			for _, qu := range d.Questions {
 				holders := answerHolders(ds.chunks, qu.A)
-				l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, Candidates)
+				l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, Text(qu.Q), Candidates)
 				if err != nil {
 					return err
 				}

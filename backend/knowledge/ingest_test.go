@@ -152,7 +152,7 @@ func TestFilteredSearchReturnsK(t *testing.T) {
 			return err
 		}
 		require.Len(t, rows, 7, "the filtered vector search lost results")
-		got, err = k.Search(ctx, q, e.org, []dbq.Datastore{d}, []uuid.UUID{other}, "shipping parcels", 7)
+		got, err = k.Search(ctx, q, e.org, []dbq.Datastore{d}, []uuid.UUID{other}, Text("shipping parcels"), 7)
 		return err
 	}))
 	require.Len(t, got, 7)
@@ -300,7 +300,7 @@ func TestSearchWhileTheEmbedderFails(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		got, err = k.Search(ctx, q, e.org, []dbq.Datastore{d}, nil, "shipping parcels", 3)
+		got, err = k.Search(ctx, q, e.org, []dbq.Datastore{d}, nil, Text("shipping parcels"), 3)
 		return err
 	}))
 	require.Len(t, got, 3, "the full-text half's passages")

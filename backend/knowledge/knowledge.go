@@ -606,42 +606,12 @@ func validURL(raw string) error {
 
 // AgentDatastores returns the datastores attached to an agent of org.
 func (k *Knowledge) AgentDatastores(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID) ([]dbq.Datastore, error) {
-	ids, err := q.AgentDatastores(ctx, dbq.AgentDatastoresParams{OrgID: org, AgentID: agent})
-	if err != nil {
-		return nil, err
+	rows, err := q.AgentDatastoreRows(ctx, dbq.AgentDatastoreRowsParams{OrgID: org, AgentID: agent})
+	stores := make([]dbq.Datastore, len(rows))
+	for i, r := range rows {
+		stores[i] = r.Datastore
 	}
-	return k.Datastores(ctx, q, org, ids)
-}
-
-// Datastores reads org's datastores with these ids (an agent's, as
-// q.AgentDatastores lists them). One deleted since the ids were read (a
-// chat turn reads them in an earlier transaction) is left out: there is
-// nothing in it to search.
-func (k *Knowledge) Datastores(ctx context.Context, q *dbq.Queries, org uuid.UUID, ids []uuid.UUID) ([]dbq.Datastore, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	stores := make([]dbq.Datastore, 0, len(ids))
-	for _, id := range ids {
-		d, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: org, ID: id})
-		if errors.Is(err, pgx.ErrNoRows) {
-			continue
-		}
-		if err != nil {
-			return nil, err
-		}
-		stores = append(stores, d)
-	}
-	return stores, nil
-}
-
-// ForAgent returns the passages an agent's datastores hold for a question.
-func (k *Knowledge) ForAgent(ctx context.Context, q *dbq.Queries, org, agent uuid.UUID, datasourceIDs []uuid.UUID, question string, topK int) ([]Result, error) {
-	stores, err := k.AgentDatastores(ctx, q, org, agent)
-	if err != nil || len(stores) == 0 {
-		return nil, err
-	}
-	return k.Search(ctx, q, org, stores, datasourceIDs, question, topK)
+	return stores, err
 }
 
 // Passages turns results into the model's knowledge.

@@ -113,7 +113,7 @@ func paraphraseRetrieval(t *testing.T, emb embed.Embedder, floor int) {
 			return err
 		}
 		for i, p := range paraphrases {
-			rs, err := k.Search(ctx, q, e.org, []dbq.Datastore{d}, nil, p.question, 5)
+			rs, err := k.Search(ctx, q, e.org, []dbq.Datastore{d}, nil, Text(p.question), 5)
 			if err != nil {
 				return err
 			}

@@ -213,7 +213,7 @@ func TestEvalPRF(t *testing.T) {
 					}
 					return -1
 				}
-				l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, qu.Q, Candidates)
+				l, err := k.lists(ctx, q, org, []dbq.Datastore{ds.store}, nil, Text(qu.Q), Candidates)
 				if err != nil {
 					return err
 				}

@@ -75,35 +75,42 @@ func TestDeleteDatastoreRacesIngestion(t *testing.T) {
 	}
 }
 
-// A turn reads its agent's datastore ids in one transaction and searches
-// them in a later one: a datastore deleted in between is left out, and the
-// others are still searched (it was a 500, "no rows in result set").
-func TestDatastoresLeavesOutADeletedOne(t *testing.T) {
+// A turn reads its agent's datastores in one transaction and searches
+// them in a later one: a datastore deleted in between finds nothing, and
+// the others are still searched (reading it again was a 500, "no rows in
+// result set").
+func TestSearchOfADatastoreDeletedSinceItWasRead(t *testing.T) {
 	t.Parallel()
 	e := setupIngest(t, "The shop opens at nine in the morning and closes at six in the evening.")
 	ctx := context.Background()
 	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}))
 	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
-	gone := uuid.New()
+	var stores []dbq.Datastore
 	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
-		if _, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: e.org, ID: gone, Name: "gone", EmbeddingModel: embed.Lexical{}.Model(), EmbeddingDim: embed.LexicalDim}); err != nil {
+		gone, err := q.CreateDatastore(ctx, dbq.CreateDatastoreParams{OrgID: e.org, ID: uuid.New(), Name: "gone", EmbeddingModel: embed.Lexical{}.Model(), EmbeddingDim: embed.LexicalDim})
+		if err != nil {
 			return err
 		}
-		_, err := q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: e.org, ID: gone})
+		kept, err := q.GetDatastore(ctx, dbq.GetDatastoreParams{OrgID: e.org, ID: e.store_})
+		stores = []dbq.Datastore{gone, kept}
 		return err
 	}))
 	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
-		stores, err := k.Datastores(ctx, q, e.org, []uuid.UUID{gone, e.store_})
-		require.NoError(t, err)
-		require.Len(t, stores, 1)
-		require.Equal(t, e.store_, stores[0].ID)
-		found, err := k.Search(ctx, q, e.org, stores, nil, "when does the shop open", 5)
+		_, err := q.DeleteDatastore(ctx, dbq.DeleteDatastoreParams{OrgID: e.org, ID: stores[0].ID})
+		return err
+	}))
+	query, err := k.EmbedQuery(ctx, stores, "when does the shop open")
+	require.NoError(t, err)
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		found, err := k.Search(ctx, q, e.org, stores, nil, query, 5)
 		require.NoError(t, err)
 		require.NotEmpty(t, found, "the remaining datastore is searched")
-
-		stores, err = k.Datastores(ctx, q, e.org, []uuid.UUID{gone})
+		for _, r := range found {
+			require.NotEqual(t, stores[0].ID, r.DatasourceID)
+		}
+		found, err = k.Search(ctx, q, e.org, stores[:1], nil, query, 5)
 		require.NoError(t, err)
-		require.Empty(t, stores)
+		require.Empty(t, found, "the deleted datastore holds nothing")
 		return nil
 	}))
 }

@@ -107,7 +107,7 @@ func TestChangingTheEmbedderReembeds(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		rs, err := k.Search(ctx, q, e.org, []dbq.Datastore{d}, []uuid.UUID{}, "refund within thirty days", 3)
+		rs, err := k.Search(ctx, q, e.org, []dbq.Datastore{d}, []uuid.UUID{}, Text("refund within thirty days"), 3)
 		require.NotEmpty(t, rs)
 		require.Contains(t, rs[0].Text, "thirty days")
 		return err
@@ -157,7 +157,7 @@ func TestVectorSearchEachDimension(t *testing.T) {
 				k.ExactBelow, k.ExactMax = path.exactBelow, path.exactMax
 				var found []Result
 				require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
-					l, err := k.lists(ctx, q, e.org, stores, nil, "refunds within thirty days", 10)
+					l, err := k.lists(ctx, q, e.org, stores, nil, Text("refunds within thirty days"), 10)
 					if len(l.vector) == 1 {
 						found = l.vector[0]
 					}

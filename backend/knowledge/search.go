@@ -40,12 +40,70 @@ func (r Result) Source() string {
 	return r.DatasourceName
 }
 
+// Query is a search's text and its embeddings, one for each embedder of
+// the datastores searched (EmbedQuery).
+type Query struct {
+	Text string
+	// vectors holds the text's embedding by model; a model whose embedder
+	// failed is there with nil (its datastores are searched by full text).
+	vectors map[string]*pgvector.Vector
+}
+
+// Text is a search for text not yet embedded: Search embeds it for each
+// embedder among the datastores, inside the caller's transaction. Request
+// paths call EmbedQuery first, outside any.
+func Text(text string) Query { return Query{Text: text} }
+
+// EmbedQuery embeds text for each embedder among datastores, for Search.
+// Call it before the transaction Search runs in: a remote embedder
+// (OpenAI, Gemini) takes a network round trip, and inside a transaction a
+// pooled connection (and in a chat turn the rows it locked) waited on it.
+// An embedder that fails (a provider's outage, its rate limit) leaves its
+// datastores to the full-text half, with a warning logged: a turn of an
+// agent with knowledge answers from what that finds rather than failing
+// whole (it was a 500). The error is ctx's, or a datastore's model that is
+// not configured.
+func (k *Knowledge) EmbedQuery(ctx context.Context, datastores []dbq.Datastore, text string) (Query, error) {
+	query := Query{Text: text, vectors: map[string]*pgvector.Vector{}}
+	for _, d := range datastores {
+		if _, done := query.vectors[d.EmbeddingModel]; done {
+			continue
+		}
+		v, err := k.embedQuery(ctx, d.EmbeddingModel, text)
+		if err != nil {
+			return query, err
+		}
+		query.vectors[d.EmbeddingModel] = v
+	}
+	return query, nil
+}
+
+// embedQuery is text's embedding by model's embedder; nil, with a warning
+// logged, when the embedder fails while ctx lasts.
+func (k *Knowledge) embedQuery(ctx context.Context, model, text string) (*pgvector.Vector, error) {
+	emb, err := k.Embedder(model)
+	if err != nil {
+		return nil, err
+	}
+	vecs, err := emb.Embed(ctx, []string{EmbeddedQuery(text)})
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("embedding the query: %w", err)
+		}
+		slog.WarnContext(ctx, "knowledge search: the query's embedding failed; full text only", "model", model, "err", err)
+		return nil, nil
+	}
+	v := pgvector.NewVector(vecs[0])
+	return &v, nil
+}
+
 // Search runs a hybrid search in q's tenant transaction: the nearest chunks
 // by embedding (pgvector HNSW, cosine) and the best full-text matches
 // (BM25 over text_postings, fulltext.go), fused by their scores (fuse).
 // Scores are 0..1 (1: first in both lists). datasourceIDs, when given,
-// restrict the search.
-func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query string, topK int) ([]Result, error) {
+// restrict the search. query carries its embeddings (EmbedQuery); a model
+// it lacks is embedded here.
+func (k *Knowledge) Search(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query Query, topK int) ([]Result, error) {
 	if len(datastores) == 0 || topK <= 0 {
 		return nil, nil
 	}
@@ -143,7 +201,7 @@ const MaxEmbeddedQuery = 8000
 func EmbeddedQuery(query string) string { return clip(query, MaxEmbeddedQuery) }
 
 // lists runs both halves of a search, each for up to candidates chunks.
-func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query string, candidates int) (ranked, error) {
+func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, datastores []dbq.Datastore, datasourceIDs []uuid.UUID, query Query, candidates int) (ranked, error) {
 	var l ranked
 	if datasourceIDs == nil {
 		datasourceIDs = []uuid.UUID{}
@@ -164,25 +222,18 @@ func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, da
 	}
 	for _, model := range models {
 		ids := byModel[model]
-		emb, err := k.Embedder(model)
-		if err != nil {
-			return l, err
-		}
-		vecs, err := emb.Embed(ctx, []string{EmbeddedQuery(query)})
-		if err != nil {
-			if ctx.Err() != nil {
-				return l, fmt.Errorf("embedding the query: %w", err)
+		v, embedded := query.vectors[model]
+		if !embedded {
+			var err error
+			if v, err = k.embedQuery(ctx, model, query.Text); err != nil {
+				return l, err
 			}
-			// An embedder that fails (a provider's outage, its rate limit)
-			// leaves these datastores to the full-text half: a turn of an
-			// agent with knowledge answered from what it finds rather than
-			// failing whole (it was a 500).
-			slog.WarnContext(ctx, "knowledge search: the query's embedding failed; full text only", "model", model, "err", err)
-			continue
 		}
-		v := pgvector.NewVector(vecs[0])
+		if v == nil {
+			continue // the embedder failed: full text only
+		}
 		rows, err := k.vectorSearch(ctx, q, dims[model], dbq.SearchVector512Params{
-			Query: &v, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, ExactBelow: k.ExactBelow, ExactMax: k.ExactMax, ExactRatio: k.ExactRatio, K: int32(candidates),
+			Query: v, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, ExactBelow: k.ExactBelow, ExactMax: k.ExactMax, ExactRatio: k.ExactRatio, K: int32(candidates),
 		})
 		if err != nil {
 			return l, err
@@ -201,7 +252,7 @@ func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, da
 	for _, d := range datastores {
 		ids = append(ids, d.ID)
 	}
-	text, err := k.textSearch(ctx, q, org, ids, datasourceIDs, query, candidates)
+	text, err := k.textSearch(ctx, q, org, ids, datasourceIDs, query.Text, candidates)
 	if err != nil {
 		return l, err
 	}

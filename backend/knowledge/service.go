@@ -527,15 +527,32 @@ func (s *Service) Query(ctx context.Context, req *parleyv1.QueryRequest) (*parle
 	if err != nil {
 		return nil, err
 	}
+	// The datastore and the filter are read in one transaction and searched
+	// in another, the query embedded between them: a remote embedder's
+	// round trip holds no pooled connection. A datastore deleted between
+	// the two finds nothing.
+	var (
+		org uuid.UUID
+		d   dbq.Datastore
+	)
 	err = s.tenant(ctx, func(p *auth.Principal, q *dbq.Queries) error {
-		d, err := datastore(ctx, q, p.OrgID, req.GetDatastoreId())
-		if err != nil {
+		var err error
+		org = p.OrgID
+		if d, err = datastore(ctx, q, p.OrgID, req.GetDatastoreId()); err != nil {
 			return err
 		}
-		if err := CheckFilter(ctx, q, p.OrgID, []uuid.UUID{d.ID}, sources, "datasource_ids", "this datastore"); err != nil {
-			return err
-		}
-		rs, err := s.K.Search(ctx, q, p.OrgID, []dbq.Datastore{d}, sources, req.GetQuery(), k)
+		return CheckFilter(ctx, q, p.OrgID, []uuid.UUID{d.ID}, sources, "datasource_ids", "this datastore")
+	})
+	if err != nil {
+		return nil, err
+	}
+	stores := []dbq.Datastore{d}
+	query, err := s.K.EmbedQuery(ctx, stores, req.GetQuery())
+	if err != nil {
+		return nil, err
+	}
+	err = s.K.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		rs, err := s.K.Search(ctx, q, org, stores, sources, query, k)
 		for _, r := range rs {
 			resp.Results = append(resp.Results, &parleyv1.QueryResult{
 				Chunk: r.Text, Score: r.Score, Source: r.Source(), DatasourceId: r.DatasourceID.String(),

@@ -94,10 +94,15 @@ func (s *Search) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	k = min(k, datastoreQueryMaxK)
 	var found []knowledge.Result
+	// Embedded before the transaction, as the turn's first search is.
+	query, err := s.Knowledge.EmbedQuery(ctx, s.Stores, args.Query)
+	if err != nil {
+		return Result{}, err
+	}
 	// SECURITY: the same organization and datastores as the turn's first search.
-	err := s.Store.Tenant(ctx, s.Org, func(q *dbq.Queries) error {
+	err = s.Store.Tenant(ctx, s.Org, func(q *dbq.Queries) error {
 		var err error
-		found, err = s.Knowledge.Search(ctx, q, s.Org, s.Stores, s.Filter, args.Query, k)
+		found, err = s.Knowledge.Search(ctx, q, s.Org, s.Stores, s.Filter, query, k)
 		return err
 	})
 	if err != nil {

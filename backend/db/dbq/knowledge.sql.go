@@ -28,6 +28,53 @@ func (q *Queries) AddAgentDatastore(ctx context.Context, arg AddAgentDatastorePa
 	return err
 }
 
+const agentDatastoreRows = `-- name: AgentDatastoreRows :many
+SELECT d.org_id, d.id, d.name, d.description, d.embedding_model, d.embedding_dim, d.created_at, d.updated_at FROM agent_datastores a
+JOIN datastores d ON d.org_id = a.org_id AND d.id = a.datastore_id
+WHERE a.org_id = $1 AND a.agent_id = $2
+ORDER BY d.id
+`
+
+type AgentDatastoreRowsParams struct {
+	OrgID   uuid.UUID
+	AgentID uuid.UUID
+}
+
+type AgentDatastoreRowsRow struct {
+	Datastore Datastore
+}
+
+// The datastores attached to an agent, whole: what a chat turn searches,
+// and with which embedders, read in one statement.
+func (q *Queries) AgentDatastoreRows(ctx context.Context, arg AgentDatastoreRowsParams) ([]AgentDatastoreRowsRow, error) {
+	rows, err := q.db.Query(ctx, agentDatastoreRows, arg.OrgID, arg.AgentID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []AgentDatastoreRowsRow
+	for rows.Next() {
+		var i AgentDatastoreRowsRow
+		if err := rows.Scan(
+			&i.Datastore.OrgID,
+			&i.Datastore.ID,
+			&i.Datastore.Name,
+			&i.Datastore.Description,
+			&i.Datastore.EmbeddingModel,
+			&i.Datastore.EmbeddingDim,
+			&i.Datastore.CreatedAt,
+			&i.Datastore.UpdatedAt,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const agentDatastores = `-- name: AgentDatastores :many
 SELECT datastore_id FROM agent_datastores WHERE org_id = $1 AND agent_id = $2 ORDER BY datastore_id
 `

@@ -229,6 +229,14 @@ SELECT count(*) FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = 
 -- name: AgentDatastores :many
 SELECT datastore_id FROM agent_datastores WHERE org_id = sqlc.arg(org_id) AND agent_id = sqlc.arg(agent_id) ORDER BY datastore_id;
 
+-- name: AgentDatastoreRows :many
+-- The datastores attached to an agent, whole: what a chat turn searches,
+-- and with which embedders, read in one statement.
+SELECT sqlc.embed(d) FROM agent_datastores a
+JOIN datastores d ON d.org_id = a.org_id AND d.id = a.datastore_id
+WHERE a.org_id = sqlc.arg(org_id) AND a.agent_id = sqlc.arg(agent_id)
+ORDER BY d.id;
+
 -- name: DatasourcesAmong :many
 -- Which of ids are datasources of the datastores datastore_ids: a search
 -- filter's check (knowledge.CheckFilter).
