@@ -1,6 +1,7 @@
 package chat_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -19,7 +20,9 @@ import (
 func TestToolRoundLeavesTheAnswerItsRoom(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
-	const window = llm.MaxOutputTokens + 150
+	// The tool's definition (about 300 tokens) and the question leave the
+	// first call all its room; the round's call and result do not.
+	const window = llm.MaxOutputTokens + 450
 	e := testenv.New(t, func(c *server.Config) {
 		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
 		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
@@ -41,8 +44,12 @@ func TestToolRoundLeavesTheAnswerItsRoom(t *testing.T) {
 	require.Len(t, reqs, 2)
 	var bounds []int
 	for _, req := range reqs {
-		// The prompt as sent: every message's text, the calls' arguments.
+		// The prompt as sent: every message's text, the calls' arguments,
+		// the tools' definitions.
 		sent := 0
+		for _, tl := range tools(req) {
+			sent += llm.CountTokens(tl)
+		}
 		for _, m := range req["messages"].([]any) {
 			m := m.(map[string]any)
 			if c, ok := m["content"].(string); ok {
@@ -55,9 +62,24 @@ func TestToolRoundLeavesTheAnswerItsRoom(t *testing.T) {
 			}
 		}
 		bound := int(req["max_completion_tokens"].(float64))
+		t.Logf("prompt %d tokens, bound %d", sent, bound)
 		require.LessOrEqual(t, sent+bound, window, "prompt %d tokens + answer %d fit the window", sent, bound)
 		bounds = append(bounds, bound)
 	}
 	require.Equal(t, llm.MaxOutputTokens, bounds[0], "the first call has all the room")
 	require.Less(t, bounds[1], llm.MaxOutputTokens, "after the round, what the window leaves")
+}
+
+// tools are the texts of the tools an OpenAI request offers: each one's
+// name, description and parameters' schema as JSON.
+func tools(req map[string]any) []string {
+	var out []string
+	list, _ := req["tools"].([]any)
+	for _, tl := range list {
+		fn := tl.(map[string]any)["function"].(map[string]any)
+		schema, _ := json.Marshal(fn["parameters"])
+		desc, _ := fn["description"].(string)
+		out = append(out, fn["name"].(string), desc, string(schema))
+	}
+	return out
 }
