@@ -55,7 +55,17 @@ type Config struct {
 
 // New returns a client over pool running k's jobs when cfg.Workers.
 func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error) {
-	rc := &river.Config{Logger: cfg.Logger, Middleware: []rivertype.Middleware{&observer{}}}
+	rc := &river.Config{
+		Logger: cfg.Logger, Middleware: []rivertype.Middleware{&observer{}},
+		// A process fetches only the kinds it has workers for: one without
+		// Webhooks (a worker started without --secrets-key) fetched every
+		// delivery and failed it with River's unknown-kind error, spending
+		// its attempts (on River's back-off, not webhook.Schedule) until
+		// River discarded it, the delivery pending for good and never sent
+		// though a process with the key ran. Left available, it waits for
+		// one that has the worker.
+		FetchOnlyKnownKinds: true,
+	}
 	if cfg.Workers {
 		n := cfg.MaxWorkers
 		if n <= 0 {
