@@ -112,5 +112,37 @@ func (w *DeliverWorker) fairShare(ctx context.Context, job *river.Job[DeliverArg
 	if running < w.PerOrg {
 		return 0
 	}
+	w.demote(ctx, job)
 	return fairWaitDelivery
+}
+
+// backlogPriority is the River priority (1 first, 4 last) of the
+// deliveries of an organization found over its share: they are fetched
+// after every other organization's (priority 1) that are due.
+const backlogPriority = 4
+
+// demote gives job and its organization's other deliveries waiting (not
+// yet demoted) backlogPriority. River fetches by priority, then by
+// scheduled_at: without it, another organization's delivery queued after
+// a backlog waited until every delivery of the backlog had been fetched,
+// counted over the share and snoozed, a few per fetch (minutes for a
+// backlog of thousands), since a snooze moves back only the delivery
+// fetched. The backlog is then sent as workers are free of the others'
+// (webhooks promise no order), at most PerOrg at once as before; an
+// organization's deliveries queued later start at priority 1 again.
+// Snoozes and retries keep a job's priority. A failed update is logged:
+// the delivery still waits its turn.
+func (w *DeliverWorker) demote(ctx context.Context, job *river.Job[DeliverArgs]) {
+	// SKIP LOCKED: a job River is fetching or completing meanwhile (or
+	// another worker demoting) is neither waited for nor deadlocked with;
+	// it is demoted the next time.
+	_, err := w.Pool.Exec(ctx, `UPDATE river_job SET priority = $4
+		WHERE id IN (SELECT id FROM river_job
+		  WHERE state IN ('available', 'scheduled', 'retryable', 'running') AND queue = $1 AND priority < $4
+		    AND kind = $2 AND args->>'org_id' = $3
+		  FOR UPDATE SKIP LOCKED)`,
+		QueueWebhooks, DeliverArgs{}.Kind(), job.Args.OrgID.String(), backlogPriority)
+	if err != nil {
+		slog.WarnContext(ctx, "webhook delivery: moving the organization's backlog behind the others", "err", err)
+	}
 }
