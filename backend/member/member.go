@@ -286,6 +286,9 @@ func (s *Service) InviteMember(ctx context.Context, by *Member, email string, ro
 	}
 	var token string
 	err = s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
+		if err := ownerNow(ctx, q, by, "only owners invite members"); err != nil {
+			return err
+		}
 		// Someone already in this organization needs no invitation. (Whether
 		// the email belongs to another organization is not said here: the
 		// invitation fails when followed, and no owner learns who else uses
@@ -324,6 +327,9 @@ func (s *Service) WithdrawInvites(ctx context.Context, by *Member, email string)
 		return err
 	}
 	return s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
+		if err := ownerNow(ctx, q, by, "only owners withdraw invitations"); err != nil {
+			return err
+		}
 		n, err := q.WithdrawInvites(ctx, dbq.WithdrawInvitesParams{OrgID: by.OrgID, Email: email})
 		if err == nil && n == 0 {
 			return apperr.New(apperr.NotFound, "no invitation of %s is waiting", email)
@@ -455,6 +461,9 @@ func (s *Service) SetRole(ctx context.Context, by *Member, id uuid.UUID, role Ro
 		return err
 	}
 	return s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
+		if err := ownerNow(ctx, q, by, "only owners change roles"); err != nil {
+			return err
+		}
 		target, err := q.GetMember(ctx, dbq.GetMemberParams{OrgID: by.OrgID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return apperr.New(apperr.NotFound, "member not found")
@@ -486,6 +495,9 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []
 		return nil, apperr.New(apperr.Forbidden, "only owners remove members")
 	}
 	err = s.Store.Tenant(ctx, by.OrgID, func(q *dbq.Queries) error {
+		if err := ownerNow(ctx, q, by, "only owners remove members"); err != nil {
+			return err
+		}
 		target, err := q.GetMember(ctx, dbq.GetMemberParams{OrgID: by.OrgID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return apperr.New(apperr.NotFound, "member not found")
@@ -517,6 +529,30 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []
 		return q.DeleteSigninLinksFor(ctx, dbq.DeleteSigninLinksForParams{OrgID: by.OrgID, Email: target.Email})
 	})
 	return keys, err
+}
+
+// ownerNow checks that by is an owner of its organization as the database
+// holds it now, in the transaction that acts for them. SECURITY: by was
+// read when the request began (console.signedIn); an owner demoted or
+// removed by another owner meanwhile must not act on that stale read (a
+// demoted owner promoting themselves back, a removed one promoting a
+// confederate). The owners' rows are locked first, in one statement as
+// lastOwner locks them (so that two owners' changes take turns without a
+// deadlock): by stays an owner until this transaction ends. A Member with
+// no id (tooling and tests acting as the organization's owner) is not
+// checked.
+func ownerNow(ctx context.Context, q *dbq.Queries, by *Member, refusal string) error {
+	if by.ID == uuid.Nil {
+		return nil
+	}
+	if _, err := q.CountOwners(ctx, by.OrgID); err != nil {
+		return err
+	}
+	r, err := q.GetMember(ctx, dbq.GetMemberParams{OrgID: by.OrgID, ID: by.ID})
+	if errors.Is(err, pgx.ErrNoRows) || err == nil && r.Role != string(Owner) {
+		return apperr.New(apperr.Forbidden, "%s", refusal)
+	}
+	return err
 }
 
 func lastOwner(ctx context.Context, q *dbq.Queries, org uuid.UUID) error {

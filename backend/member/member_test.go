@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -21,6 +22,17 @@ import (
 const argonBytes = 19 << 20
 
 // allocated is how many bytes the process allocated while fn ran.
+// newService is a member service on a database of its own, with an
+// organization on the pro plan.
+func newService(t *testing.T) (*member.Service, uuid.UUID) {
+	t.Helper()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(context.Background(), store, "A", "pro")
+	require.NoError(t, err)
+	return &member.Service{Store: store}, org
+}
+
 func allocated(fn func()) uint64 {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
@@ -39,11 +51,7 @@ func allocated(fn func()) uint64 {
 // start only after this one ends.
 func TestSignInPasswordAlwaysChecksAHash(t *testing.T) {
 	ctx := context.Background()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
-	require.NoError(t, err)
-	s := &member.Service{Store: store}
+	s, org := newService(t)
 	withPassword, err := s.CreateOwner(ctx, org, "ada@example.com")
 	require.NoError(t, err)
 	const password = "a long and rare passphrase"
@@ -53,7 +61,7 @@ func TestSignInPasswordAlwaysChecksAHash(t *testing.T) {
 	// An empty hash is no password either (Member.HasPassword).
 	empty, err := s.CreateOwner(ctx, org, "empty@example.com")
 	require.NoError(t, err)
-	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+	require.NoError(t, s.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		blank := ""
 		_, err := q.SetMemberPassword(ctx, dbq.SetMemberPasswordParams{OrgID: org, ID: empty.ID, PasswordHash: &blank})
 		return err
@@ -84,11 +92,7 @@ func TestSignInPasswordAlwaysChecksAHash(t *testing.T) {
 func TestRemovedMembersSignInLinksDie(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
-	require.NoError(t, err)
-	s := &member.Service{Store: store}
+	s, org := newService(t)
 	owner, err := s.CreateOwner(ctx, org, "owner@example.com")
 	require.NoError(t, err)
 	invite, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Viewer)
@@ -123,11 +127,7 @@ func TestRemovedMembersSignInLinksDie(t *testing.T) {
 func TestSignInLinkMadeDuringRemovalDies(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
-	require.NoError(t, err)
-	s := &member.Service{Store: store}
+	s, org := newService(t)
 	owner, err := s.CreateOwner(ctx, org, "owner@example.com")
 	require.NoError(t, err)
 	invite, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Viewer)
@@ -135,7 +135,7 @@ func TestSignInLinkMadeDuringRemovalDies(t *testing.T) {
 	viewer, err := s.FollowLink(ctx, invite, "")
 	require.NoError(t, err)
 
-	tx, err := pool.Begin(ctx)
+	tx, err := s.Store.Pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
 	q := dbq.New(tx)
@@ -148,7 +148,7 @@ func TestSignInLinkMadeDuringRemovalDies(t *testing.T) {
 		_, err := s.Remove(ctx, owner, viewer.ID)
 		removed <- err
 	}()
-	dbtest.WaitForLockWait(t, pool, "")
+	dbtest.WaitForLockWait(t, s.Store.Pool, "")
 	const token = "made-while-the-member-was-being-removed"
 	h := sha256.Sum256([]byte(token))
 	require.NoError(t, q.CreateMemberLink(ctx, dbq.CreateMemberLinkParams{OrgID: org, TokenHash: h[:], Purpose: "signin",
@@ -171,11 +171,7 @@ func TestSignInLinkMadeDuringRemovalDies(t *testing.T) {
 func TestSignInLinkSetsANewPassword(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	pool, _ := dbtest.NewPool(t)
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "pro")
-	require.NoError(t, err)
-	s := &member.Service{Store: store}
+	s, org := newService(t)
 	m, err := s.CreateOwner(ctx, org, "ada@example.com")
 	require.NoError(t, err)
 	require.NoError(t, s.ChangePassword(ctx, m, "", "the one she forgot"))
