@@ -37,7 +37,8 @@ type Limiter struct {
 	degraded atomic.Int64
 	warned   atomic.Int64 // unix seconds of the last warning
 	// retryAt is when (Unix nanoseconds) to ask the shared store again
-	// after it failed: until then counts go straight to fallback.
+	// after it failed: until then counts go straight to fallback. 0: the
+	// store answered last (resting).
 	retryAt atomic.Int64
 }
 
@@ -89,14 +90,34 @@ func (c scriptsLoadedLater) ScriptLoad(ctx context.Context, script string) *redi
 // shared store failed.
 func (l *Limiter) Degraded() int64 { return l.degraded.Load() }
 
-// resting reports whether the shared store failed less than StoreRetry ago,
-// counting the request as degraded if so.
+// resting reports whether the request is to be counted in this process,
+// counting it as degraded if so: the shared store failed less than
+// StoreRetry ago, or it failed before and another request is asking it
+// again. Once StoreRetry has passed, one request (the first to come) asks
+// the store and the others count here until it has answered or StoreRetry
+// passes again: when the store still hangs, one request waits its timeout
+// each StoreRetry, not all the requests of that moment. A request the
+// store answers closes the breaker (healthy).
 func (l *Limiter) resting() bool {
-	if l.fallback == nil || time.Now().UnixNano() >= l.retryAt.Load() {
+	if l.fallback == nil {
 		return false
+	}
+	at := l.retryAt.Load()
+	if at == 0 {
+		return false
+	}
+	if now := time.Now().UnixNano(); now >= at && l.retryAt.CompareAndSwap(at, now+int64(StoreRetry)) {
+		return false // the trial
 	}
 	l.degraded.Add(1)
 	return true
+}
+
+// healthy records that the shared store answered.
+func (l *Limiter) healthy() {
+	if l.retryAt.Load() != 0 {
+		l.retryAt.Store(0)
+	}
 }
 
 // degrade records a failure of the shared store, warning at most once every
@@ -162,6 +183,9 @@ func (l *Limiter) Allow(ctx context.Context, key string, lim plan.Limits) (Resul
 	if err != nil && l.fallback != nil {
 		return l.degrade(ctx, err).allow(ctx, key, lim)
 	}
+	if err == nil {
+		l.healthy()
+	}
 	return res, err
 }
 
@@ -219,6 +243,9 @@ func (l *Limiter) Peek(ctx context.Context, key string, lim plan.Limits) (Usage,
 	u, err := l.peek(ctx, key, lim)
 	if err != nil && l.fallback != nil {
 		return l.degrade(ctx, err).peek(ctx, key, lim)
+	}
+	if err == nil {
+		l.healthy()
 	}
 	return u, err
 }

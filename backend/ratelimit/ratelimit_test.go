@@ -5,8 +5,10 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -276,4 +278,61 @@ func TestACanceledRequestKeepsTheSharedStore(t *testing.T) {
 	u, err := other.Peek(context.Background(), key, lim)
 	require.NoError(t, err)
 	require.EqualValues(t, 2, u.Minute, "another instance reads them")
+}
+
+// hungRedis accepts connections and reads what they send, answering
+// nothing (a hung host). It counts the attempts to ask it: each opens a
+// connection (the one before timed out and was closed) and says HELLO.
+func hungRedis(t *testing.T) (addr string, asked *atomic.Int64) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	t.Cleanup(func() { ln.Close() })
+	asked = &atomic.Int64{}
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+			go func() {
+				buf := make([]byte, 4096)
+				for {
+					n, err := c.Read(buf)
+					asked.Add(int64(strings.Count(strings.ToLower(string(buf[:n])), "hello")))
+					if err != nil {
+						return
+					}
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String(), asked
+}
+
+// After a hung Redis failed a count, the requests StoreRetry later do not
+// all ask it again at once: one does (and waits its timeout), the others
+// count in this process meanwhile. All asked, every request of that
+// moment waited the timeout, each StoreRetry, for as long as Redis hung.
+func TestOneRequestAsksAHungRedisAgain(t *testing.T) {
+	t.Parallel()
+	addr, asked := hungRedis(t)
+	client := redis.NewClient(&redis.Options{Addr: addr, MaxRetries: -1,
+		DialTimeout: time.Second, ReadTimeout: 200 * time.Millisecond, WriteTimeout: 200 * time.Millisecond, PoolSize: 32})
+	t.Cleanup(func() { client.Close() })
+	l, err := ratelimit.NewRedis(client, "hung")
+	require.NoError(t, err)
+	lim := plan.Limits{PerMinute: 100, PerDay: 1000}
+	_, err = l.Allow(context.Background(), "k", lim)
+	require.NoError(t, err)
+	time.Sleep(300 * time.Millisecond) // what was sent has arrived
+	before := asked.Load()
+	require.Positive(t, before, "the first count asked Redis")
+
+	time.Sleep(ratelimit.StoreRetry)
+	require.Equal(t, 20, burst(t, 20, "k", lim, l), "every request is counted (here)")
+	time.Sleep(300 * time.Millisecond)
+	require.Equal(t, before+1, asked.Load(), "one request of the burst asked Redis again")
+	require.EqualValues(t, 21, l.Degraded())
 }
