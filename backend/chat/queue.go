@@ -2,9 +2,11 @@ package chat
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"golang.org/x/sync/semaphore"
 
 	"github.com/parleyhq/parley/backend/apperr"
@@ -26,6 +28,12 @@ const overloadedRetryAfter = time.Second
 // turn gets its database connections and its CPU share soon, instead of all
 // of them queueing in the pool and their streams stalling (issue 13); the
 // rest are told to come back, or go to another instance.
+//
+// The queue is shared by every organization, so ShareByOrg bounds what one
+// of them holds: without it, one organization's public agents (many
+// visitors, each within its own rate limit) could take every slot and
+// every waiting place, and every other organization's turns would be
+// refused.
 type TurnQueue struct {
 	// slots holds a token per running turn. A channel's blocked senders are
 	// served in order, and a slot freed while turns wait goes to the first
@@ -39,6 +47,68 @@ type TurnQueue struct {
 	// attachmentBytes bounds the attachments' bytes the turns hold
 	// (LimitAttachments); nil: no bound.
 	attachmentBytes *semaphore.Weighted
+	// orgMax is how many turns one organization may hold, running or
+	// waiting (ShareByOrg); 0: no bound. held counts them by organization
+	// (an organization with none has no entry), under mu.
+	orgMax int64
+	mu     sync.Mutex
+	held   map[uuid.UUID]int64
+}
+
+// DefaultOrgShare is the percentage of a queue's slots and waiting places
+// together that one organization may hold unless told otherwise
+// (ShareByOrg).
+const DefaultOrgShare = 50
+
+// ShareByOrg bounds the turns one organization holds at once, running and
+// waiting together, to percent of the queue's slots plus waiting places
+// (rounded up, at least 1); 100 or more, or 0 or less: no bound. A turn of an
+// organization at its share is refused at once with the same 503
+// OVERLOADED and retryAfter as a full queue (reason "org_share" in
+// parley_chat_turn_rejections_total), before it takes a slot or a place.
+//
+// Why half by default: at most two organizations can then fill the queue,
+// never one, so a noisy neighbour leaves the others at least half of it,
+// and their turns wait in order behind its running ones instead of being
+// refused. And an organization alone on an idle instance still gets a good
+// part of it: with the default wait list (as long as the slots) half of
+// slots plus places is every slot, so it can run as many turns as the
+// instance runs; only the wait list is kept for others (its turns past the
+// slots are refused rather than queued). With a --turn-queue much shorter
+// than --max-turns it is about half the slots. A deployment serving one
+// organization gives 100. The bound is per instance, like the queue.
+// Call it before the queue is used.
+func (q *TurnQueue) ShareByOrg(percent int) *TurnQueue {
+	if percent <= 0 || percent >= 100 {
+		q.orgMax = 0
+		return q
+	}
+	total := int64(cap(q.slots)) + q.limit
+	q.orgMax = max((total*int64(percent)+99)/100, 1)
+	q.held = make(map[uuid.UUID]int64)
+	return q
+}
+
+// holdForOrg counts a turn of org, or refuses it when org holds its share;
+// the returned func gives the place back.
+func (q *TurnQueue) holdForOrg(org uuid.UUID) (release func(), err error) {
+	if q.orgMax == 0 {
+		return func() {}, nil
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.held[org] >= q.orgMax {
+		metrics.TurnRejected("org_share")
+		return nil, overloaded("this organization already has %d chat turns running and waiting on this server, its share; try again shortly", q.orgMax)
+	}
+	q.held[org]++
+	return func() {
+		q.mu.Lock()
+		defer q.mu.Unlock()
+		if q.held[org]--; q.held[org] <= 0 {
+			delete(q.held, org)
+		}
+	}, nil
 }
 
 // LimitAttachments bounds the bytes of attachments the running turns hold
@@ -146,12 +216,28 @@ func (q *TurnQueue) Running() int { return len(q.slots) }
 // Waiting is how many turns wait for one.
 func (q *TurnQueue) Waiting() int { return int(q.waiting.Load()) }
 
-// acquire takes a slot for a turn, waiting for one while ctx lasts, drain
-// does not end and wait (0: no bound) has not passed. release gives it back.
-func (q *TurnQueue) acquire(ctx, drain context.Context, wait time.Duration) (release func(), err error) {
+// acquire takes a slot for a turn of org, waiting for one while ctx lasts,
+// drain does not end and wait (0: no bound) has not passed; a turn of an
+// organization at its share (ShareByOrg) is refused first. release gives
+// the slot back. This is the one place a turn is admitted or refused.
+func (q *TurnQueue) acquire(ctx, drain context.Context, wait time.Duration, org uuid.UUID) (release func(), err error) {
 	if q == nil {
 		return func() {}, nil
 	}
+	releaseOrg, err := q.holdForOrg(org)
+	if err != nil {
+		return nil, err
+	}
+	releaseSlot, err := q.acquireSlot(ctx, drain, wait)
+	if err != nil {
+		releaseOrg()
+		return nil, err
+	}
+	return func() { releaseSlot(); releaseOrg() }, nil
+}
+
+// acquireSlot is acquire without the organizations' shares.
+func (q *TurnQueue) acquireSlot(ctx, drain context.Context, wait time.Duration) (release func(), err error) {
 	release = func() { <-q.slots }
 	select {
 	case q.slots <- struct{}{}:

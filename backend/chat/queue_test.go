@@ -54,7 +54,10 @@ func TestTurnQueue(t *testing.T) {
 		<-release // the model blocks until the test lets it answer
 		return testenv.FakeReply{Tokens: []string{"Answered."}}
 	}
-	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) { c.MaxTurns, c.TurnQueue = 2, 1 })
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+		// One organization alone: its share is the whole queue.
+		c.MaxTurns, c.TurnQueue, c.OrgTurnShare = 2, 1, 100
+	})
 	f := &fixture{Env: e, fake: fake}
 	agent := f.agent(t, `{"name":"Queued","instructions":"Be brief."}`)
 	q := e.App.TurnQueue()
@@ -145,5 +148,93 @@ func TestTurnQueue(t *testing.T) {
 	require.Equal(t, -1, (<-gone).status, "the client that left got no answer")
 	require.Len(t, fake.Requests(), 3, "the turn whose client left never reached the model")
 	require.Empty(t, messagesOf(t, f, "q-gone"), "nor stored anything")
+	require.Equal(t, 0, q.Running())
+}
+
+// One organization's traffic cannot take the whole queue: with two slots,
+// two places to wait and the default share (half of them), organization
+// A's public agent's visitors run two turns, and their next ones are
+// refused at once with 503 OVERLOADED and retryAfter (reason org_share),
+// though places to wait are free; a turn of organization B still gets in,
+// waits for a slot and is answered. Without the share, A's turns took both
+// places and B's turn was refused (queue_full).
+func TestTurnQueueShareByOrg(t *testing.T) {
+	t.Parallel()
+	fake := testenv.NewFakeProvider(t)
+	release := make(chan struct{})
+	var releaseOnce sync.Once
+	free := func() { releaseOnce.Do(func() { close(release) }) }
+	fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		<-release
+		return testenv.FakeReply{Tokens: []string{"Answered."}}
+	}
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) { c.MaxTurns, c.TurnQueue = 2, 2 })
+	t.Cleanup(free) // before the instance stops: it waits for the turns
+	f := &fixture{Env: e, fake: fake}
+	public := f.agent(t, `{"name":"Busy","instructions":"Be brief.","visibility":"public"}`)
+	ofB := f.agentOf(t, e.B.Key)
+	q := e.App.TurnQueue()
+
+	type result struct {
+		status int
+		body   string
+	}
+	start := func(agent, key, body string) <-chan result {
+		out := make(chan result, 1)
+		go func() {
+			headers := map[string]string{}
+			if key != "" {
+				headers["Authorization"] = "Bearer " + key
+			}
+			resp := e.Post("/api/v2/agent/"+agent+"/chat", headers, body)
+			defer resp.Body.Close()
+			var b strings.Builder
+			_, _ = bufio.NewReader(resp.Body).WriteTo(&b)
+			out <- result{status: resp.StatusCode, body: b.String()}
+		}()
+		return out
+	}
+	visitor := func(n int) <-chan result {
+		id := strconv.Itoa(n)
+		return start(public, "", `{"query":"hi","conversationId":"share-`+id+`","visitorId":"v`+id+`"}`)
+	}
+	within := func(ch <-chan result) result {
+		t.Helper()
+		select {
+		case r := <-ch:
+			return r
+		case <-time.After(10 * time.Second):
+			t.Fatal("the turn was not answered within 10 s (it waited for a slot?)")
+			return result{}
+		}
+	}
+
+	running := []<-chan result{visitor(1), visitor(2)}
+	require.Eventually(t, func() bool { return len(fake.Requests()) == 2 && q.Running() == 2 }, 10*time.Second, 5*time.Millisecond)
+
+	// A holds its share: its next turns are refused, not queued.
+	shared := rejections(t, e, "org_share")
+	for n := 3; n <= 4; n++ {
+		r := within(visitor(n))
+		require.Equal(t, http.StatusServiceUnavailable, r.status, r.body)
+		require.Contains(t, r.body, `"code":"OVERLOADED"`)
+		require.Contains(t, r.body, `"retryAfter":1`)
+	}
+	require.Equal(t, shared+2, rejections(t, e, "org_share"))
+	require.Equal(t, 0, q.Waiting(), "A's refused turns hold no place")
+
+	// B still gets in: it waits for a slot A's turns will free.
+	waiting := start(ofB, e.B.Key, `{"query":"hi","conversationId":"share-b"}`)
+	require.Eventually(t, func() bool { return q.Waiting() == 1 }, 10*time.Second, 5*time.Millisecond)
+
+	free()
+	for _, ch := range append(running, waiting) {
+		r := within(ch)
+		require.Equal(t, http.StatusOK, r.status, r.body)
+		require.Contains(t, r.body, "Answered.")
+	}
+	// Its turns over, A has its share again.
+	r := within(visitor(5))
+	require.Equal(t, http.StatusOK, r.status, r.body)
 	require.Equal(t, 0, q.Running())
 }

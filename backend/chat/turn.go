@@ -66,8 +66,9 @@ type Service struct {
 	// must be over by then, or the turn fails with apperr.Timeout and keeps
 	// what was generated as incomplete. 0: no bound.
 	TurnTimeout time.Duration
-	// Queue bounds the turns running at once and those waiting to; nil:
-	// no bound.
+	// Queue bounds the turns running at once and those waiting to, and
+	// what one organization holds of them (TurnQueue.ShareByOrg); nil: no
+	// bound.
 	Queue *TurnQueue
 	Now   func() time.Time
 }
@@ -84,14 +85,15 @@ type Emit func(*parleyv1.ChatStreamResponse) error
 // answers with an error status.
 //
 // A turn first takes a slot in the Queue (it waits for one at most
-// TurnTimeout, and is refused with 503 OVERLOADED when too many wait), then
+// TurnTimeout, and is refused with 503 OVERLOADED when too many wait or its
+// organization holds its share of the queue), then
 // reads as its phases: admit (what the admitted request runs with),
 // load (the conversation, its history, the knowledge, the question stored),
 // build the prompt, the model and tool rounds, persist the answer, finish
 // (the done or error event).
 func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatRequest, emit Emit) (*parleyv1.ChatResponse, error) {
 	arrived := time.Now()
-	release, err := s.Queue.acquire(ctx, s.Drain, s.TurnTimeout)
+	release, err := s.Queue.acquire(ctx, s.Drain, s.TurnTimeout, a.OrgID())
 	if err != nil {
 		return nil, err
 	}

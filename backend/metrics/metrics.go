@@ -54,7 +54,7 @@ var (
 
 	turnRejections = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "parley_chat_turn_rejections_total",
-		Help: "Chat turns refused with 503 OVERLOADED by the turn admission queue, by reason (queue_full: the wait list was full; queue_wait: a slot did not free within the turn's timeout; attachments_wait: no room for its attachments freed within it).",
+		Help: "Chat turns refused with 503 OVERLOADED by the turn admission queue, by reason (queue_full: the wait list was full; queue_wait: a slot did not free within the turn's timeout; attachments_wait: no room for its attachments freed within it; org_share: its organization already held its share of the slots and waiting places).",
 	}, []string{"reason"})
 
 	providerErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -169,7 +169,7 @@ func RateLimited(plan, caller string) {
 }
 
 // TurnRejected counts a chat turn the admission queue refused; reason is
-// "queue_full", "queue_wait" or "attachments_wait".
+// "queue_full", "queue_wait", "attachments_wait" or "org_share".
 func TurnRejected(reason string) {
 	turnRejections.WithLabelValues(reason).Inc()
 }

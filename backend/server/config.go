@@ -15,6 +15,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/knowledge"
@@ -63,8 +64,12 @@ type Config struct {
 	// MaxTurns is how many chat turns run at once, TurnQueue how many more
 	// may wait for one of them (503 OVERLOADED past that); 0: derived from
 	// the pool's size (TurnLimits).
-	MaxTurns      int
-	TurnQueue     int
+	MaxTurns  int
+	TurnQueue int
+	// OrgTurnShare is the percentage of those slots and waiting places
+	// together that one organization's turns may hold (chat.TurnQueue.
+	// ShareByOrg); 0: chat.DefaultOrgShare, 100: no bound.
+	OrgTurnShare  int
 	LogLevel      string
 	LastUsedFlush time.Duration
 	ModelsFile    string
@@ -172,6 +177,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"chat turns run at once by this instance; 0: 256 per database connection (PARLEY_MAX_TURNS)")
 	fs.IntVar(&c.TurnQueue, "turn-queue", c.envInt("PARLEY_TURN_QUEUE", 0),
 		"chat turns that may wait for one of those slots (at most --turn-timeout) before more are refused with 503 OVERLOADED; 0: as many as --max-turns (PARLEY_TURN_QUEUE)")
+	fs.IntVar(&c.OrgTurnShare, "org-turn-share", c.envInt("PARLEY_ORG_TURN_SHARE", chat.DefaultOrgShare),
+		"percent of --max-turns plus --turn-queue that one organization's chat turns may hold, running and waiting; past it its turns are refused with 503 OVERLOADED; 100: no bound, for a deployment serving one organization (PARLEY_ORG_TURN_SHARE)")
 	fs.StringVar(&c.LogLevel, "log-level", env("PARLEY_LOG_LEVEL", "info"), "debug, info, warn or error (PARLEY_LOG_LEVEL)")
 	fs.StringVar(&c.ModelsFile, "models-file", env("PARLEY_MODELS_FILE", ""),
 		"JSON file mapping model names to providers and upstream models, see docs/models.md (PARLEY_MODELS_FILE)")
@@ -310,6 +317,15 @@ func (c *Config) TurnLimits() (running, waiting int) {
 		waiting = running
 	}
 	return running, waiting
+}
+
+// OrgShare is the percentage of the turn queue one organization may hold
+// (OrgTurnShare, chat.DefaultOrgShare when 0).
+func (c *Config) OrgShare() int {
+	if c.OrgTurnShare == 0 {
+		return chat.DefaultOrgShare
+	}
+	return c.OrgTurnShare
 }
 
 // DefaultWorkers is how many ingestion jobs a process runs at once unless

@@ -191,7 +191,7 @@ func TestTurnTimeoutConfig(t *testing.T) {
 
 // The turn admission limits: 256 turns per database connection and as many
 // waiting by default, the flags' (or variables') counts otherwise; negative
-// counts are refused at start.
+// counts, and an organization's share past 100 percent, are refused at start.
 func TestTurnLimitsConfig(t *testing.T) {
 	var c Config
 	c.Flags(flag.NewFlagSet("serve", flag.ContinueOnError))
@@ -218,6 +218,21 @@ func TestTurnLimitsConfig(t *testing.T) {
 	c.MaxTurns = -1
 	_, err := New(context.Background(), c)
 	require.ErrorContains(t, err, "--max-turns")
+
+	// One organization's share: half by default (also when unset, as in
+	// tests), the flag's percentage otherwise, 1 to 100.
+	require.Equal(t, 50, c.OrgShare())
+	require.Equal(t, 50, (&Config{}).OrgShare())
+	t.Setenv("PARLEY_ORG_TURN_SHARE", "30")
+	c = Config{}
+	fs = flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Flags(fs)
+	require.Equal(t, 30, c.OrgShare())
+	require.NoError(t, fs.Parse([]string{"--org-turn-share", "100"}))
+	require.Equal(t, 100, c.OrgShare())
+	c.OrgTurnShare = 101
+	_, err = New(context.Background(), c)
+	require.ErrorContains(t, err, "--org-turn-share")
 }
 
 // The usage (--help, a mistyped flag) prints each flag's default, read from

@@ -112,8 +112,11 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.MaxTurns < 0 || cfg.TurnQueue < 0 {
 		return nil, fmt.Errorf("--max-turns %d, --turn-queue %d: give positive counts, or 0 for the defaults", cfg.MaxTurns, cfg.TurnQueue)
 	}
+	if cfg.OrgTurnShare < 0 || cfg.OrgTurnShare > 100 {
+		return nil, fmt.Errorf("--org-turn-share %d: give a percentage from 1 to 100 (100: no bound), or 0 for the default", cfg.OrgTurnShare)
+	}
 	a := &App{cfg: cfg, pendingCheck: make(chan struct{}, 1)}
-	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).LimitLoads(cfg.LoadLimit()).LimitAttachments(chat.AttachmentsInFlight)
+	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).ShareByOrg(cfg.OrgShare()).LimitLoads(cfg.LoadLimit()).LimitAttachments(chat.AttachmentsInFlight)
 	a.drain, a.startDrain = context.WithCancel(context.Background())
 	a.stopping, a.startStopping = context.WithCancel(context.Background())
 	a.catalog = cfg.Catalog

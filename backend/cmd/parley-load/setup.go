@@ -90,8 +90,13 @@ func setUp(ctx context.Context, c config) (_ *env, err error) {
 	}
 
 	// Parley: migrate, an enterprise organization whose limits do not
-	// throttle the run, then serve.
+	// throttle the run, then serve. The run's one organization may take the
+	// whole turn queue (PARLEY_ORG_TURN_SHARE=100): it measures the
+	// instance, and at 5,000 held streams the default share (half of
+	// slots plus places, 4,096) would refuse the turns past --max-turns
+	// instead of letting them wait.
 	parleyEnv := append(os.Environ(),
+		"PARLEY_ORG_TURN_SHARE=100",
 		"PARLEY_DATABASE_URL="+e.dbURL,
 		"PARLEY_OPENAI_API_KEY=sk-load",
 		"PARLEY_OPENAI_BASE_URL="+e.modelURL+"/v1",
