@@ -134,6 +134,10 @@ type modelsFile struct {
 		Type      string `json:"type"` // openai (any OpenAI-compatible server)
 		BaseURL   string `json:"baseURL"`
 		APIKeyEnv string `json:"apiKeyEnv"`
+		// MaxTokens sends the reply's bound in max_tokens as well: for a
+		// server that reads only it (Ollama). Not by default: a server in
+		// front of OpenAI's reasoning models (Azure, a proxy) refuses it.
+		MaxTokens bool `json:"maxTokens"`
 	} `json:"providers"`
 	Models map[string]struct {
 		Provider      string   `json:"provider"`
@@ -212,7 +216,7 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		if p.APIKeyEnv != "" {
 			key = env(p.APIKeyEnv)
 		}
-		providers[name] = wrap(NewOpenAI(OpenAIConfig{Name: name, APIKey: key, BaseURL: p.BaseURL}))
+		providers[name] = wrap(NewOpenAI(OpenAIConfig{Name: name, APIKey: key, BaseURL: p.BaseURL, MaxTokens: p.MaxTokens}))
 	}
 	for name, m := range f.Models {
 		if name == "" || m.Model == "" {

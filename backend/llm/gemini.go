@@ -63,7 +63,7 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 		for _, c := range m.ToolCalls {
 			var args map[string]any
 			_ = json.Unmarshal([]byte(jsonObject(c.Arguments)), &args)
-			parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: c.ID, Name: c.Name, Args: args}})
+			parts = append(parts, &genai.Part{FunctionCall: &genai.FunctionCall{ID: c.ID, Name: c.Name, Args: args}, ThoughtSignature: c.Signature})
 		}
 		for _, r := range m.ToolResults {
 			key := "output"
@@ -91,6 +91,14 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 		if err != nil {
 			return g.wrap(ctx, err)
 		}
+		if pf := resp.PromptFeedback; pf != nil && pf.BlockReason != "" {
+			// Gemini refused the prompt itself (its safety filters, a
+			// blocklist): a chunk with promptFeedback.blockReason and no
+			// candidate, then the end of the stream. The same prompt is
+			// refused again, so it is not retried, nor told as a cut
+			// stream (which the client hears as "unavailable, try again").
+			return &ProviderError{Provider: "gemini", Status: http.StatusBadRequest, Err: errors.New("the prompt was blocked: " + string(pf.BlockReason))}
+		}
 		if u := resp.UsageMetadata; u != nil {
 			// A thinking model's thoughts are billed as output but counted
 			// apart from the answer's tokens (candidatesTokenCount).
@@ -111,7 +119,7 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 				}
 				if fc := p.FunctionCall; fc != nil {
 					args, _ := json.Marshal(fc.Args)
-					calls = append(calls, ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(args)})
+					calls = append(calls, ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(args), Signature: p.ThoughtSignature})
 				}
 			}
 		}

@@ -168,6 +168,12 @@ func (r Request) OutputBound() int {
 // ToolCall is a call the model asked for.
 type ToolCall struct {
 	ID, Name, Arguments string
+	// Signature is what the provider asks to be given back with the call
+	// when the call is sent again in the next request of the turn: Gemini's
+	// thoughtSignature, which Gemini 3 models require on every functionCall
+	// part they made ("Function call is missing a thought_signature", 400).
+	// Opaque; nil for the other providers.
+	Signature []byte
 }
 
 // Usage counts tokens.
@@ -265,8 +271,8 @@ func (r *retrying) Stream(ctx context.Context, req Request, yield func(Event) er
 // take arguments as structured input refuse anything else.
 func jsonObject(args string) string {
 	var v map[string]any
-	if json.Unmarshal([]byte(args), &v) != nil {
-		return "{}"
+	if json.Unmarshal([]byte(args), &v) != nil || v == nil {
+		return "{}" // not JSON, not an object, or null
 	}
 	return args
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"sort"
 	"strconv"
 	"time"
 
@@ -16,8 +15,9 @@ import (
 // OpenAI speaks the chat.completions API through the official SDK: OpenAI
 // itself, or any OpenAI-compatible server (Ollama, vLLM, ...) at BaseURL.
 type OpenAI struct {
-	name   string
-	client openai.Client
+	name      string
+	client    openai.Client
+	maxTokens bool
 }
 
 // OpenAIConfig configures an OpenAI-compatible provider.
@@ -30,6 +30,11 @@ type OpenAIConfig struct {
 	// HTTPClient defaults to NewHTTPClient(DefaultTimeouts): the shared
 	// transport, per-phase deadlines.
 	HTTPClient *http.Client
+	// MaxTokens sends the reply's bound in max_tokens too, beside
+	// max_completion_tokens: for compatible servers that read only the
+	// older field (Ollama). Not for OpenAI's own API, whose reasoning
+	// models refuse max_tokens.
+	MaxTokens bool
 }
 
 // NewOpenAI returns the provider. The SDK's own retries are off: Retry does
@@ -47,7 +52,7 @@ func NewOpenAI(cfg OpenAIConfig) *OpenAI {
 	if name == "" {
 		name = "openai"
 	}
-	return &OpenAI{name: name, client: openai.NewClient(opts...)}
+	return &OpenAI{name: name, client: openai.NewClient(opts...), maxTokens: cfg.MaxTokens}
 }
 
 // Provider implements Model.
@@ -55,7 +60,7 @@ func (o *OpenAI) Provider() string { return o.name }
 
 // Stream implements Model.
 func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) error) error {
-	body, err := openAIBody(req)
+	body, err := openAIBodyFor(req, o.maxTokens)
 	if err != nil {
 		return err
 	}
@@ -70,7 +75,14 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 	stream := ssestream.NewStream[streamChunk](ssestream.NewDecoder(raw), err)
 	defer stream.Close()
 	type partial struct{ id, name, args string }
-	calls := map[int64]*partial{}
+	// The calls in the order they began, and the one each index is at. A
+	// call's fragments share its index; a fragment with an id is a call's
+	// first. OpenAI gives each of parallel calls its own index, but some
+	// compatible servers (Gemini's OpenAI endpoint) send them all at index
+	// 0 (or none), each whole, with its own id: a new id at an index is a
+	// new call, not more of the one before.
+	var calls []*partial
+	at := map[int64]*partial{}
 	var usage *Usage
 	finished := false
 	for stream.Next() {
@@ -85,10 +97,11 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 				}
 			}
 			for _, tc := range ch.Delta.ToolCalls {
-				p := calls[tc.Index]
-				if p == nil {
+				p := at[tc.Index]
+				if p == nil || (tc.ID != "" && p.id != "" && tc.ID != p.id) {
 					p = &partial{}
-					calls[tc.Index] = p
+					at[tc.Index] = p
+					calls = append(calls, p)
 				}
 				if tc.ID != "" {
 					p.id = tc.ID
@@ -113,13 +126,7 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 		}
 		return &ProviderError{Provider: o.name, Err: errors.New("the stream ended without a finish reason")}
 	}
-	idx := make([]int64, 0, len(calls))
-	for i := range calls {
-		idx = append(idx, i)
-	}
-	sort.Slice(idx, func(a, b int) bool { return idx[a] < idx[b] })
-	for _, i := range idx {
-		p := calls[i]
+	for _, p := range calls {
 		if err := yield(Event{ToolCall: &ToolCall{ID: p.id, Name: p.name, Arguments: p.args}}); err != nil {
 			return err
 		}

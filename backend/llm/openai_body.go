@@ -8,7 +8,13 @@ import "encoding/json"
 // plain structs. The SDK's own encoder walks its param unions by
 // reflection and then rewrites the result to add "stream"; it was 8 to 9 %
 // of Parley's CPU a turn (issue 13, docs/benchmarks.md).
-func openAIBody(req Request) ([]byte, error) {
+func openAIBody(req Request) ([]byte, error) { return openAIBodyFor(req, false) }
+
+// openAIBodyFor is openAIBody, with the bound also in max_tokens when
+// maxTokens is set: OpenAI-compatible servers that predate
+// max_completion_tokens (Ollama's /v1 reads only max_tokens) ignore it, and
+// their replies ran unbounded, to the model's end or the context's.
+func openAIBodyFor(req Request, maxTokens bool) ([]byte, error) {
 	body := oaRequest{
 		Model:               req.Model,
 		MaxCompletionTokens: req.OutputBound(),
@@ -16,6 +22,9 @@ func openAIBody(req Request) ([]byte, error) {
 		Stream:              true,
 		StreamOptions:       oaStreamOptions{IncludeUsage: true},
 		Messages:            make([]oaMessage, 0, len(req.Messages)+1),
+	}
+	if maxTokens {
+		body.MaxTokens = body.MaxCompletionTokens
 	}
 	if sys := systemWithKnowledge(req); sys != "" {
 		body.Messages = append(body.Messages, oaMessage{Role: "system", Content: sys})
@@ -30,7 +39,13 @@ func openAIBody(req Request) ([]byte, error) {
 				msg.Content = nil
 			}
 			for _, c := range m.ToolCalls {
-				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.ID, Type: "function", Function: oaFunctionCall{Name: c.Name, Arguments: c.Arguments}})
+				// The arguments as a JSON object, as the other providers
+				// get them: a call the model left unfinished (cut at its
+				// bound) or malformed was sent back as it came, and
+				// compatible servers that parse it refuse the request
+				// (Ollama: 400 "invalid tool call arguments"), so the
+				// round after it failed.
+				msg.ToolCalls = append(msg.ToolCalls, oaToolCall{ID: c.ID, Type: "function", Function: oaFunctionCall{Name: c.Name, Arguments: jsonObject(c.Arguments)}})
 			}
 			body.Messages = append(body.Messages, msg)
 		case RoleTool:
@@ -61,11 +76,14 @@ type oaRequest struct {
 	Model    string      `json:"model"`
 	// MaxCompletionTokens, not the older max_tokens, which OpenAI's
 	// reasoning models refuse; it bounds their reasoning tokens too.
-	MaxCompletionTokens int             `json:"max_completion_tokens"`
-	StreamOptions       oaStreamOptions `json:"stream_options"`
-	Temperature         float64         `json:"temperature"`
-	Tools               []oaTool        `json:"tools,omitempty"`
-	Stream              bool            `json:"stream"`
+	MaxCompletionTokens int `json:"max_completion_tokens"`
+	// MaxTokens is the same bound for the servers that read only it
+	// (OpenAIConfig.MaxTokens); OpenAI's reasoning models refuse it.
+	MaxTokens     int             `json:"max_tokens,omitempty"`
+	StreamOptions oaStreamOptions `json:"stream_options"`
+	Temperature   float64         `json:"temperature"`
+	Tools         []oaTool        `json:"tools,omitempty"`
+	Stream        bool            `json:"stream"`
 }
 
 type oaStreamOptions struct {
