@@ -350,6 +350,7 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	r := netguard.Request{Method: e.Method, URL: u.String(), Header: http.Header{"Accept": {"application/json, text/*;q=0.9, */*;q=0.5"}}}
 	// The header values are opened here only, for this request.
+	var sent []string
 	for _, name := range e.HeaderNames() {
 		v, err := e.headerValue(h.sealer, h.org, h.agent, name)
 		if err != nil {
@@ -357,7 +358,11 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 			return Errorf("endpoint %s was not called: this server cannot read its stored header values (the assistant's owner may need to set them again)", e.Name), nil
 		}
 		r.Header.Set(name, v)
+		if !publicHeader(name) {
+			sent = append(sent, v)
+		}
 	}
+	hide := redactor(sent)
 	if hasBody {
 		r.Body = args.Body
 		r.Header.Set("Content-Type", "application/json")
@@ -371,14 +376,58 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	status := strconv.Itoa(resp.Status) + " " + http.StatusText(resp.Status)
 	if loc := resp.Header.Get("Location"); resp.Status >= 300 && resp.Status < 400 && loc != "" {
-		return redirected(e.Name, u, status, loc), nil
+		res := redirected(e.Name, u, status, hide.Replace(loc))
+		res.Content = hide.Replace(res.Content)
+		return res, nil
 	}
+	// SECURITY: what the endpoint says back of the header values sent (an
+	// echo of the request, an error quoting the key it refused) is cut out
+	// before the model reads it, the whole body first so that no part of
+	// a value survives the model's cut: the values are the owner's secrets,
+	// and a model steered by a page or a visitor repeats what it read.
+	resp.Body = []byte(hide.Replace(string(resp.Body)))
 	res := Result{
-		Content: "HTTP " + status + "\nContent-Type: " + clip(resp.Header.Get("Content-Type"), httpHeaderForModel) + "\n\n" + bodyForModel(resp),
+		Content: "HTTP " + status + "\nContent-Type: " + clip(hide.Replace(resp.Header.Get("Content-Type")), httpHeaderForModel) + "\n\n" + bodyForModel(resp),
 		IsError: resp.Status >= 400,
 		Summary: strings.TrimSpace(status) + ", " + sizeOf(resp),
 	}
 	return res, nil
+}
+
+// redactedValue replaces a header value sent in what the model reads.
+const redactedValue = "[redacted]"
+
+// minSecret is the shortest header value (or word of one) cut out of a
+// response: a shorter one is no secret, and cutting it would garble the
+// response ("1", "en", the "Bearer" of "Bearer <token>").
+const minSecret = 8
+
+// publicHeader reports whether a configured header carries no secret
+// (what to accept, the client's name), whose value a response may repeat.
+func publicHeader(name string) bool {
+	switch http.CanonicalHeaderKey(name) {
+	case "Accept", "Accept-Language", "Accept-Encoding", "Content-Type", "User-Agent":
+		return true
+	}
+	return false
+}
+
+// redactor cuts the header values sent out of a response: each whole, and
+// each word of one (the token of "Bearer <token>"), longest first.
+func redactor(values []string) *strings.Replacer {
+	var secrets []string
+	for _, v := range values {
+		secrets = append(secrets, strings.TrimSpace(v))
+		secrets = append(secrets, strings.Fields(v)...)
+	}
+	secrets = slices.DeleteFunc(secrets, func(s string) bool { return len(s) < minSecret })
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	secrets = slices.Compact(secrets)
+	var pairs []string
+	for _, s := range secrets {
+		pairs = append(pairs, s, redactedValue)
+	}
+	return strings.NewReplacer(pairs...)
 }
 
 // redirected is the result of a call answered by a redirect, which the
