@@ -215,8 +215,9 @@ func TestUnverifiedChangesNothingStored(t *testing.T) {
 	// one pushes the oldest out.
 	long := strings.Repeat("n", 990)
 	bea := x.merge(t, x.orgA, contact.Fields{Email: "bea@example.com", Note: "first"}, nil)
-	for range 10 {
-		x.merge(t, x.orgA, contact.Fields{Email: "bea@example.com", Note: long}, nil)
+	for i := range 10 {
+		// Each note its own: one the notes hold already is not added again.
+		x.merge(t, x.orgA, contact.Fields{Email: "bea@example.com", Note: string(rune('a'+i)) + long[1:]}, nil)
 	}
 	before := x.get(t, x.orgA, bea).Notes
 	require.True(t, strings.HasPrefix(before, "first\n"), "the setup's notes fit")
@@ -232,8 +233,8 @@ func TestUnverifiedChangesNothingStored(t *testing.T) {
 	// to 5,000 characters, custom fields up to 16 KiB of JSON.
 	cy := x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: strings.Repeat("c", 990),
 		CustomFields: []byte(`{"a":"` + strings.Repeat("a", 8000) + `"}`)}, nil)
-	for range 4 {
-		x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: strings.Repeat("c", 999)}, nil)
+	for i := range 4 {
+		x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: string(rune('d'+i)) + strings.Repeat("c", 998)}, nil)
 	}
 	x.merge(t, x.orgA, contact.Fields{Email: "cy@example.com", Note: "0123456789", Unverified: true,
 		CustomFields: []byte(`{"b":"` + strings.Repeat("b", 9000) + `"}`)}, nil)

@@ -125,19 +125,41 @@ func (q *Queries) DeleteContact(ctx context.Context, arg DeleteContactParams) (i
 }
 
 const forgetContactLeadCaptures = `-- name: ForgetContactLeadCaptures :execrows
-WITH held AS (
+WITH k AS MATERIALIZED (
+  SELECT ct.email, ct.phone_number FROM contacts ct
+  WHERE ct.org_id = $2 AND ct.id = $3::uuid),
+linked AS MATERIALIZED (
+  SELECT c.id FROM conversations c
+  WHERE c.org_id = $2 AND c.contact_id = $3::uuid),
+held AS (
   SELECT m.id FROM messages m
   WHERE m.org_id = $2
-    AND m.conversation_id IN (SELECT c.id FROM conversations c
-                              WHERE c.org_id = $2 AND c.contact_id = $3::uuid)
     AND m.role = 'assistant'
     AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.tool_calls) AS e(c)
                 WHERE e.c->>'name' = 'lead_capture'
-                  AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text))
+                  AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text)
+                  AND (m.conversation_id IN (SELECT linked.id FROM linked)
+                       OR EXISTS (SELECT 1 FROM k WHERE
+                            (k.email IS NOT NULL AND (
+                               position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                               OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
+                               OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
+                            OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
+                               coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
+                               OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ','))))))
   ORDER BY m.id
   FOR UPDATE OF m)
 UPDATE messages m SET tool_calls = (
   SELECT jsonb_agg(CASE WHEN e.c->>'name' = 'lead_capture'
+                         AND (m.conversation_id IN (SELECT linked.id FROM linked)
+                              OR EXISTS (SELECT 1 FROM k WHERE
+                                   (k.email IS NOT NULL AND (
+                                      position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                                      OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
+                                      OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
+                                   OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
+                                      coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
+                                      OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ',')))))
                         THEN e.c || jsonb_build_object('arguments', '{}', 'result', $1::text)
                         ELSE e.c END ORDER BY e.n)
   FROM jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n))
@@ -152,12 +174,17 @@ type ForgetContactLeadCapturesParams struct {
 }
 
 // Takes the details out of the lead_capture calls (messages.tool_calls,
-// protojson ToolCalls) of the answers in a contact's conversations, run
-// before DeleteContact: a call's arguments and result hold the email, phone
-// number, name and note it recorded, and the history, its exports and its
-// stream's replays returned them after the contact was deleted. The call
-// stays (its id, name and status); other tools' calls are untouched. The
-// answers are locked in id order, as ForgetCitedText's batches take them.
+// protojson ToolCalls) that recorded a contact, run before DeleteContact: a
+// call's arguments and result hold the email, phone number, name and note
+// it recorded, and the history, its exports and its stream's replays
+// returned them after the contact was deleted. A call recorded the
+// contact when it is in one of the contact's conversations, or when it
+// names the contact's email (its arguments, quoted, or its result's
+// "contact recorded: email ..."), or, for a contact without an email, its
+// result names the contact's phone number: a conversation whose visitor gave
+// another email later names the later contact only. The call stays (its
+// id, name and status); other calls are untouched. The answers are locked
+// in id order, as ForgetCitedText's batches take them.
 func (q *Queries) ForgetContactLeadCaptures(ctx context.Context, arg ForgetContactLeadCapturesParams) (int64, error) {
 	result, err := q.db.Exec(ctx, forgetContactLeadCaptures, arg.Result, arg.OrgID, arg.ContactID)
 	if err != nil {
@@ -379,6 +406,10 @@ UPDATE contacts SET
                        ELSE custom_fields END,
   notes = CASE WHEN $7::text = '' THEN notes
                WHEN notes = '' THEN $7::text
+               -- A note the notes already hold, as lines of their own: the
+               -- model calling lead_capture again with all it knows (a
+               -- detail added, a retry) adds nothing.
+               WHEN position(E'\n' || $7::text || E'\n' IN E'\n' || notes || E'\n') > 0 THEN notes
                WHEN $2 AND length(notes) + 1 + length($7::text) > 5000 THEN notes
                ELSE right(notes || E'\n' || $7::text, 10000) END,
   updated_at = now()
@@ -400,7 +431,8 @@ type MergeContactParams struct {
 
 // Adds what is new to a contact: an email or phone number it lacks (or a
 // new phone number), names that are not empty, custom fields over the old
-// ones, and a note after the others (the last 10,000 characters are kept).
+// ones, and a note after the others unless they hold it already (the last
+// 10,000 characters are kept).
 // With fill_only (what f brings is unverified, contact.Fields) it changes
 // nothing stored and takes at most half of a contact's room, so that what
 // the organization writes itself always fits: a phone number, names and

@@ -1,0 +1,87 @@
+package tool_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/backend/tool"
+)
+
+// A deleted contact's details leave the lead_capture calls that recorded
+// them, also in a conversation that names another contact since: the
+// visitor (or a model steered by a page) gave a second email after the
+// first, and the conversation was linked to the second contact. The first
+// call kept the deleted contact's email, name and note in the history, its
+// exports and its stream's replays.
+func TestLeadCaptureForgottenInARelinkedConversation(t *testing.T) {
+	t.Parallel()
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = actor
+	e := testenv.New(t, testenv.WithFakeModels(fp))
+	id := createAgent(t, e, e.A.Key, map[string]any{"tools": []string{tool.LeadCapture}})["id"].(string)
+	for _, args := range []string{
+		`{\"email\":\"Gone.Person@Example.com\",\"firstName\":\"Gone\",\"note\":\"private-note-of-gone\"}`,
+		`{\"email\":\"kept@example.com\",\"firstName\":\"Kept\"}`,
+	} {
+		r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"relink-1"}`)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+	gone, ok := contactOf(t, e, e.A.Key, "gone.person@example.com")
+	require.True(t, ok)
+	kept, ok := contactOf(t, e, e.A.Key, "kept@example.com")
+	require.True(t, ok)
+	require.Equal(t, []any{"relink-1"}, kept["conversationIds"], "the conversation names the second contact")
+
+	r := e.Do("DELETE", "/api/contacts/"+gone["id"].(string), e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	var hist struct {
+		Messages []struct {
+			Role      string
+			ToolCalls []map[string]any
+		}
+	}
+	h := e.Do("GET", "/api/v2/conversations/relink-1", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, h.Status, "%s", h.Body)
+	h.JSON(t, &hist)
+	var calls []string
+	for _, m := range hist.Messages {
+		for _, c := range m.ToolCalls {
+			if c["name"] == tool.LeadCapture {
+				calls = append(calls, c["arguments"].(string)+" => "+c["result"].(string))
+			}
+		}
+	}
+	require.Len(t, calls, 2, "%s", h.Body)
+	all := strings.ToLower(strings.Join(calls, "\n"))
+	require.NotContains(t, all, "gone.person@example.com")
+	require.NotContains(t, all, "private-note-of-gone")
+	require.Contains(t, all, "kept@example.com", "the other contact's call is untouched")
+}
+
+// The model calls lead_capture again with all it knows when the visitor
+// adds a detail (its description asks it to), or retries a call: the note
+// it already recorded is not added to the contact's notes a second time.
+func TestLeadCaptureRepeatedNoteIsKeptOnce(t *testing.T) {
+	t.Parallel()
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = actor
+	e := testenv.New(t, testenv.WithFakeModels(fp))
+	id := createAgent(t, e, e.A.Key, map[string]any{"tools": []string{tool.LeadCapture}})["id"].(string)
+	for _, args := range []string{
+		`{\"email\":\"twice@example.com\",\"note\":\"Wants a quote for 20 seats.\"}`,
+		`{\"email\":\"twice@example.com\",\"note\":\"Wants a quote for 20 seats.\"}`,
+		`{\"email\":\"twice@example.com\",\"firstName\":\"Tess\",\"note\":\"Wants a quote for 20 seats.\"}`,
+	} {
+		r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"twice-1"}`)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+	c, ok := contactOf(t, e, e.A.Key, "twice@example.com")
+	require.True(t, ok)
+	require.Equal(t, "Tess", c["firstName"])
+	require.Equal(t, "Wants a quote for 20 seats.", c["notes"])
+}
