@@ -2,9 +2,11 @@ package llm
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/openai/openai-go/v3"
@@ -177,7 +179,34 @@ func (o *OpenAI) wrap(ctx context.Context, err error) error {
 			pe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"))
 		}
 	}
+	var streamErr *ssestream.StreamError
+	if errors.As(err, &streamErr) {
+		// An error event inside a 200 stream: its message is the
+		// upstream's free text, which may quote the prompt (or, from a
+		// misbehaving OpenAI-compatible server, the request's key), and
+		// it goes to the log. Keep only its type and code, as above.
+		pe.Err = errors.New(strings.TrimSpace("error event mid-stream " + streamErrorKind(streamErr.Event.Data)))
+	}
 	return pe
+}
+
+// streamErrorKind is the type and code of a stream's error event, nothing
+// of its message.
+func streamErrorKind(data []byte) string {
+	var ev struct {
+		Error struct {
+			Type string `json:"type"`
+			Code any    `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.Unmarshal(data, &ev)
+	kind := ev.Error.Type
+	if c, ok := ev.Error.Code.(string); ok && c != "" {
+		kind += " " + c
+	} else if n, ok := ev.Error.Code.(float64); ok {
+		kind += " " + strconv.FormatFloat(n, 'f', -1, 64)
+	}
+	return strings.TrimSpace(kind)
 }
 
 // retryAfter reads a Retry-After header: seconds, or an HTTP date.
