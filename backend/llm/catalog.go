@@ -150,7 +150,12 @@ type modelsFile struct {
 }
 
 // Default upstream ids and list prices (USD per million tokens, input and
-// output) of the spec's model names.
+// output) of the spec's model names. The spec's Claude and Gemini names are
+// of models their providers have retired (claude-3-5-sonnet-latest on
+// 2025-10-22, gemini-1.5-pro on 2025-09-24: a call to them is a 404), so
+// they are served by the current models of the same tier: Claude Sonnet
+// 4.5, at the same price, and Gemini's alias of its newest Pro model, at
+// Gemini 3 Pro's price (an alias moves: a models file pins a version).
 var defaults = map[string]struct {
 	provider, upstream string
 	in, out            float64
@@ -158,8 +163,8 @@ var defaults = map[string]struct {
 }{
 	"gpt-4o":            {"openai", "gpt-4o", 2.5, 10, 128000},
 	"gpt-4o-mini":       {"openai", "gpt-4o-mini", 0.15, 0.6, 128000},
-	"claude-3-5-sonnet": {"anthropic", "claude-3-5-sonnet-latest", 3, 15, 200000},
-	"gemini-1-5-pro":    {"gemini", "gemini-1.5-pro", 1.25, 5, 2000000},
+	"claude-3-5-sonnet": {"anthropic", "claude-sonnet-4-5", 3, 15, 200000},
+	"gemini-1-5-pro":    {"gemini", "gemini-pro-latest", 2, 12, 1048576},
 }
 
 // LoadCatalog builds the catalog: providers from PARLEY_OPENAI_API_KEY (and
