@@ -548,7 +548,7 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	query := t.req.GetQuery() + t.documents
 	req := llm.Request{
 		Knowledge: knowledge.Passages(t.found),
-		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature,
+		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature, ModelTemperature: t.route.FixedTemperature,
 		Messages: []llm.Message{{Role: llm.RoleUser, Content: query, Images: t.images}},
 	}
 	if !kit.Empty() {

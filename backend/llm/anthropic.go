@@ -42,9 +42,11 @@ func (a *Anthropic) Provider() string { return "anthropic" }
 // Stream implements Model.
 func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) error) error {
 	params := anthropic.MessageNewParams{
-		Model:       req.Model,
-		MaxTokens:   int64(req.OutputBound()),
-		Temperature: anthropic.Float(req.Temperature),
+		Model:     req.Model,
+		MaxTokens: int64(req.OutputBound()),
+	}
+	if !req.ModelTemperature {
+		params.Temperature = anthropic.Float(req.Temperature)
 	}
 	if sys := systemWithKnowledge(req); sys != "" {
 		params.System = []anthropic.TextBlockParam{{Text: sys}}

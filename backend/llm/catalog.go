@@ -27,6 +27,10 @@ type Route struct {
 	// OpenAI-compatible servers refuse a request that offers any), so none
 	// are offered.
 	NoTools bool
+	// FixedTemperature: the upstream model accepts no temperature but its
+	// own (OpenAI's reasoning models refuse any other, 400), so none is
+	// sent and the agent's is not used.
+	FixedTemperature bool
 }
 
 // DefaultContextTokens is the context window assumed for a model the
@@ -146,6 +150,7 @@ type modelsFile struct {
 		OutputPerMTok *float64 `json:"outputPerMTok"`
 		ContextTokens int      `json:"contextTokens"`
 		Tools         *bool    `json:"tools"`
+		Temperature   *bool    `json:"temperature"`
 	} `json:"models"`
 }
 
@@ -240,6 +245,7 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 			r.ContextTokens = m.ContextTokens
 		}
 		r.NoTools = m.Tools != nil && !*m.Tools
+		r.FixedTemperature = m.Temperature != nil && !*m.Temperature
 		if m.InputPerMTok != nil {
 			r.InputPerMTok = *m.InputPerMTok
 		}

@@ -45,8 +45,11 @@ func (g *Gemini) Provider() string { return "gemini" }
 
 // Stream implements Model.
 func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) error) error {
-	temp := float32(req.Temperature)
-	cfg := &genai.GenerateContentConfig{Temperature: &temp, MaxOutputTokens: int32(req.OutputBound())}
+	cfg := &genai.GenerateContentConfig{MaxOutputTokens: int32(req.OutputBound())}
+	if !req.ModelTemperature {
+		temp := float32(req.Temperature)
+		cfg.Temperature = &temp
+	}
 	if sys := systemWithKnowledge(req); sys != "" {
 		cfg.SystemInstruction = &genai.Content{Parts: []*genai.Part{{Text: sys}}}
 	}

@@ -147,8 +147,11 @@ type Request struct {
 	System      string
 	Messages    []Message
 	Temperature float64
-	Tools       []Tool
-	Knowledge   []Passage
+	// ModelTemperature sends no temperature: the model's own is used
+	// (Route.FixedTemperature), and Temperature is not sent.
+	ModelTemperature bool
+	Tools            []Tool
+	Knowledge        []Passage
 	// MaxTokens bounds this call's reply; 0 is MaxOutputTokens. A chat
 	// turn sets it from its route's window (Route.AnswerRoom): tool
 	// results grow the prompt round by round, past what the history

@@ -18,13 +18,16 @@ func openAIBodyFor(req Request, maxTokens bool) ([]byte, error) {
 	body := oaRequest{
 		Model:               req.Model,
 		MaxCompletionTokens: req.OutputBound(),
-		Temperature:         req.Temperature,
+		Temperature:         &req.Temperature,
 		Stream:              true,
 		StreamOptions:       oaStreamOptions{IncludeUsage: true},
 		Messages:            make([]oaMessage, 0, len(req.Messages)+1),
 	}
 	if maxTokens {
 		body.MaxTokens = body.MaxCompletionTokens
+	}
+	if req.ModelTemperature {
+		body.Temperature = nil
 	}
 	if sys := systemWithKnowledge(req); sys != "" {
 		body.Messages = append(body.Messages, oaMessage{Role: "system", Content: sys})
@@ -81,7 +84,7 @@ type oaRequest struct {
 	// (OpenAIConfig.MaxTokens); OpenAI's reasoning models refuse it.
 	MaxTokens     int             `json:"max_tokens,omitempty"`
 	StreamOptions oaStreamOptions `json:"stream_options"`
-	Temperature   float64         `json:"temperature"`
+	Temperature   *float64        `json:"temperature,omitempty"`
 	Tools         []oaTool        `json:"tools,omitempty"`
 	Stream        bool            `json:"stream"`
 }
