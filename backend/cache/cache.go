@@ -6,6 +6,7 @@
 package cache
 
 import (
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,10 @@ type TTL[K comparable, V any] struct {
 	// forgets counts Forget calls: a value read across one may predate the
 	// change that caused it, and is returned but not kept.
 	forgets atomic.Uint64
+	// mu makes Get's check of forgets and its Set one step as Forget sees
+	// it: a Forget between the two left the value it was called to drop
+	// cached for a whole ttl.
+	mu sync.Mutex
 }
 
 // New returns an empty cache.
@@ -42,9 +47,11 @@ func (t *TTL[K, V]) Get(key K, load func() (V, error)) (V, error) {
 	if err != nil {
 		return v, err
 	}
+	t.mu.Lock()
 	if t.forgets.Load() == before {
 		t.c.Set(key, v, ttlcache.DefaultTTL)
 	}
+	t.mu.Unlock()
 	return v, nil
 }
 
@@ -59,12 +66,16 @@ func (t *TTL[K, V]) Peek(key K) (V, bool) {
 
 // Forget drops key.
 func (t *TTL[K, V]) Forget(key K) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.forgets.Add(1)
 	t.c.Delete(key)
 }
 
 // ForgetFunc drops every entry whose key and value match.
 func (t *TTL[K, V]) ForgetFunc(match func(K, V) bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	t.forgets.Add(1)
 	var drop []K
 	t.c.Range(func(it *ttlcache.Item[K, V]) bool {

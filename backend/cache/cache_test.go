@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,4 +59,27 @@ func TestForgetDuringLoad(t *testing.T) {
 	require.Equal(t, 1, v)
 	v, _ = c.Get("a", func() (int, error) { return 2, nil })
 	require.Equal(t, 2, v)
+}
+
+// A Forget that runs once a load has read its value drops that value,
+// however the two interleave: one that fell between Get's check of the
+// Forgets and its Set left the value cached for a whole ttl (a key revoked,
+// an agent changed or a webhook created through this instance, trusted
+// here as it was for up to CacheTTL; about 1 in 100,000 tries).
+func TestForgetAfterLoadIsNeverUndone(t *testing.T) {
+	c := New[int, int](time.Minute, 1<<20)
+	for i, end := 0, time.Now().Add(time.Second); time.Now().Before(end); i++ {
+		loaded := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-loaded
+			c.Forget(i)
+		}()
+		_, _ = c.Get(i, func() (int, error) { close(loaded); return 1, nil })
+		wg.Wait()
+		_, kept := c.Peek(i)
+		require.False(t, kept, "try %d: the value read before Forget is still cached", i)
+	}
 }
