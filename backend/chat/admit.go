@@ -127,10 +127,20 @@ func (a *Admitter) Admit(ctx context.Context, c Caller, agentID, visitorID strin
 
 // StillPublic reports, without counting a request, whether agent id is
 // still public: Unauthenticated once it is private, NotFound once it is
-// gone (a visitor's stream asks it as it goes on).
-func (a *Admitter) StillPublic(ctx context.Context, id uuid.UUID) error {
-	_, err := a.publicAgent(ctx, id)
-	return err
+// gone (a visitor's stream asks it as it goes on). from is the origin of
+// the page that was admitted (origin.Of; "" when the request was not
+// marked): Forbidden once the agent's owner no longer lists it.
+func (a *Admitter) StillPublic(ctx context.Context, id uuid.UUID, from string, marked bool) error {
+	row, err := a.publicAgent(ctx, id)
+	if err != nil {
+		return err
+	}
+	// SECURITY: an origin dropped from the agent's list after its page's
+	// stream began (made through any instance: read here, not cached).
+	if marked && !origin.Match(row.AllowedOrigins, from) {
+		return apperr.New(apperr.Forbidden, "agent %s no longer accepts browser calls from %s", id, from)
+	}
+	return nil
 }
 
 // publicAgent reads public agent id: Unauthenticated when it is private,

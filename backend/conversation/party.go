@@ -14,6 +14,7 @@ import (
 	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/origin"
 	"github.com/parleyhq/parley/backend/ratelimit"
 )
 
@@ -82,8 +83,10 @@ func (s *Service) AdmitCaller(ctx context.Context, c chat.Caller, agentID, visit
 		return &Party{Rate: rate}, err
 	}
 	// SECURITY: an agent made private (or deleted) after its visitor's
-	// stream began.
-	standing := func(ctx context.Context) error { return s.Admit.StillPublic(ctx, adm.Agent.ID) }
+	// stream began, or the origin of the page that opened it dropped from
+	// the agent's list.
+	from, marked := origin.Of(ctx)
+	standing := func(ctx context.Context) error { return s.Admit.StillPublic(ctx, adm.Agent.ID, from, marked) }
 	return &Party{Org: adm.OrgID(), Agent: adm.Agent.ID, Visitor: visitorID, Rate: adm.Rate, standing: standing}, nil
 }
 

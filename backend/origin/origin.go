@@ -73,6 +73,17 @@ func With(ctx context.Context, r *Request) context.Context {
 	return context.WithValue(ctx, key{}, r)
 }
 
+// Of is the origin a request was marked with (With), and whether it was:
+// a page on an origin the deployment does not list, which reaches a public
+// agent only while its owner lists that origin.
+func Of(ctx context.Context) (string, bool) {
+	r, _ := ctx.Value(key{}).(*Request)
+	if r == nil {
+		return "", false
+	}
+	return r.Origin, true
+}
+
 // Admit lets the request in ctx reach agent (named in the error) when its
 // origin is one of allowed, granting the response its CORS headers; a
 // request the server did not mark (no Origin, the same origin, or a listed
