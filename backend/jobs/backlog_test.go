@@ -14,9 +14,14 @@ import (
 	"github.com/parleyhq/parley/backend/webhook"
 )
 
-// One organization's backlog of deliveries to an endpoint that hangs does
-// not hold up another organization's delivery: its deliveries wait behind
-// the others'. River fetches by scheduled_at: with only PerOrg of an
+// One organization's endpoints that hang (up to webhook.AttemptTimeout
+// each) do not hold up another organization's event, queued after a
+// backlog of them: it is delivered within seconds. Without a share of the
+// workers per organization, an owner's public agent (its visitors' turns
+// emit message.created to up to MaxWebhooks endpoints each) made every
+// other organization's webhooks late by as long as it liked. And with the
+// share, the backlog's deliveries wait behind the others'. River fetches
+// by scheduled_at: with only PerOrg of an
 // organization's deliveries sent at once, the rest of a backlog queued
 // earlier were fetched, found over the share and snoozed a few at a time,
 // and another organization's delivery waited until the whole backlog had

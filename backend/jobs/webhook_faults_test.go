@@ -9,8 +9,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
-	"github.com/parleyhq/parley/backend/account"
-	"github.com/parleyhq/parley/backend/auth"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/seal"
 	"github.com/parleyhq/parley/backend/webhook"
@@ -73,57 +71,6 @@ func TestUnopenableSecretIsAFailedAttempt(t *testing.T) {
 	w, err := f.svc.GetWebhook(f.ctx, &parleyv1.GetWebhookRequest{Id: hook.GetId()})
 	require.NoError(t, err)
 	require.True(t, w.GetWebhook().GetFailing())
-}
-
-// One organization's endpoints that hang (up to webhook.AttemptTimeout
-// each) do not hold every delivery worker: another organization's event,
-// queued after a backlog of them, is delivered within seconds rather than
-// after the backlog, as an organization's ingestions take at most a share
-// of the workers. Without a share, an owner's public agent (its visitors'
-// turns emit message.created to up to MaxWebhooks endpoints each) made
-// every other organization's webhooks late by as long as it liked.
-func TestSlowOrganizationDoesNotHoldEveryDeliveryWorker(t *testing.T) {
-	t.Parallel()
-	f := setupHooks(t, false)
-	ctx := context.Background()
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	slow := newReceiver(t, func(_ int, w http.ResponseWriter, r *http.Request) {
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	})
-	fast := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
-	f.create(t, slow.URL, webhook.FormSubmitted)
-	const backlog = 12
-	for range backlog {
-		require.NoError(t, f.emit(t, false))
-	}
-
-	orgB, _, err := account.Bootstrap(ctx, f.store, "B", "pro")
-	require.NoError(t, err)
-	ctxB := auth.WithPrincipal(ctx, &auth.Principal{OrgID: orgB, Scopes: []string{"admin"}})
-	hookB, err := f.svc.CreateWebhook(ctxB, &parleyv1.CreateWebhookRequest{Url: fast.URL, Events: []string{webhook.FormSubmitted}})
-	require.NoError(t, err)
-	_, err = f.svc.TestWebhook(ctxB, &parleyv1.TestWebhookRequest{Id: hookB.GetWebhook().GetId()})
-	require.NoError(t, err)
-
-	// One worker of each kind: 4 delivery workers, as a small instance.
-	c, err := New(f.store.Pool, nil, Config{Workers: true, MaxWorkers: 1, Webhooks: f.d, Store: f.store})
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx, 200*time.Millisecond, 15*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
-
-	start := time.Now()
-	require.Eventually(t, func() bool { return len(fast.requests()) == 1 }, 30*time.Second, 50*time.Millisecond)
-	took := time.Since(start)
-	require.Less(t, took, 5*time.Second, "organization B's delivery waited %s behind A's hanging ones (%d reached A)", took, len(slow.requests()))
 }
 
 // An organization's backlog of deliveries is sent, its share at a time:

@@ -1,11 +1,6 @@
 package llm_test
 
 import (
-	"encoding/json"
-	"fmt"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -19,18 +14,7 @@ import (
 // the agent's.
 func TestRouteWithTheModelsTemperatureSendsNone(t *testing.T) {
 	t.Parallel()
-	bodies := make(chan map[string]any, 2)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(b, &m))
-		bodies <- m
-		streamHeaders(w)
-		chunk(w, `{"role":"assistant","content":"ok"}`, "")
-		finish(w, "stop")
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
+	srv, bodies := recordingServer(t)
 	c, err := llm.LoadCatalog(llm.CatalogConfig{Env: func(string) string { return "" }, File: modelsFile(t, `{
 		"providers": {"up": {"type": "openai", "baseURL": "`+srv.URL+`/v1"}},
 		"models": {"gpt-4o": {"provider": "up", "model": "o3", "temperature": false}, "gpt-4o-mini": {"provider": "up", "model": "small"}}}`)})

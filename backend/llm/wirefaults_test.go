@@ -114,18 +114,7 @@ func TestOpenAIParallelCallsAtOneIndexStayApart(t *testing.T) {
 // front of them, refuse max_tokens).
 func TestCompatibleServerGetsTheBoundInMaxTokens(t *testing.T) {
 	t.Parallel()
-	bodies := make(chan map[string]any, 2)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		var m map[string]any
-		require.NoError(t, json.Unmarshal(b, &m))
-		bodies <- m
-		streamHeaders(w)
-		chunk(w, `{"role":"assistant","content":"ok"}`, "")
-		finish(w, "stop")
-		fmt.Fprint(w, "data: [DONE]\n\n")
-	}))
-	t.Cleanup(srv.Close)
+	srv, bodies := recordingServer(t)
 	env := func(k string) string {
 		return map[string]string{"PARLEY_OPENAI_API_KEY": "sk-test", "PARLEY_OPENAI_BASE_URL": srv.URL + "/v1"}[k]
 	}
@@ -222,4 +211,23 @@ func TestEveryProviderDoesNotRetryABadRequest(t *testing.T) {
 			require.EqualValues(t, 1, calls.Load())
 		})
 	}
+}
+
+// recordingServer is an OpenAI-compatible server that answers "ok" and
+// hands over each request's body.
+func recordingServer(t *testing.T) (*httptest.Server, <-chan map[string]any) {
+	t.Helper()
+	bodies := make(chan map[string]any, 4)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var m map[string]any
+		require.NoError(t, json.Unmarshal(b, &m))
+		bodies <- m
+		streamHeaders(w)
+		chunk(w, `{"role":"assistant","content":"ok"}`, "")
+		finish(w, "stop")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	t.Cleanup(srv.Close)
+	return srv, bodies
 }
