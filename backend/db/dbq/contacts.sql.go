@@ -131,35 +131,28 @@ WITH k AS MATERIALIZED (
 linked AS MATERIALIZED (
   SELECT c.id FROM conversations c
   WHERE c.org_id = $2 AND c.contact_id = $3::uuid),
-held AS (
-  SELECT m.id FROM messages m
+hits AS MATERIALIZED (
+  SELECT m.id, e.n FROM messages m, jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n)
   WHERE m.org_id = $2
     AND m.role = 'assistant'
-    AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.tool_calls) AS e(c)
-                WHERE e.c->>'name' = 'lead_capture'
-                  AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text)
-                  AND (m.conversation_id IN (SELECT linked.id FROM linked)
-                       OR EXISTS (SELECT 1 FROM k WHERE
-                            (k.email IS NOT NULL AND (
-                               position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                               OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
-                               OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
-                            OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
-                               coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
-                               OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ','))))))
+    AND e.c->>'name' = 'lead_capture'
+    AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text)
+    AND (m.conversation_id IN (SELECT linked.id FROM linked)
+         OR EXISTS (SELECT 1 FROM k WHERE
+              (k.email IS NOT NULL AND (
+                 position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                 OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
+                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
+              OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
+                 coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
+                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ',')))))),
+held AS (
+  SELECT m.id FROM messages m
+  WHERE m.org_id = $2 AND m.id IN (SELECT hits.id FROM hits)
   ORDER BY m.id
   FOR UPDATE OF m)
 UPDATE messages m SET tool_calls = (
-  SELECT jsonb_agg(CASE WHEN e.c->>'name' = 'lead_capture'
-                         AND (m.conversation_id IN (SELECT linked.id FROM linked)
-                              OR EXISTS (SELECT 1 FROM k WHERE
-                                   (k.email IS NOT NULL AND (
-                                      position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                                      OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
-                                      OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
-                                   OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
-                                      coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
-                                      OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ',')))))
+  SELECT jsonb_agg(CASE WHEN EXISTS (SELECT 1 FROM hits WHERE hits.id = m.id AND hits.n = e.n)
                         THEN e.c || jsonb_build_object('arguments', '{}', 'result', $1::text)
                         ELSE e.c END ORDER BY e.n)
   FROM jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n))
@@ -185,6 +178,9 @@ type ForgetContactLeadCapturesParams struct {
 // another email later names the later contact only. The call stays (its
 // id, name and status); other calls are untouched. The answers are locked
 // in id order, as ForgetCitedText's batches take them.
+// hits are the calls (answer, position) that recorded the contact and
+// still hold details: tool calls are written with their answer, so the
+// positions read here are the ones the update finds.
 func (q *Queries) ForgetContactLeadCaptures(ctx context.Context, arg ForgetContactLeadCapturesParams) (int64, error) {
 	result, err := q.db.Exec(ctx, forgetContactLeadCaptures, arg.Result, arg.OrgID, arg.ContactID)
 	if err != nil {

@@ -53,35 +53,31 @@ WITH k AS MATERIALIZED (
 linked AS MATERIALIZED (
   SELECT c.id FROM conversations c
   WHERE c.org_id = sqlc.arg(org_id) AND c.contact_id = sqlc.arg(contact_id)::uuid),
-held AS (
-  SELECT m.id FROM messages m
+-- hits are the calls (answer, position) that recorded the contact and
+-- still hold details: tool calls are written with their answer, so the
+-- positions read here are the ones the update finds.
+hits AS MATERIALIZED (
+  SELECT m.id, e.n FROM messages m, jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n)
   WHERE m.org_id = sqlc.arg(org_id)
     AND m.role = 'assistant'
-    AND EXISTS (SELECT 1 FROM jsonb_array_elements(m.tool_calls) AS e(c)
-                WHERE e.c->>'name' = 'lead_capture'
-                  AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
-                  AND (m.conversation_id IN (SELECT linked.id FROM linked)
-                       OR EXISTS (SELECT 1 FROM k WHERE
-                            (k.email IS NOT NULL AND (
-                               position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                               OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
-                               OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
-                            OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
-                               coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
-                               OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ','))))))
+    AND e.c->>'name' = 'lead_capture'
+    AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
+    AND (m.conversation_id IN (SELECT linked.id FROM linked)
+         OR EXISTS (SELECT 1 FROM k WHERE
+              (k.email IS NOT NULL AND (
+                 position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                 OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
+                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
+              OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
+                 coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
+                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ',')))))),
+held AS (
+  SELECT m.id FROM messages m
+  WHERE m.org_id = sqlc.arg(org_id) AND m.id IN (SELECT hits.id FROM hits)
   ORDER BY m.id
   FOR UPDATE OF m)
 UPDATE messages m SET tool_calls = (
-  SELECT jsonb_agg(CASE WHEN e.c->>'name' = 'lead_capture'
-                         AND (m.conversation_id IN (SELECT linked.id FROM linked)
-                              OR EXISTS (SELECT 1 FROM k WHERE
-                                   (k.email IS NOT NULL AND (
-                                      position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                                      OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
-                                      OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
-                                   OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
-                                      coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
-                                      OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ',')))))
+  SELECT jsonb_agg(CASE WHEN EXISTS (SELECT 1 FROM hits WHERE hits.id = m.id AND hits.n = e.n)
                         THEN e.c || jsonb_build_object('arguments', '{}', 'result', sqlc.arg(result)::text)
                         ELSE e.c END ORDER BY e.n)
   FROM jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n))
