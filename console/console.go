@@ -207,21 +207,30 @@ func (c *Console) noteRoute(next http.Handler) http.Handler {
 	})
 }
 
-// readForms reads every posted form that is not multipart (an upload's
-// handler reads its own, readForm or knowledge.ReadUpload) before its
-// handler runs, at most maxFormBytes: a handler's r.PostFormValue then
-// sees the form, never a body it failed to read as empty fields.
+// readForms reads every posted form but a datasource's upload (its
+// handler reads it, knowledge.ReadUpload, at the API's limits) before its
+// handler runs, at most maxFormBytes, multipart ones too: a handler's
+// r.PostFormValue then sees the form, never a body it failed to read as
+// empty fields, and never parses a multipart body of up to maxBodyBytes
+// into memory itself (SECURITY: r.PostFormValue and r.FormValue would,
+// with no bound of their own).
 func (c *Console) readForms(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method == http.MethodPost && !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
-			if err := readForm(w, r); err != nil {
-				c.errorPage(w, r, err)
-				return
+		if r.Method == http.MethodPost {
+			if _, pattern := c.mux.Handler(r); pattern != uploadRoute || !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+				if err := readForm(w, r); err != nil {
+					c.errorPage(w, r, err)
+					return
+				}
 			}
 		}
 		next.ServeHTTP(w, r)
 	})
 }
+
+// uploadRoute is the one route whose multipart body may be larger than
+// maxFormBytes: a datasource's file (routes).
+const uploadRoute = "POST /console/datastores/{id}/sources"
 
 // maxBodyBytes bounds every console request's body: an upload of the
 // largest file a datasource takes, with its form.

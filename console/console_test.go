@@ -71,6 +71,8 @@ func TestConsole(t *testing.T) {
 		"forms: viewers read":      testFormsViewer,
 		"contacts":                 testContacts,
 		"inbox and handoff":        testInbox,
+		"multipart form bound":     testMultipartFormBound,
+		"password bytes":           testPasswordBytes,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

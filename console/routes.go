@@ -56,7 +56,7 @@ func (c *Console) routes() {
 	m.HandleFunc("GET /console/datastores/{id}", c.signedIn(member.Viewer, c.dsShow))
 	m.HandleFunc("GET /console/datastores/{id}/sources", c.signedIn(member.Viewer, c.dsSources))
 	m.HandleFunc("GET /console/datastores/{id}/search", c.signedIn(member.Viewer, c.dsSearch))
-	m.HandleFunc("POST /console/datastores/{id}/sources", c.signedIn(member.Admin, c.dsAdd))
+	m.HandleFunc(uploadRoute, c.signedIn(member.Admin, c.dsAdd))
 	m.HandleFunc("POST /console/datasources/{id}/resync", c.signedIn(member.Admin, c.dsResync))
 	m.HandleFunc("POST /console/datasources/{id}/delete", c.signedIn(member.Admin, c.dsDelete))
 	m.HandleFunc("GET /console/conversations", c.signedIn(member.Viewer, c.convList))

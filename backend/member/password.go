@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"golang.org/x/crypto/argon2"
 
@@ -82,6 +83,11 @@ var common = map[string]bool{
 
 // CheckNewPassword refuses passwords too short or too common.
 func CheckNewPassword(password string) error {
+	// A browser's form sends UTF-8 text, without NUL: a password of other
+	// bytes (only a crafted post can set one) could never be typed to sign in.
+	if !utf8.ValidString(password) || strings.ContainsRune(password, 0) {
+		return apperr.InvalidField("password", "must be UTF-8 text, without NUL characters")
+	}
 	if len([]rune(password)) < MinPasswordLength {
 		return apperr.InvalidField("password", "must be at least %d characters", MinPasswordLength)
 	}
