@@ -407,3 +407,39 @@ func TestListingsPageByCursor(t *testing.T) {
 	_, err := c.ListSubmissions(ctx, &parleyv1.ListSubmissionsRequest{FormId: id, Cursor: "garbage"})
 	require.Equal(t, connect.CodeInvalidArgument, code(err))
 }
+
+// A visitor's values that only look like their type are refused before
+// anything is stored: a url whose port is not 1 to 65535, a one-line text
+// holding a C1 control (NEL) or a Unicode line separator.
+func TestPublicSubmissionsOfMalformedValuesStoreNothing(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	owner := client(e, e.A.Key)
+	anon := client(e, "")
+	created, err := owner.CreateForm(ctx, &parleyv1.CreateFormRequest{
+		Name: "Links", Published: true,
+		Fields: []*parleyv1.FormField{{Name: "name", Type: form.Text}, {Name: "site", Type: form.URL}},
+	})
+	require.NoError(t, err)
+	id := created.GetForm().GetId()
+	for _, tc := range []struct {
+		values    map[string]any
+		wantField string
+	}{
+		{map[string]any{"site": "https://example.com:65536/"}, "values.site"},
+		{map[string]any{"site": "http://example.com:0/"}, "values.site"},
+		{map[string]any{"name": "Ada\u0085Lovelace"}, "values.name"},
+		{map[string]any{"name": "Ada\u2028Lovelace"}, "values.name"},
+	} {
+		_, err := anon.SubmitForm(ctx, &parleyv1.SubmitFormRequest{FormId: id, VisitorId: "v1", Values: values(t, tc.values)})
+		require.Equal(t, connect.CodeInvalidArgument, code(err), "%v: %v", tc.values, err)
+		require.Equal(t, tc.wantField, badField(t, err))
+	}
+	_, err = anon.SubmitForm(ctx, &parleyv1.SubmitFormRequest{FormId: id, VisitorId: "v1", Values: values(t, map[string]any{
+		"name": "Ada", "site": "https://example.com:8443/",
+	})})
+	require.NoError(t, err)
+	subs, err := owner.ListSubmissions(ctx, &parleyv1.ListSubmissionsRequest{FormId: id})
+	require.NoError(t, err)
+	require.Len(t, subs.GetSubmissions(), 1, "only the well-formed submission was stored")
+}

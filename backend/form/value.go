@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"google.golang.org/protobuf/types/known/structpb"
@@ -150,7 +151,10 @@ func (f *field) typed(v *structpb.Value) (any, *problem) {
 func (f *field) text(s string) *problem {
 	multiline := f.GetType() == Textarea
 	for _, r := range s {
-		if (r < 0x20 && !(multiline && (r == '\n' || r == '\r' || r == '\t'))) || r == 0x7f {
+		// unicode.IsControl: C0, DEL and the C1 controls (NEL, CSI, ...).
+		// U+2028 and U+2029 break lines as well.
+		if (unicode.IsControl(r) && !(multiline && (r == '\n' || r == '\r' || r == '\t'))) ||
+			(!multiline && (r == '\u2028' || r == '\u2029')) {
 			if multiline {
 				return bad("must not contain control characters")
 			}
@@ -193,6 +197,13 @@ func checkURL(s string) *problem {
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Opaque != "" || u.Hostname() == "" ||
 		strings.ContainsAny(s, " \\") {
 		return bad("must be an http or https URL, e.g. https://example.com")
+	}
+	// url.Parse checks only that a port is digits; an empty one is the
+	// scheme's default.
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return bad("must be an http or https URL, e.g. https://example.com (a port is 1 to 65535)")
+		}
 	}
 	return nil
 }

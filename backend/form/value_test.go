@@ -52,6 +52,13 @@ func TestDecodeEveryType(t *testing.T) {
 			{`"two\nlines"`, nil, "one line"},
 			{`"nul\u0000"`, nil, "one line"},
 			{`"del\u007f"`, nil, "one line"},
+			// C1 controls (U+0080-U+009F, NEL among them) and the Unicode
+			// line and paragraph separators are control characters and line
+			// breaks too.
+			{`"next\u0085line"`, nil, "one line"},
+			{`"csi\u009b"`, nil, "one line"},
+			{`"two\u2028lines"`, nil, "one line"},
+			{`"two\u2029paragraphs"`, nil, "one line"},
 			{`"` + strings.Repeat("a", 1000) + `"`, strings.Repeat("a", 1000), ""},
 			{`"` + strings.Repeat("a", 1001) + `"`, nil, "at most 1000 characters"},
 			{`"` + strings.Repeat("é", 1000) + `"`, strings.Repeat("é", 1000), ""},
@@ -70,6 +77,8 @@ func TestDecodeEveryType(t *testing.T) {
 		{&parleyv1.FormField{Name: "message", Type: form.Textarea}, []tc{
 			{`"line 1\nline 2\r\n\tindented"`, "line 1\nline 2\r\n\tindented", ""},
 			{`"bell\u0007"`, nil, "control characters"},
+			{`"next\u0085line"`, nil, "control characters"},
+			{`"line\u2028separator"`, "line\u2028separator", ""},
 			{`"` + strings.Repeat("a", 10000) + `"`, strings.Repeat("a", 10000), ""},
 			{`"` + strings.Repeat("a", 10001) + `"`, nil, "at most 10000 characters"},
 			{`12`, nil, "must be a string"},
@@ -147,6 +156,12 @@ func TestDecodeEveryType(t *testing.T) {
 			{`"https://"`, nil, "http or https"},
 			{`"https:example.com"`, nil, "http or https"},
 			{`"https://exa mple.com"`, nil, "http or https"},
+			// A port is 1 to 65535 (url.Parse checks only that it is digits).
+			{`"https://example.com:65535/"`, "https://example.com:65535/", ""},
+			{`"https://example.com:/"`, "https://example.com:/", ""},
+			{`"https://example.com:0/"`, nil, "http or https"},
+			{`"https://example.com:65536/"`, nil, "http or https"},
+			{`"https://example.com:99999999999999999999/"`, nil, "http or https"},
 			{`"https://example.com/` + strings.Repeat("a", 2048) + `"`, nil, "at most 2048 characters"},
 			{`1`, nil, "must be a string"},
 		}},
