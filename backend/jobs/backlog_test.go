@@ -46,16 +46,7 @@ func TestOrganizationBacklogDoesNotDelayOthers(t *testing.T) {
 		require.NoError(t, f.emit(t, false))
 	}
 
-	// 4 delivery workers, as a small instance: 2 are the organization's share.
-	c, err := New(f.store.Pool, nil, Config{Workers: true, MaxWorkers: 1, Webhooks: f.d, Store: f.store})
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx, 200*time.Millisecond, 15*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	f.runSmall(t)
 	// The organization's share is taken by its hanging deliveries.
 	require.Eventually(t, func() bool { return len(slow.requests()) >= 2 }, 10*time.Second, 20*time.Millisecond)
 

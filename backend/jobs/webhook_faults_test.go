@@ -82,23 +82,13 @@ func TestUnopenableSecretIsAFailedAttempt(t *testing.T) {
 func TestOrganizationBacklogIsDelivered(t *testing.T) {
 	t.Parallel()
 	f := setupHooks(t, false)
-	ctx := context.Background()
 	fast := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })
 	f.create(t, fast.URL, webhook.FormSubmitted)
 	const backlog = 8
 	for range backlog {
 		require.NoError(t, f.emit(t, false))
 	}
-	// 4 delivery workers, 2 of them one organization's share.
-	c, err := New(f.store.Pool, nil, Config{Workers: true, MaxWorkers: 1, Webhooks: f.d, Store: f.store})
-	require.NoError(t, err)
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- c.Run(runCtx, 200*time.Millisecond, 15*time.Second) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	f.runSmall(t)
 	require.Eventually(t, func() bool { return len(fast.requests()) >= backlog }, 20*time.Second, 50*time.Millisecond,
 		"the organization's backlog was not delivered")
 }

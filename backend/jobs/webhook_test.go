@@ -117,6 +117,22 @@ func setupHooks(t *testing.T, dialGuarded bool) hookFixture {
 	return f
 }
 
+// runSmall runs, until the test ends, the job workers of a small instance:
+// one of each kind, so 4 delivery workers, 2 of them one organization's
+// share.
+func (f hookFixture) runSmall(t *testing.T) {
+	t.Helper()
+	c, err := New(f.store.Pool, nil, Config{Workers: true, MaxWorkers: 1, Webhooks: f.d, Store: f.store})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx, 200*time.Millisecond, 15*time.Second) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+}
+
 // run runs a River client until the test ends or stop is called.
 func (f hookFixture) run(t *testing.T) (stop func()) {
 	t.Helper()
