@@ -208,7 +208,11 @@ type ProviderError struct {
 	Status int
 	// RetryAfter is the upstream's Retry-After, when it sent one.
 	RetryAfter time.Duration
-	Err        error
+	// Final says the upstream told why trying again cannot help, whatever
+	// its status: OpenAI's 429 insufficient_quota (the account's credit is
+	// spent) is not a rate limit.
+	Final bool
+	Err   error
 }
 
 func (e *ProviderError) Error() string {
@@ -221,9 +225,9 @@ func (e *ProviderError) Error() string {
 func (e *ProviderError) Unwrap() error { return e.Err }
 
 // Retryable reports whether trying again may succeed: rate limits, server
-// errors and transport failures.
+// errors and transport failures, unless the upstream said otherwise (Final).
 func (e *ProviderError) Retryable() bool {
-	return e.Status == 0 || e.Status == 429 || e.Status >= 500
+	return !e.Final && (e.Status == 0 || e.Status == 429 || e.Status >= 500)
 }
 
 // Retry wraps m so that a failed call is tried again, up to attempts times in

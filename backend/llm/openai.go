@@ -175,6 +175,7 @@ func (o *OpenAI) wrap(ctx context.Context, err error) error {
 		pe.Status = apiErr.StatusCode
 		// The SDK's message may echo the request URL; keep only status and code.
 		pe.Err = errors.New(http.StatusText(apiErr.StatusCode) + " " + apiErr.Code)
+		pe.Final = apiErr.Code == "insufficient_quota"
 		if apiErr.Response != nil {
 			pe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"))
 		}

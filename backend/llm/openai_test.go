@@ -150,6 +150,23 @@ func TestOpenAIRetriesA429HonouringRetryAfter(t *testing.T) {
 	require.EqualValues(t, 2, calls.Load())
 }
 
+// An account whose credit is spent answers 429 insufficient_quota: not a
+// rate limit, and no pause makes the next attempt succeed.
+func TestOpenAIInsufficientQuotaIsNotRetried(t *testing.T) {
+	t.Parallel()
+	srv, calls := openAIServer(t, func(_ int, w http.ResponseWriter, _ map[string]any) {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(429)
+		fmt.Fprint(w, `{"error":{"message":"You exceeded your current quota, please check your plan and billing details.","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`)
+	})
+	_, _, _, err := collect(t, newOpenAI(srv.URL), basicReq)
+	var pe *llm.ProviderError
+	require.ErrorAs(t, err, &pe)
+	require.Equal(t, 429, pe.Status)
+	require.False(t, pe.Retryable())
+	require.EqualValues(t, 1, calls.Load(), "insufficient_quota is asked once")
+}
+
 func TestOpenAIServerErrorIsAProviderError(t *testing.T) {
 	t.Parallel()
 	srv, calls := openAIServer(t, func(_ int, w http.ResponseWriter, _ map[string]any) {
