@@ -42,6 +42,22 @@ func TestRefusedStreamingTurnIsNotCharged(t *testing.T) {
 	require.Contains(t, types, "source", "the passage went out before the model was called: %v", types)
 	require.Equal(t, []string{"error", "[DONE]"}, types[len(types)-2:])
 
+	// A reply the provider's content filter ended before anything was
+	// said is no answer either: a 502 naming the reason, not an empty
+	// answer stored and shown as one (the provider asked once).
+	calls := len(f.fake.Requests())
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply { return testenv.FakeReply{Finish: "content_filter"} }
+	r := f.Do("POST", "/api/v2/agent/"+agent+"/chat", f.A.Key, `{"query":"Say something the filter stops.","conversationId":"filtered"}`)
+	require.Equal(t, 502, r.Status, "%s", r.Body)
+	require.Contains(t, r.Err(t).Error.Message, "without an answer (content_filter)")
+	require.Len(t, f.fake.Requests(), calls+1, "asked once")
+	r = f.Do("GET", "/api/v2/conversations/filtered", f.A.Key, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	var conv struct{ Messages []struct{ Role, Text string } }
+	r.JSON(t, &conv)
+	require.Len(t, conv.Messages, 1, "the question alone: %+v", conv.Messages)
+	require.Equal(t, "user", conv.Messages[0].Role)
+
 	var answers int
 	var cost float64
 	require.NoError(t, f.App.Store.Tenant(ctx, f.A.ID, func(q *dbq.Queries) error {

@@ -734,6 +734,8 @@ func (t *turn) countProviderError(err error) {
 	var pe *llm.ProviderError
 	timedOut := errors.Is(err, context.DeadlineExceeded)
 	switch {
+	case errors.Is(err, llm.ErrNoAnswer) && errors.As(err, &pe):
+		metrics.ProviderError(pe.Provider, "no_answer")
 	case errors.As(err, &pe):
 		metrics.ProviderError(pe.Provider, metrics.ProviderErrorKind(pe.Status, timedOut))
 	case timedOut:
@@ -1103,6 +1105,11 @@ func (t *turn) modelError(ctx context.Context, err error) error {
 func upstreamError(err error) error {
 	var pe *llm.ProviderError
 	if errors.As(err, &pe) {
+		if errors.Is(pe, llm.ErrNoAnswer) {
+			// A content filter, a refusal, the reply bound spent on
+			// thoughts: asking the same again ends the same way.
+			return apperr.New(apperr.Upstream, "%s, from the model provider %s", pe.Err, pe.Provider)
+		}
 		if llm.IsProviderTimeout(pe) {
 			// A per-phase deadline of the provider's call (llm.Timeouts).
 			return apperr.New(apperr.Unavailable, "the model provider %s timed out; try again", pe.Provider)

@@ -90,7 +90,7 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 	type partial struct{ id, name, args string }
 	calls := map[int64]*partial{}
 	var usage Usage
-	stopped := false
+	stopped, said, reason := false, false, ""
 	for stream.Next() {
 		ev := stream.Current()
 		switch ev.Type {
@@ -105,6 +105,7 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 		case "content_block_delta":
 			switch ev.Delta.Type {
 			case "text_delta":
+				said = said || ev.Delta.Text != ""
 				if err := yield(Event{Text: ev.Delta.Text}); err != nil {
 					return err
 				}
@@ -115,6 +116,7 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 			}
 		case "message_delta":
 			usage.CompletionTokens = ev.Usage.OutputTokens
+			reason = string(ev.Delta.StopReason)
 		}
 	}
 	if err := stream.Err(); err != nil {
@@ -125,6 +127,11 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 			return ctx.Err()
 		}
 		return &ProviderError{Provider: "anthropic", Err: errors.New("the stream ended before message_stop")}
+	}
+	if !said && len(calls) == 0 {
+		if err := endedEmpty("anthropic", reason, "end_turn", "tool_use", "stop_sequence"); err != nil {
+			return err // refusal, max_tokens
+		}
 	}
 	idx := make([]int64, 0, len(calls))
 	for i := range calls {

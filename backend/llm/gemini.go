@@ -89,7 +89,7 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 	}
 	var usage Usage
 	var calls []ToolCall
-	finished := false
+	finished, said, reason := false, false, ""
 	for resp, err := range g.client.Models.GenerateContentStream(ctx, req.Model, contents, cfg) {
 		if err != nil {
 			return g.wrap(ctx, err)
@@ -109,13 +109,14 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 		}
 		for _, cand := range resp.Candidates {
 			if cand.FinishReason != "" {
-				finished = true
+				finished, reason = true, string(cand.FinishReason)
 			}
 			if cand.Content == nil {
 				continue
 			}
 			for _, p := range cand.Content.Parts {
 				if p.Text != "" && !p.Thought {
+					said = true
 					if err := yield(Event{Text: p.Text}); err != nil {
 						return err
 					}
@@ -132,6 +133,11 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 			return ctx.Err()
 		}
 		return &ProviderError{Provider: "gemini", Err: errors.New("the stream ended before a finish reason")}
+	}
+	if !said && len(calls) == 0 {
+		if err := endedEmpty("gemini", reason, "STOP"); err != nil {
+			return err // SAFETY, RECITATION, PROHIBITED_CONTENT, MAX_TOKENS (spent on thoughts) ...
+		}
 	}
 	for i := range calls {
 		if err := yield(Event{ToolCall: &calls[i]}); err != nil {

@@ -230,6 +230,24 @@ func (e *ProviderError) Retryable() bool {
 	return !e.Final && (e.Status == 0 || e.Status == 429 || e.Status >= 500)
 }
 
+// ErrNoAnswer is in the error of a reply that ended with no text and no
+// call, for a reason other than a normal stop: the provider's content
+// filter or safety stop, a refusal, or the reply bound spent before the
+// answer began (a thinking model's thoughts). Told apart from an empty
+// answer, it is not stored as one; the same request ends the same way, so
+// it is not tried again.
+var ErrNoAnswer = errors.New("the model ended its reply without an answer")
+
+// endedEmpty is the error of a reply that said nothing and called nothing
+// and ended for reason, nil when reason is one of normal (the provider's
+// ordinary stops: an empty answer is an answer).
+func endedEmpty(provider, reason string, normal ...string) error {
+	if slices.Contains(normal, reason) {
+		return nil
+	}
+	return &ProviderError{Provider: provider, Final: true, Err: fmt.Errorf("%w (%s)", ErrNoAnswer, reason)}
+}
+
 // Retry wraps m so that a failed call is tried again, up to attempts times in
 // all, with exponential backoff from base (or the provider's Retry-After, up
 // when it asks for no more than maxWait), but only while nothing of the reply has been yielded: text is

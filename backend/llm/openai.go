@@ -86,14 +86,15 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 	var calls []*partial
 	at := map[int64]*partial{}
 	var usage *Usage
-	finished := false
+	finished, said, reason := false, false, ""
 	for stream.Next() {
 		chunk := stream.Current()
 		for _, ch := range chunk.Choices {
 			if ch.FinishReason != "" {
-				finished = true
+				finished, reason = true, ch.FinishReason
 			}
 			if ch.Delta.Content != "" {
+				said = true
 				if err := yield(Event{Text: ch.Delta.Content}); err != nil {
 					return err
 				}
@@ -127,6 +128,11 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 			return ctx.Err()
 		}
 		return &ProviderError{Provider: o.name, Err: errors.New("the stream ended without a finish reason")}
+	}
+	if !said && len(calls) == 0 {
+		if err := endedEmpty(o.name, reason, "stop", "tool_calls", "function_call"); err != nil {
+			return err // content_filter, length
+		}
 	}
 	for _, p := range calls {
 		if err := yield(Event{ToolCall: &ToolCall{ID: p.id, Name: p.name, Arguments: p.args}}); err != nil {

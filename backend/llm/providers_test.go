@@ -364,3 +364,71 @@ func TestGeminiThoughtsAreOutputTokens(t *testing.T) {
 	require.Equal(t, "Hello.", text, "thoughts are not the answer")
 	require.Equal(t, &llm.Usage{PromptTokens: 21, CompletionTokens: 94}, usage)
 }
+
+// A reply that ends with nothing in it, for a provider's content filter, a
+// refusal or its bound spent on thoughts, is no answer: an error naming the
+// reason, asked once (the same request ends the same way), where it used to
+// be an empty answer, stored and shown as one. An empty reply that ended
+// normally is still an (empty) answer.
+func TestReplyEndedEmptyIsNoAnswer(t *testing.T) {
+	t.Parallel()
+	openAIEnd := func(reason string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			streamHeaders(w)
+			chunk(w, `{"role":"assistant","content":""}`, "")
+			finish(w, reason)
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		}
+	}
+	anthropicEnd := func(reason string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			sse(w, "message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":10,"output_tokens":1}}}`)
+			sse(w, "message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+reason+`","stop_sequence":null},"usage":{"output_tokens":3}}`)
+			sse(w, "message_stop", `{"type":"message_stop"}`)
+		}
+	}
+	geminiEnd := func(reason string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			sse(w, "", `{"candidates":[{"content":{"parts":[{"text":"Weighing it.","thought":true}],"role":"model"},"finishReason":"`+reason+`","index":0}],"usageMetadata":{"promptTokenCount":10,"thoughtsTokenCount":4096}}`)
+		}
+	}
+	for _, tc := range []struct {
+		name, reason string
+		newModel     func(string) llm.Model
+		write        func(w http.ResponseWriter)
+		answer       bool
+	}{
+		{"openai", "content_filter", func(u string) llm.Model { return newOpenAI(u) }, openAIEnd("content_filter"), false},
+		{"openai", "length", func(u string) llm.Model { return newOpenAI(u) }, openAIEnd("length"), false},
+		{"openai", "stop", func(u string) llm.Model { return newOpenAI(u) }, openAIEnd("stop"), true},
+		{"anthropic", "refusal", anthropicWire.newModel, anthropicEnd("refusal"), false},
+		{"anthropic", "end_turn", anthropicWire.newModel, anthropicEnd("end_turn"), true},
+		{"gemini", "SAFETY", geminiWire.newModel, geminiEnd("SAFETY"), false},
+		{"gemini", "MAX_TOKENS", geminiWire.newModel, geminiEnd("MAX_TOKENS"), false},
+		{"gemini", "STOP", geminiWire.newModel, geminiEnd("STOP"), true},
+	} {
+		t.Run(tc.name+"/"+tc.reason, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int64
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+				calls.Add(1)
+				tc.write(w)
+			}))
+			t.Cleanup(srv.Close)
+			text, _, _, err := collect(t, tc.newModel(srv.URL), llm.Request{Model: "gemini-1.5-pro", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+			require.Empty(t, text)
+			if tc.answer {
+				require.NoError(t, err)
+				return
+			}
+			require.ErrorIs(t, err, llm.ErrNoAnswer)
+			require.ErrorContains(t, err, tc.reason)
+			var pe *llm.ProviderError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, tc.name, pe.Provider)
+			require.EqualValues(t, 1, calls.Load(), "asked once")
+		})
+	}
+}

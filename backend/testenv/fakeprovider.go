@@ -35,6 +35,9 @@ type FakeReply struct {
 	// NoUsage ends the stream without its usage chunk, as a server that
 	// reports none does.
 	NoUsage bool
+	// Finish, when set, is the finish_reason sent (content_filter,
+	// length); default: stop, or tool_calls after calls.
+	Finish string
 }
 
 // FakeProvider is an OpenAI-compatible server on loopback that speaks the
@@ -133,6 +136,9 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 	finish := "stop"
 	if len(reply.ToolCalls) > 0 {
 		finish = "tool_calls"
+	}
+	if reply.Finish != "" {
+		finish = reply.Finish
 	}
 	if reply.NoUsage {
 		fakeopenai.EndWithoutUsage(w, finish)
