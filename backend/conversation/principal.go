@@ -179,26 +179,34 @@ type Transcript struct {
 	Messages     []Message
 	// Truncated is set when the conversation has more messages than
 	// MaxTranscript and MaxTranscriptBytes let show (the first ones are
-	// shown).
+	// shown, or the latest for TranscriptForPrincipal).
 	Truncated bool
 	// LastEventID is the number of the conversation's latest event.
 	LastEventID int64
 }
 
 // TranscriptForPrincipal returns one of the principal's organization's
-// conversations (a console member's). Another organization's conversation
-// is not found: ids are the clients' own and only unique within an
-// organization.
+// conversations (a console member's), with its latest messages when it has
+// more than a transcript shows: the console is where people answer the
+// visitor, and the first ones would hide what the visitor writes next.
+// Another organization's conversation is not found: ids are the clients'
+// own and only unique within an organization.
 func (s *Service) TranscriptForPrincipal(ctx context.Context, id string) (*Transcript, error) {
 	p, err := MemberParty(ctx, "")
 	if err != nil {
 		return nil, err
 	}
-	return s.Transcript(ctx, p, id)
+	return s.transcript(ctx, p, id, true)
 }
 
-// Transcript returns one of the party's conversations and its messages.
+// Transcript returns one of the party's conversations and its messages
+// (the first ones, when it has more than a transcript shows).
 func (s *Service) Transcript(ctx context.Context, p *Party, id string) (*Transcript, error) {
+	return s.transcript(ctx, p, id, false)
+}
+
+// transcript reads the conversation and its first messages, or its latest.
+func (s *Service) transcript(ctx context.Context, p *Party, id string, latest bool) (*Transcript, error) {
 	var out *Transcript
 	// SECURITY: the conversation and its messages are read by the party's
 	// organization (tenant transaction and explicit org_id), and must be
@@ -212,8 +220,16 @@ func (s *Service) Transcript(ctx context.Context, p *Party, id string) (*Transcr
 		if err != nil {
 			return err
 		}
-		rows, err := q.ConsoleTranscript(ctx, dbq.ConsoleTranscriptParams{OrgID: p.Org, ConversationID: c.ID, MaxRows: MaxTranscript, MaxBytes: MaxTranscriptBytes})
-		if err != nil {
+		var rows []dbq.ConsoleTranscriptRow
+		if latest {
+			last, err := q.LatestTranscript(ctx, dbq.LatestTranscriptParams{OrgID: p.Org, ConversationID: c.ID, MaxRows: MaxTranscript, MaxBytes: MaxTranscriptBytes})
+			if err != nil {
+				return err
+			}
+			for _, r := range last {
+				rows = append(rows, dbq.ConsoleTranscriptRow(r))
+			}
+		} else if rows, err = q.ConsoleTranscript(ctx, dbq.ConsoleTranscriptParams{OrgID: p.Org, ConversationID: c.ID, MaxRows: MaxTranscript, MaxBytes: MaxTranscriptBytes}); err != nil {
 			return err
 		}
 		out = &Transcript{Conversation: sum, AgentID: c.AgentID.String(), LastEventID: seq}

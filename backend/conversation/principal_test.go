@@ -152,7 +152,9 @@ func TestReadsForAPrincipal(t *testing.T) {
 	require.Equal(t, apperr.NotFound, apperr.CodeOf(err))
 
 	// A transcript shows the messages that start within its first
-	// MaxTranscriptBytes of text: 80 of 32,000 bytes, the first 66.
+	// MaxTranscriptBytes of text: 80 of 32,000 bytes, the first 66. The
+	// console's shows the latest 66 instead: people who have the
+	// conversation must read what the visitor wrote last.
 	require.False(t, tr.Truncated)
 	require.NoError(t, store.Tenant(ctx, orgA, func(q *dbq.Queries) error {
 		if _, err := q.CreateConversation(ctx, dbq.CreateConversationParams{OrgID: orgA, ID: "big", AgentID: a, Channel: "api"}); err != nil {
@@ -166,9 +168,22 @@ func TestReadsForAPrincipal(t *testing.T) {
 		}
 		return nil
 	}))
+	shown := (conversation.MaxTranscriptBytes + 31999) / 32000
+	party, err := conversation.MemberParty(asA, "")
+	require.NoError(t, err)
+	tr, err = s.Transcript(asA, party, "big")
+	require.NoError(t, err)
+	require.True(t, tr.Truncated)
+	require.Len(t, tr.Messages, shown)
+	require.Equal(t, strings.Repeat("a", 32000), tr.Messages[0].Content)
+
 	tr, err = s.TranscriptForPrincipal(asA, "big")
 	require.NoError(t, err)
 	require.True(t, tr.Truncated)
-	require.Len(t, tr.Messages, (conversation.MaxTranscriptBytes+31999)/32000)
-	require.Equal(t, strings.Repeat("a", 32000), tr.Messages[0].Content)
+	require.Len(t, tr.Messages, shown)
+	require.Equal(t, string(rune('a'+(80-shown)%26)), tr.Messages[0].Content[:1], "the latest, oldest first")
+	require.Equal(t, string(rune('a'+79%26)), tr.Messages[shown-1].Content[:1], "the last one written")
+	for i := 1; i < len(tr.Messages); i++ {
+		require.False(t, tr.Messages[i].CreateTime.Before(tr.Messages[i-1].CreateTime), "oldest first")
+	}
 }

@@ -341,6 +341,93 @@ func (q *Queries) FollowConversations(ctx context.Context, arg FollowConversatio
 	return err
 }
 
+const latestTranscript = `-- name: LatestTranscript :many
+SELECT id, role, content, created_at, sources, model, provider, latency_ms, prompt_tokens,
+       completion_tokens, incomplete, author, tool_calls, total
+FROM (
+  SELECT t.org_id, t.id, t.conversation_id, t.role, t.content, t.rating, t.created_at, t.channel, t.attachments, t.sources, t.model, t.provider, t.latency_ms, t.prompt_tokens, t.completion_tokens, t.cost, t.incomplete, t.author, t.tool_calls, t.after, t.total
+  FROM (
+    SELECT m.org_id, m.id, m.conversation_id, m.role, m.content, m.rating, m.created_at, m.channel, m.attachments, m.sources, m.model, m.provider, m.latency_ms, m.prompt_tokens, m.completion_tokens, m.cost, m.incomplete, m.author, m.tool_calls, sum(octet_length(m.content)) OVER (ORDER BY m.created_at DESC, m.id DESC) - octet_length(m.content) AS after,
+           count(*) OVER () AS total
+    FROM messages m
+    WHERE m.org_id = $1 AND m.conversation_id = $2
+  ) t
+  WHERE after < $3::bigint
+  ORDER BY created_at DESC, id DESC
+  LIMIT $4
+) latest
+ORDER BY created_at, id
+`
+
+type LatestTranscriptParams struct {
+	OrgID          uuid.UUID
+	ConversationID string
+	MaxBytes       int64
+	MaxRows        int32
+}
+
+type LatestTranscriptRow struct {
+	ID               uuid.UUID
+	Role             string
+	Content          string
+	CreatedAt        time.Time
+	Sources          []byte
+	Model            *string
+	Provider         *string
+	LatencyMs        *int32
+	PromptTokens     *int32
+	CompletionTokens *int32
+	Incomplete       bool
+	Author           string
+	ToolCalls        []byte
+	Total            int64
+}
+
+// A conversation's latest messages, oldest first, as ConsoleTranscript
+// reads them: at most max_rows, and those that end within the last
+// max_bytes of the messages' text; total is how many the conversation has.
+// People who have taken a conversation over need its end, where the
+// visitor's new messages are.
+func (q *Queries) LatestTranscript(ctx context.Context, arg LatestTranscriptParams) ([]LatestTranscriptRow, error) {
+	rows, err := q.db.Query(ctx, latestTranscript,
+		arg.OrgID,
+		arg.ConversationID,
+		arg.MaxBytes,
+		arg.MaxRows,
+	)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LatestTranscriptRow
+	for rows.Next() {
+		var i LatestTranscriptRow
+		if err := rows.Scan(
+			&i.ID,
+			&i.Role,
+			&i.Content,
+			&i.CreatedAt,
+			&i.Sources,
+			&i.Model,
+			&i.Provider,
+			&i.LatencyMs,
+			&i.PromptTokens,
+			&i.CompletionTokens,
+			&i.Incomplete,
+			&i.Author,
+			&i.ToolCalls,
+			&i.Total,
+		); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const listenConversations = `-- name: ListenConversations :exec
 LISTEN parley_conversation
 `

@@ -55,6 +55,28 @@ WHERE before < sqlc.arg(max_bytes)::bigint
 ORDER BY created_at, id
 LIMIT sqlc.arg(max_rows);
 
+-- name: LatestTranscript :many
+-- A conversation's latest messages, oldest first, as ConsoleTranscript
+-- reads them: at most max_rows, and those that end within the last
+-- max_bytes of the messages' text; total is how many the conversation has.
+-- People who have taken a conversation over need its end, where the
+-- visitor's new messages are.
+SELECT id, role, content, created_at, sources, model, provider, latency_ms, prompt_tokens,
+       completion_tokens, incomplete, author, tool_calls, total
+FROM (
+  SELECT t.*
+  FROM (
+    SELECT m.*, sum(octet_length(m.content)) OVER (ORDER BY m.created_at DESC, m.id DESC) - octet_length(m.content) AS after,
+           count(*) OVER () AS total
+    FROM messages m
+    WHERE m.org_id = sqlc.arg(org_id) AND m.conversation_id = sqlc.arg(conversation_id)
+  ) t
+  WHERE after < sqlc.arg(max_bytes)::bigint
+  ORDER BY created_at DESC, id DESC
+  LIMIT sqlc.arg(max_rows)
+) latest
+ORDER BY created_at, id;
+
 -- name: SetConversationStatus :one
 -- Changes a conversation's status, saying why and who; no row when it
 -- already has that status (or does not exist). The trigger
