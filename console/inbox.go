@@ -44,6 +44,17 @@ func (c *Console) inboxData(r *http.Request) (inboxView, error) {
 	for _, a := range agents.GetAgents() {
 		d.Agents[a.GetId()] = a.GetName()
 	}
+	// An organization with more agents than one listing holds: the page's
+	// others are read one by one (a row without its agent's name is one
+	// nobody can place).
+	for _, cv := range d.Page.Conversations {
+		if id := cv.GetAgentId(); d.Agents[id] == "" {
+			// Deleted since (its conversations with it): no name.
+			if a, err := c.Agents.GetAgent(ctx, &parleyv1.GetAgentRequest{Id: id}); err == nil {
+				d.Agents[id] = a.GetAgent().GetName()
+			}
+		}
+	}
 	return d, nil
 }
 

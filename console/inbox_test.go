@@ -1,13 +1,17 @@
 package console_test
 
 import (
+	"context"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/member"
 )
 
@@ -132,4 +136,23 @@ func testInbox(t *testing.T, e *env) {
 	require.Equal(t, "/console/conversations", p.Header.Get("Location"))
 	require.Equal(t, http.StatusNotFound, admin.get("/console/conversations/desk-2").Status)
 	require.Equal(t, http.StatusOK, admin.get("/console/conversations/desk-1").Status, "only that one")
+
+	// An organization with more agents than one listing holds: a row's
+	// agent beyond them is still named (Desk is the oldest of 101).
+	ctx := context.Background()
+	require.NoError(t, e.App.Store.Tenant(ctx, org.ID, func(q *dbq.Queries) error {
+		for i := range 100 {
+			if _, err := q.CreateAgent(ctx, dbq.CreateAgentParams{
+				OrgID: org.ID, ID: uuid.New(), Name: fmt.Sprintf("Agent %03d", i), Instructions: "i", Model: "gpt-4o-mini", Visibility: "private", Tools: []string{}, AllowedOrigins: []string{},
+			}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	p = admin.post("/console/conversations/desk-1/status", url.Values{"status": {"human_requested"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	row := admin.get("/console/inbox/list").Doc.Find(`[data-testid=inbox-row][data-id="desk-1"]`)
+	require.Equal(t, 1, row.Length())
+	require.Contains(t, row.Text(), "Desk")
 }
