@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -67,6 +68,11 @@ func (w *IngestWorker) Timeout(job *river.Job[IngestArgs]) time.Duration {
 // running for good after the last attempt.
 func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (err error) {
 	org, id := job.Args.OrgID, job.Args.DatasourceID
+	defer func() {
+		if err != nil {
+			err = recordable{err}
+		}
+	}()
 	if wait := w.fairShare(ctx, job); wait > 0 {
 		return river.JobSnooze(wait)
 	}
@@ -113,6 +119,16 @@ func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (er
 	}
 	return err
 }
+
+// recordable is a job's error as River can record it: its text goes into
+// a jsonb column, which refuses NUL ("\u0000"), and a site's status line or
+// a reader's error quoting a file may hold one. Unrecordable, the attempt
+// could not be completed: the job stayed running until River's rescuer
+// came, holding its organization's share of the workers meanwhile.
+type recordable struct{ error }
+
+func (e recordable) Error() string { return strings.ReplaceAll(e.error.Error(), "\x00", "") }
+func (e recordable) Unwrap() error { return e.error }
 
 // fairWait is how long the next job in an organization's line waits
 // before it asks again; those behind it wait longer, up to fairWaitMax.

@@ -1,6 +1,8 @@
 package jobs
 
 import (
+	"archive/zip"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -11,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -373,4 +376,94 @@ func TestIngestionWorkersAreShared(t *testing.T) {
 	res = f.work(t, 1, 5)
 	require.Equal(t, river.EventKindJobCompleted, res.EventKind)
 	require.Equal(t, "synced", f.datasource(t).Status)
+}
+
+// A reader's error may quote the file: encoding/xml's names the invalid
+// XML name it read, raw bytes and all (here one of 1 MiB that is not
+// UTF-8). The failure is recorded as text Postgres takes, bounded: it was
+// refused, and the datasource stayed running for good.
+func TestUnstorableFailureIsRecorded(t *testing.T) {
+	t.Parallel()
+	var docx bytes.Buffer
+	zw := zip.NewWriter(&docx)
+	part, err := zw.Create("word/document.xml")
+	require.NoError(t, err)
+	_, err = part.Write([]byte("<w:document><\xff\x00" + strings.Repeat("a", 1<<20) + "/></w:document>"))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	w := &IngestWorker{}
+	f := setup(t, "", w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'file', config = $1, content = $2 WHERE id = $3",
+			[]byte(`{"fileName":"bad.docx"}`), docx.Bytes(), f.ds)
+		return err
+	}))
+
+	res := f.work(t, 1, 5)
+	require.Equal(t, rivertype.JobStateCancelled, res.Job.State)
+	d := f.datasource(t)
+	require.Equal(t, "error", d.Status, "the failure was not recorded")
+	require.Contains(t, d.Error, "bad.docx: not a readable DOCX")
+	require.True(t, utf8.ValidString(d.Error))
+	require.LessOrEqual(t, len(d.Error), 4<<10)
+}
+
+// A page without a title is named by its path, decoded: one of an old
+// site's Latin-1 names (%E9) ingests (every attempt failed on its title,
+// which Postgres refused, and so did the crawl of any site linking to it).
+func TestPageNamedByAnUndecodablePath(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte("The café opens at nine."))
+	}))
+	defer srv.Close()
+	w := &IngestWorker{}
+	f := setup(t, "", w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'web_page', config = $1 WHERE id = $2", []byte(`{"url":"`+srv.URL+`/caf%E9%00"}`), f.ds)
+		return err
+	}))
+
+	res := f.work(t, 1, 5)
+	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
+	d := f.datasource(t)
+	require.Equal(t, "synced", d.Status, d.Error)
+	require.EqualValues(t, 1, d.ChunkCount)
+}
+
+// A site's status line is the site's to word, bytes Postgres refuses in
+// text included: the retry and the last attempt's failure are recorded
+// all the same (the datasource stayed running for good).
+func TestUnstorableStatusLineIsRecorded(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := http.NewResponseController(w).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		_, _ = buf.WriteString("HTTP/1.1 503 Busy\xff\x00now\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+		_ = buf.Flush()
+	}))
+	defer srv.Close()
+	w := &IngestWorker{}
+	f := setup(t, "", w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'web_page', config = $1 WHERE id = $2", []byte(`{"url":"`+srv.URL+`/faq"}`), f.ds)
+		return err
+	}))
+
+	f.work(t, 1, 2)
+	d := f.datasource(t)
+	require.Equal(t, "pending", d.Status)
+	require.Contains(t, d.Error, "answered 503 Busy\uFFFDnow); it will be retried")
+
+	f.work(t, 2, 2)
+	d = f.datasource(t)
+	require.Equal(t, "error", d.Status)
+	require.Contains(t, d.Error, "answered 503 Busy\uFFFDnow); it will not be retried")
 }

@@ -225,10 +225,12 @@ func extract(ctx context.Context, name string, b []byte, pageURL string, limit i
 	if err != nil {
 		return Document{}, kind, false, err
 	}
-	doc = Clean(doc)
 	if doc.Title == "" {
+		// Cleaned with the rest: a page's name is its URL's decoded path,
+		// whose %00 or %FF Postgres refuses in text (every attempt failed).
 		doc.Title = name
 	}
+	doc = Clean(doc)
 	if empty(doc) {
 		return Document{}, kind, false, errors.New("the document holds no text")
 	}
@@ -282,14 +284,29 @@ func label(s string) string {
 	return clip(s, maxLabel-len("…")) + "…"
 }
 
+// maxHeading bounds a document's title and a section's heading path, in
+// bytes: every chunk of the section repeats them (stored, indexed and
+// embedded with each), and a heading line of a megabyte over a section of
+// thousands of chunks wrote gigabytes (or failed every attempt, past the
+// megabyte a tsvector holds).
+const maxHeading = 1000
+
+// clipHeading cuts a title or heading path to maxHeading bytes, marking the cut.
+func clipHeading(s string) string {
+	if len(s) <= maxHeading {
+		return s
+	}
+	return clip(s, maxHeading-len("…")) + "…"
+}
+
 // Clean makes a document's strings storable text: valid UTF-8 without
 // NUL bytes (which PDFs with two-byte fonts yield, and which Postgres
-// refuses in text).
+// refuses in text), its title and headings at most maxHeading bytes.
 func Clean(d Document) Document {
-	d.Title = cleanText(d.Title)
+	d.Title = clipHeading(cleanText(d.Title))
 	sections := make([]Section, len(d.Sections))
 	for i, s := range d.Sections {
-		s.Heading, s.Text = cleanText(s.Heading), cleanText(s.Text)
+		s.Heading, s.Text = clipHeading(cleanText(s.Heading)), cleanText(s.Text)
 		sections[i] = s
 	}
 	d.Sections = sections

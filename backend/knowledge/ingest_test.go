@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/pgvector/pgvector-go"
 	"github.com/stretchr/testify/require"
 
@@ -307,4 +308,30 @@ func TestSearchWhileTheEmbedderFails(t *testing.T) {
 	for _, r := range got {
 		require.Contains(t, r.Text, "shipping parcels")
 	}
+}
+
+// A heading of a megabyte over a long section: each chunk stores, indexes
+// and embeds a bounded heading path and title, not the megabyte (the
+// section's every chunk repeated it).
+func TestLongHeadingIsBounded(t *testing.T) {
+	t.Parallel()
+	var h strings.Builder
+	for i := 0; h.Len() < 1<<20; i++ {
+		fmt.Fprintf(&h, "w%d ", i)
+	}
+	e := setupIngest(t, "# "+h.String()+"\n\n"+longText(40))
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	require.NoError(t, k.Ingest(context.Background(), e.org, e.ds))
+	total, visible, _ := e.chunks(t)
+	require.Greater(t, visible, 5)
+	require.Equal(t, total, visible)
+	ctx := context.Background()
+	var longest int
+	require.NoError(t, pgx.BeginFunc(ctx, e.store.Pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String()); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, "SELECT max(greatest(octet_length(heading), octet_length(title))) FROM chunks WHERE datasource_id = $1", e.ds).Scan(&longest)
+	}))
+	require.LessOrEqual(t, longest, maxHeading)
 }

@@ -135,11 +135,30 @@ func permanent(format string, args ...any) error {
 	return &permanentError{msg: fmt.Sprintf(format, args...)}
 }
 
+// maxErrorBytes bounds a datasource's error, which every page of its
+// datastore's datasources returns: a reader's message may quote the file
+// (an XML name of megabytes).
+const maxErrorBytes = 4 << 10
+
+// errorText is msg as a datasource's error can hold it: without NUL or
+// bytes that are not UTF-8, which a reader's message may quote from the
+// file and a site's status line may hold, and which Postgres refuses in
+// text (the failure went unrecorded, the datasource running for good),
+// and at most maxErrorBytes.
+func errorText(msg string) string {
+	msg = cleanText(msg)
+	if len(msg) > maxErrorBytes {
+		msg = clip(msg, maxErrorBytes-len("…")) + "…"
+	}
+	return msg
+}
+
 // Fail records that a datasource's ingestion failed, for msg. It runs even
 // when ctx is cancelled (a job that timed out must still say so).
 func (k *Knowledge) Fail(ctx context.Context, org, id uuid.UUID, msg string) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	msg = errorText(msg)
 	err := k.Store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
 		if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: org, ID: id, Status: "error", Error: msg}); err != nil {
 			return err
@@ -167,7 +186,7 @@ func (k *Knowledge) Retrying(ctx context.Context, org, id uuid.UUID, attempt, of
 	} else if errors.Is(err, context.DeadlineExceeded) {
 		reason = "it ran out of time; the next resumes where it stopped"
 	}
-	msg := fmt.Sprintf("attempt %d of %d failed (%s); it will be retried", attempt, of, reason)
+	msg := errorText(fmt.Sprintf("attempt %d of %d failed (%s); it will be retried", attempt, of, reason))
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
 	err = k.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
