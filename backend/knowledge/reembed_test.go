@@ -13,6 +13,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
 	"github.com/parleyhq/parley/backend/embed"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/netguard"
@@ -169,4 +170,56 @@ func TestVectorSearchEachDimension(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A datasource added while its datastore's embedder is switched: the switch
+// waits for the addition to commit and re-embeds it too. It was not listed
+// (the addition's read of the datastore did not hold the switch up), and
+// its run, having read the old embedder, stopped once the switch committed
+// with no run after it: the datasource stayed running for good.
+func TestEmbedderSwitchWaitsForADatasourceBeingAdded(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
+	ctx := context.Background()
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), wide{})
+	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
+	require.NoError(t, err)
+	svc := &Service{K: k, Jobs: riverEnqueuer{jobs}}
+	actx := auth.WithPrincipal(ctx, &auth.Principal{OrgID: e.org, Scopes: []string{"admin"}})
+
+	// The addition, under way: CreateDatasource's statements, uncommitted.
+	added := uuid.New()
+	tx, err := e.store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String())
+	require.NoError(t, err)
+	q := dbq.New(tx)
+	_, err = q.KeyShareDatastore(ctx, dbq.KeyShareDatastoreParams{OrgID: e.org, ID: e.store_})
+	require.NoError(t, err)
+	_, err = q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: added, DatastoreID: e.store_, Type: "text", Name: "added", Config: []byte("{}"), Content: []byte("Shipping takes three days.")})
+	require.NoError(t, err)
+
+	model := wide{}.Model()
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.UpdateDatastore(actx, &parleyv1.UpdateDatastoreRequest{Id: e.store_.String(), EmbeddingModel: &model})
+		done <- err
+	}()
+	dbtest.WaitForLockWait(t, e.store.Pool, "")
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, <-done)
+
+	var status string
+	var queued int
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) error {
+		d, err := q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: e.org, ID: added})
+		if err != nil {
+			return err
+		}
+		status = d.Status
+		return e.store.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'ingest_datasource' AND args->>'datasource_id' = $1", added.String()).Scan(&queued)
+	}))
+	require.Equal(t, "pending", status)
+	require.Equal(t, 1, queued, "the switch queued the added datasource's re-embedding")
 }

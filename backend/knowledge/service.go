@@ -209,6 +209,21 @@ func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatas
 			return err
 		}
 		id := d.ID
+		if emb != nil && emb.Model() != d.EmbeddingModel {
+			// A switch takes the row FOR UPDATE before it lists the
+			// datasources to re-embed: a datasource being added
+			// (KeyShareDatastore) commits first and is listed, or waits
+			// and is ingested with the new embedder. Unlisted, its run
+			// read the old one, found it replaced and stopped, and no run
+			// followed: it stayed running for good.
+			n, err := q.LockDatastore(ctx, dbq.LockDatastoreParams{OrgID: p.OrgID, ID: id})
+			if err == nil && n == 0 {
+				return db.Missing(ctx, q, "datastore", "datastore", id)
+			}
+			if err != nil {
+				return err
+			}
+		}
 		d, err = q.UpdateDatastore(ctx, dbq.UpdateDatastoreParams{OrgID: p.OrgID, ID: id, Name: req.Name, Description: req.Description})
 		if errors.Is(err, pgx.ErrNoRows) {
 			// Deleted since it was read (the update waited for the
