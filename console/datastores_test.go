@@ -183,13 +183,20 @@ func testDatastores(t *testing.T, e *env) {
 	require.Equal(t, http.StatusBadRequest, p.Status)
 	require.Contains(t, p.Text("[data-testid=error]"), "type")
 
-	// A web page on a private address (loopback is not allowed here): it
-	// fails, with the reason shown; the table stops polling.
+	// A web page on a private address (loopback is not allowed here): 400
+	// naming the url, the form filled again.
 	p = admin.post("/console/datastores/"+store+"/sources", url.Values{"type": {"web_page"}, "url": {e.URL + "/private"}, "name": {"Intranet"}})
+	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
+	require.Contains(t, p.Text("[data-testid=error]"), "url")
+	require.Contains(t, p.Text("[data-testid=error]"), "not a public address")
+	require.Equal(t, e.URL+"/private", p.Doc.Find("#src-web-url").AttrOr("value", ""))
+	// A document that holds no text fails in its job, with the reason
+	// shown; the table stops polling.
+	p = admin.postFile("/console/datastores/"+store+"/sources", url.Values{"type": {"file"}, "name": {"Blank"}}, "file", "blank.txt", []byte("\x00\x00\n"))
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	web := settledSource(t, admin, store, "Intranet")
+	web := settledSource(t, admin, store, "Blank")
 	require.Equal(t, "error", web.Status)
-	require.Contains(t, web.Error, "not a public address")
+	require.Contains(t, web.Error, "holds no text")
 	require.Zero(t, web.Chunks)
 
 	// Search: the chunk, its score and its source.

@@ -614,8 +614,14 @@ func (k *Knowledge) fetch(ctx context.Context, raw string) (Document, error) {
 	return d, nil
 }
 
-// validURL checks a user-given URL at creation, before any job runs.
-func validURL(raw string) error {
+// validURL checks a user-given URL at creation, before any job runs: what
+// the guard will refuse to fetch whatever the name resolves to (a private
+// or loopback address, localhost) is refused now, as http_request's
+// endpoints and webhooks are, not left to fail in the job.
+func (k *Knowledge) validURL(ctx context.Context, raw string) error {
+	if k.Guard != nil {
+		return k.Guard.CheckDestination(ctx, raw)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return err

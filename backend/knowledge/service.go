@@ -336,7 +336,7 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 			name = cfg.Question
 		}
 	case "web_page", "web_site":
-		if err := validURL(cfg.URL); err != nil {
+		if err := s.K.validURL(ctx, cfg.URL); err != nil {
 			return nil, apperr.InvalidField("url", "%v", err)
 		}
 		if name == "" {
