@@ -27,6 +27,8 @@ func TestBadInput(t *testing.T) {
 		"message-level rules name":         testMessageRulesNameTheirField,
 		"ports out of range":               testPortsOutOfRange,
 		"unknown channel and streamFormat": testUnknownChannelAndStreamFormat,
+		"map keys named as sent":           testMapKeysNamedAsSent,
+		"array items named by index":       testArrayItemsNamedByIndex,
 	} {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -209,4 +211,52 @@ func testUnknownChannelAndStreamFormat(t *testing.T, e *testenv.Env) {
 		want := map[string]string{"spec": `"type":"token"`, "text": `"type":"text"`}[format]
 		require.True(t, bytes.Contains(b, []byte(want)), "%s: %s", format, b)
 	}
+}
+
+// A refused value under a map key is named by the key the client sent:
+// a snake_case key (a header's, a custom field's) is not turned into
+// camelCase as the schema's field names are.
+func testMapKeysNamedAsSent(t *testing.T, e *testenv.Env) {
+	agent := create(t, e, e.A.Key, map[string]any{"name": "Keys", "instructions": "x"}).ID
+	endpoint := func(headers map[string]string) map[string]any {
+		return map[string]any{"toolSettings": map[string]any{"http_request": map[string]any{"endpoints": []any{
+			map[string]any{"name": "orders", "description": "Orders", "method": "GET", "url": "https://93.184.215.14/", "headers": headers},
+		}}}}
+	}
+	for _, tc := range []struct {
+		method, path, field string
+		body                any
+	}{
+		{"PUT", "/api/agents/" + agent, `toolSettings.http_request.endpoints[0].headers["my_key"]`,
+			endpoint(map[string]string{"my_key": strings.Repeat("a", 5000)})},
+		{"PUT", "/api/agents/" + agent, `toolSettings.http_request.endpoints[0].headers["X_Key"]`,
+			endpoint(map[string]string{"X_Key": "a\r\nb"})},
+		{"POST", "/api/v2/agent/" + agent + "/chat", `contact.customFields["my_key"]`,
+			`{"query":"hi","conversationId":"keys","contact":{"email":"a@b.co","customFields":{"my_key":"a\u0000"}}}`},
+		{"POST", "/api/v2/agent/" + agent + "/chat", `contact.customFields.plain[0]["snake_case"]`,
+			`{"query":"hi","conversationId":"keys","contact":{"email":"a@b.co","customFields":{"plain":[{"snake_case":"a\u0000"}]}}}`},
+	} {
+		r := e.Do(tc.method, tc.path, e.A.Key, tc.body)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", tc.field, r.Body)
+		b := r.Err(t)
+		require.Equal(t, tc.field, b.Error.Field, "%s", r.Body)
+		require.True(t, strings.HasPrefix(b.Error.Message, tc.field+":"), "%s", r.Body)
+	}
+}
+
+// A value of the wrong type in an array's item is named with the item's
+// index (attachments[1].size), not as if the array had one (attachments.size).
+func testArrayItemsNamedByIndex(t *testing.T, e *testenv.Env) {
+	agent := create(t, e, e.A.Key, map[string]any{"name": "Items", "instructions": "x"}).ID
+	for _, path := range []string{"/api/v2/agent/" + agent + "/chat", "/api/agents/" + agent + "/query"} {
+		r := e.Do("POST", path, e.A.Key,
+			`{"query":"hi","conversationId":"items","attachments":[{"url":"https://93.184.215.14/a"},{"url":"https://93.184.215.14/b","size":"big"}]}`)
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", path, r.Body)
+		b := r.Err(t)
+		require.Equal(t, "attachments[1].size", b.Error.Field, "%s", r.Body)
+		require.Equal(t, "attachments[1].size: must be a whole number, not string", b.Error.Message)
+	}
+	r := e.Do("PUT", "/api/agents/"+agent, e.A.Key, `{"tools":["web_search",7]}`)
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "tools[1]", r.Err(t).Error.Field, "%s", r.Body)
 }

@@ -133,7 +133,7 @@ func TestFormDefinitionErrorsNameTheField(t *testing.T) {
 		`{"name":"x","fields":[{"name":"a","type":"text","pattern":"(a"}]}`:                       "fields[0].pattern",
 		`{"name":"x","fields":[{"name":"a","type":"select"}]}`:                                    "fields[0]",
 		`{"name":"x","fields":[{"name":"a","type":"text","color":"red"}]}`:                        "color",
-		`{"name":"x","fields":[{"name":"a","type":"number","min":"1"}]}`:                          "fields.min",
+		`{"name":"x","fields":[{"name":"a","type":"number","min":"1"}]}`:                          "fields[0].min",
 		`{"name":"x","fields":[{"name":"a","type":"text","max":2000}]}`:                           "fields[0].max",
 		`{"name":"x","fields":[{"name":"a","type":"multiselect","options":["a"],"pattern":"a"}]}`: "fields[0]",
 		`{"name":"x","published":"yes"}`:                                                          "published",

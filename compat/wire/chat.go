@@ -56,7 +56,7 @@ func DecodeChat(agentID string, body []byte) (*parleyv1.ChatRequest, *bool, erro
 	}
 	var b chatBody
 	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, nil, JSONError(err)
+		return nil, nil, JSONError(body, err)
 	}
 	req := &parleyv1.ChatRequest{
 		AgentId: agentID, Query: deref(b.Query), ConversationId: deref(b.ConversationID),

@@ -47,7 +47,7 @@ func DecodeStrict(body []byte, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return JSONError(err)
+		return JSONError(body, err)
 	}
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.InvalidField("body", "must hold a single JSON object")
@@ -111,7 +111,9 @@ func hex4(b []byte) (rune, bool) {
 	return rune(n), err == nil
 }
 
-func JSONError(err error) error {
+// JSONError is the Invalid error, naming the field, of decoding body into
+// a Go value.
+func JSONError(body []byte, err error) error {
 	var syn *json.SyntaxError
 	var typ *json.UnmarshalTypeError
 	switch {
@@ -121,7 +123,11 @@ func JSONError(err error) error {
 		if typ.Field == "" {
 			return apperr.InvalidField("body", "must be a JSON object, not %s", typ.Value)
 		}
-		return apperr.InvalidField(typ.Field, "must be %s, not %s", describe(typ.Type.String()), typ.Value)
+		field := typ.Field
+		if p, ok := pathAt(body, typ.Offset); ok && strings.EqualFold(strings.Join(p.names, "."), field) {
+			field = p.String()
+		}
+		return apperr.InvalidField(field, "must be %s, not %s", describe(typ.Type.String()), typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return apperr.InvalidField("body", "malformed JSON: unexpected end")
 	}
@@ -166,3 +172,80 @@ const MaxBodyBytes = 64 << 10
 // form submission, whose values a form may let run to 50 fields of 10,000
 // characters.
 const MaxMessageBytes = 1 << 20
+
+// jsonPath is where a value is in a JSON document: its keys (names) and,
+// in String, the index of each array item on the way.
+type jsonPath struct {
+	names []string
+	segs  []string
+}
+
+func (p jsonPath) String() string { return strings.TrimPrefix(strings.Join(p.segs, ""), ".") }
+
+// pathAt returns the path of the first value of body that ends at or after
+// offset, where encoding/json reports a value of the wrong type. Its
+// UnmarshalTypeError names the field without the index of the array item
+// it is in (attachments.size, not attachments[1].size): a client with
+// several could not tell which one is refused.
+func pathAt(body []byte, offset int64) (jsonPath, bool) {
+	type frame struct {
+		array   bool
+		index   int
+		key     string
+		wantKey bool
+	}
+	var stack []*frame
+	path := func() jsonPath {
+		var p jsonPath
+		for _, f := range stack {
+			if f.array {
+				p.segs = append(p.segs, "["+strconv.Itoa(f.index)+"]")
+			} else {
+				p.names = append(p.names, f.key)
+				p.segs = append(p.segs, "."+f.key)
+			}
+		}
+		return p
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return jsonPath{}, false
+		}
+		var top *frame
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+			stack = stack[:len(stack)-1]
+			if len(stack) > 0 && !stack[len(stack)-1].array {
+				stack[len(stack)-1].wantKey = true
+			}
+			continue
+		}
+		if top != nil && !top.array && top.wantKey {
+			key, _ := tok.(string) // the decoder takes only strings as keys
+			top.key, top.wantKey = key, false
+			continue
+		}
+		// A value starts: an array's next item, or an object's key's.
+		if top != nil && top.array {
+			top.index++
+		}
+		if dec.InputOffset() >= offset {
+			return path(), true
+		}
+		switch tok {
+		case json.Delim('{'):
+			stack = append(stack, &frame{wantKey: true})
+		case json.Delim('['):
+			stack = append(stack, &frame{array: true, index: -1})
+		default:
+			if top != nil && !top.array {
+				top.wantKey = true
+			}
+		}
+	}
+}

@@ -2,6 +2,7 @@ package wire
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/parleyhq/parley/backend/apperr"
@@ -76,4 +77,34 @@ func TestTypeErrorsSayWhatJSONIsWanted(t *testing.T) {
 		require.Error(t, err, body)
 		require.Equal(t, want, err.Error(), body)
 	}
+}
+
+// A value of the wrong type in an array's item is named with the item's
+// index, as protovalidate names the item's other faults.
+func TestTypeErrorsNameTheArrayItem(t *testing.T) {
+	t.Parallel()
+	for body, want := range map[string]string{
+		`{"query":"q","attachments":[{"url":"u"},{"url":"u","size":1.5}]}`:          "attachments[1].size",
+		`{"query":"q","attachments":[{"url":"u","name":"a"},{"url":"u","name":7}]}`: "attachments[1].name",
+		`{"query":"q","filters":{"datasourceIds":["a","b",5]}}`:                     "filters.datasourceIds[2]",
+		`{"query":"q","attachments":{}}`:                                            "attachments",
+		`{"contact":{"customFields":{"a":[1,{"b":2}]},"email":5}}`:                  "contact.email",
+		`{"query":"q","attachments":[[]]}`:                                          "attachments[0]",
+		`{"query":"q","Attachments":[{"url":"u"},{"url":"u","size":"x"}]}`:          "Attachments[1].size",
+	} {
+		_, _, err := DecodeChat("a", []byte(body))
+		var e *apperr.Error
+		require.ErrorAs(t, err, &e, body)
+		require.Equal(t, want, e.Field, body)
+		require.True(t, strings.HasPrefix(e.Message, want+": "), "%s: %s", body, e.Message)
+	}
+	var v struct {
+		Fields []struct {
+			Options []string `json:"options"`
+		} `json:"fields"`
+	}
+	err := DecodeStrict([]byte(`{"fields":[{"options":["a"]},{"options":["a","b",true]}]}`), &v)
+	var e *apperr.Error
+	require.ErrorAs(t, err, &e)
+	require.Equal(t, "fields[1].options[2]", e.Field)
 }

@@ -86,7 +86,7 @@ func scan(m protoreflect.Message, depth int, bad func(string) bool) (trail []str
 					return false
 				}
 				if trail, deep, found = value(fd.MapValue(), mv, depth, bad); found {
-					trail = append(trail, "."+k.String())
+					trail = append(trail, keySegment(k.String()))
 				}
 				return !found
 			})
@@ -99,6 +99,16 @@ func scan(m protoreflect.Message, depth int, bad func(string) bool) (trail []str
 		return !found
 	})
 	return trail, deep, found
+}
+
+// keySegment is a map key's part of a path: .key, or, for a key JSONName
+// would change (snake_case, quotes), ["key"] as protovalidate names map
+// keys, which JSONName keeps as the client sent it.
+func keySegment(k string) string {
+	if strings.ContainsAny(k, "_\"\\") {
+		return "[" + strconv.Quote(k) + "]"
+	}
+	return "." + k
 }
 
 // jsonValue are the messages that carry free-form JSON (custom fields,

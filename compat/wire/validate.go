@@ -114,14 +114,30 @@ var restNames = strings.NewReplacer("toolSettings.httpRequest", "toolSettings.ht
 
 // JSONName turns a protobuf field path (update_mask, tools[1]) into its
 // REST JSON form: lowerCamelCase (toolSettings.http_request.endpoints[0].url).
+// A quoted map key (headers["X_Key"]) is the client's own and is kept as
+// sent.
 func JSONName(path string) string {
 	return restNames.Replace(camel(path))
 }
 
 func camel(path string) string {
 	var b strings.Builder
-	up := false
+	up, quoted, escaped := false, false, false
 	for _, c := range path {
+		if quoted {
+			// Inside a key strconv.Quote wrote: copied, up to its
+			// closing quote (an escaped one does not close it).
+			quoted = escaped || c != '"'
+			escaped = !escaped && c == '\\'
+			b.WriteRune(c)
+			continue
+		}
+		if c == '"' {
+			quoted = true
+			up = false
+			b.WriteRune(c)
+			continue
+		}
 		if c == '_' {
 			up = true
 			continue

@@ -116,6 +116,9 @@ func TestFreeFormPaths(t *testing.T) {
 		{map[string]*structpb.Value{"k": structpb.NewStringValue("a\x00")}, "contact.customFields.k"},
 		{map[string]*structpb.Value{"a": list}, "contact.customFields.a[1].b"},
 		{map[string]*structpb.Value{"k\x00": structpb.NewStringValue("a")}, "contact.customFields"},
+		// Keys JSONName would change are quoted, and kept as sent.
+		{map[string]*structpb.Value{"my_key": structpb.NewStringValue("a\x00")}, `contact.customFields["my_key"]`},
+		{map[string]*structpb.Value{`a"b`: structpb.NewStringValue("a\x00")}, `contact.customFields["a\"b"]`},
 	} {
 		err := NoNUL(chatWith(tc.fields))
 		var e *apperr.Error
@@ -124,6 +127,26 @@ func TestFreeFormPaths(t *testing.T) {
 		}
 		if e.Field != tc.want {
 			t.Fatalf("field %q, want %q", e.Field, tc.want)
+		}
+		// The REST error names it again by JSONName: unchanged.
+		if got := JSONName(e.Field); got != tc.want {
+			t.Fatalf("JSONName(%q) = %q", e.Field, got)
+		}
+	}
+}
+
+// JSONName camel-cases the schema's names, never a map key the client
+// sent, quoted as protovalidate quotes it.
+func TestJSONNameKeepsMapKeys(t *testing.T) {
+	t.Parallel()
+	for path, want := range map[string]string{
+		"visitor_id": "visitorId",
+		"tool_settings.http_request.endpoints[0].headers[\"X_Key\"]": `toolSettings.http_request.endpoints[0].headers["X_Key"]`,
+		`contact.custom_fields["a\"_b"].x_y`:                         `contact.customFields["a\"_b"].xY`,
+		`m["a\\"].b_c`:                                               `m["a\\"].bC`,
+	} {
+		if got := JSONName(path); got != want {
+			t.Errorf("JSONName(%q) = %q, want %q", path, got, want)
 		}
 	}
 }
