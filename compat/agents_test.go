@@ -275,6 +275,7 @@ func TestAuthenticationAndScopes(t *testing.T) {
 			require.NoError(t, err)
 			resp.Body.Close()
 			require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
+			require.Equal(t, "Bearer", resp.Header.Get("WWW-Authenticate"), "a 401 names the scheme that gets in")
 		})
 	}
 }

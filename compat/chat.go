@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"time"
 
@@ -153,9 +152,7 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 func writeStreamError(sse *sseStream, r *http.Request, err error, frame func(errorBody) []byte) {
 	status, body := errorFor(r, err)
 	h := http.Header{}
-	if ra := body.Error.RetryAfter; ra != nil {
-		h.Set("Retry-After", strconv.FormatInt(*ra, 10))
-	}
+	errorHeaders(h, status, body)
 	sse.Fail(status, h, frame(body))
 }
 

@@ -180,10 +180,20 @@ type errorDetail struct {
 // errors are logged whole and sent as a generic message.
 func WriteError(w http.ResponseWriter, r *http.Request, err error) {
 	status, body := errorFor(r, err)
-	if ra := body.Error.RetryAfter; ra != nil {
-		w.Header().Set("Retry-After", strconv.FormatInt(*ra, 10))
-	}
+	errorHeaders(w.Header(), status, body)
 	writeJSON(w, status, body)
+}
+
+// errorHeaders are an error reply's headers: Retry-After when it says when
+// to come back, and on a 401 the scheme that gets in (RFC 9110 §11.6.1: a
+// 401 names one).
+func errorHeaders(h http.Header, status int, body errorBody) {
+	if ra := body.Error.RetryAfter; ra != nil {
+		h.Set("Retry-After", strconv.FormatInt(*ra, 10))
+	}
+	if status == http.StatusUnauthorized {
+		h.Set("WWW-Authenticate", "Bearer")
+	}
 }
 
 // statusClientClosed is the status a request whose client went away is
