@@ -139,14 +139,18 @@ type maker struct{ createdBy, member string }
 var commandLine = maker{createdBy: CommandLine}
 
 // makerOf is the principal as a key's maker: the console member, or the
-// issuing key, whose member the new key inherits.
+// issuing key, whose member the new key inherits. The issuing key is read
+// again in the transaction, under the organization's lock that revocations
+// take: a key revoked on another instance, still in this one's cache for
+// up to auth.CacheTTL, issues nothing.
 func makerOf(ctx context.Context, q *dbq.Queries, p *auth.Principal) (maker, error) {
 	if !p.IsKey() {
 		return maker{createdBy: p.Member, member: p.Member}, nil
 	}
 	k, err := q.APIKeyMaker(ctx, dbq.APIKeyMakerParams{OrgID: p.OrgID, ID: p.KeyID})
 	if errors.Is(err, pgx.ErrNoRows) {
-		return maker{}, apperr.New(apperr.Unauthenticated, "this API key no longer exists")
+		// SECURITY: a key made now would outlive the revocation.
+		return maker{}, apperr.New(apperr.Unauthenticated, "this API key was revoked, has expired or no longer exists")
 	}
 	if err != nil {
 		return maker{}, err
@@ -238,6 +242,10 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *parleyv1.RevokeApiKeyRe
 		if _, err := q.LockOrganization(ctx, p.OrgID); err != nil {
 			return db.OrgRow(err)
 		}
+		before, err := q.CountLiveAdminKeys(ctx, p.OrgID)
+		if err != nil {
+			return err
+		}
 		row, err := q.RevokeAPIKey(ctx, dbq.RevokeAPIKeyParams{OrgID: p.OrgID, ID: id})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return db.Missing(ctx, q, "api_key", "API key", id)
@@ -247,12 +255,14 @@ func (s *Service) RevokeApiKey(ctx context.Context, req *parleyv1.RevokeApiKeyRe
 		}
 		// An organization keeps a key that can manage it: revoking the last
 		// one would leave only the console (and an operator) to issue keys.
+		// A key that no longer worked (expired, revoked already) takes
+		// nothing with it, even from an organization left with none.
 		if slices.Contains(row.Scopes, string(auth.ScopeAdmin)) {
 			n, err := q.CountLiveAdminKeys(ctx, p.OrgID)
 			if err != nil {
 				return err
 			}
-			if n == 0 {
+			if n == 0 && before > 0 {
 				return apperr.New(apperr.FailedPrecondition, "this is the organization's last admin key: create another admin key first")
 			}
 		}

@@ -245,6 +245,59 @@ func TestRevocationReachesEveryInstanceWithin5s(t *testing.T) {
 	}
 }
 
+// A key revoked on one instance, still trusted by another's cache for a
+// few seconds, issues no key there: a key it made would outlive the
+// revocation (made then, it was never revoked).
+func TestRevokedKeyIssuesNoKeyOnAnotherInstance(t *testing.T) {
+	t.Parallel()
+	one := testenv.New(t)
+	two := testenv.NewOn(t, one.DBURL)
+	ctx := context.Background()
+	k, err := keysClient(one, one.A.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "leaked", Scopes: []string{"admin"}})
+	require.NoError(t, err)
+	// Instance two has the key in its cache.
+	cached := time.Now()
+	require.Equal(t, http.StatusOK, two.Do("GET", "/api/agents", k.GetSecret(), nil).Status)
+	_, err = keysClient(one, one.A.Key).RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: k.GetApiKey().GetId()})
+	require.NoError(t, err)
+	made, err := keysClient(two, k.GetSecret()).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "backdoor", Scopes: []string{"admin"}})
+	require.Less(t, time.Since(cached), auth.CacheTTL, "too slow: instance two's cache entry may have expired, and the test proves nothing")
+	require.Equal(t, connect.CodeUnauthenticated, connect.CodeOf(err), "a revoked key issued %v", made.GetApiKey())
+	list, err := keysClient(one, one.A.Key).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+	require.NoError(t, err)
+	require.NotContains(t, names(list.GetApiKeys()), "backdoor")
+}
+
+// A key that no longer works (expired, or revoked already) can be revoked
+// by an organization left without a working admin key: the organization
+// loses nothing it had, and its console must be able to tidy its list.
+func TestRevokingADeadAdminKeyIsNotRefusedAsTheLast(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	org := e.Bootstrap("Expired", "starter")
+	first, err := keysClient(e, org.Key).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
+	require.NoError(t, err)
+	require.Len(t, first.GetApiKeys(), 1)
+	short, err := keysClient(e, org.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{
+		Name: "short", Scopes: []string{"admin"}, ExpireTime: timestamppb.New(time.Now().Add(1500 * time.Millisecond)),
+	})
+	require.NoError(t, err)
+	_, err = keysClient(e, short.GetSecret()).RevokeApiKey(ctx, &parleyv1.RevokeApiKeyRequest{Id: first.GetApiKeys()[0].GetId()})
+	require.NoError(t, err)
+	time.Sleep(1600 * time.Millisecond)
+
+	// The console's owner, as console.signedIn makes its principal.
+	owner := auth.WithPrincipal(ctx, &auth.Principal{OrgID: org.ID, Plan: plan.Starter, Member: "owner@example.com",
+		Scopes: []string{string(auth.ScopeAdmin), string(auth.ScopeChat)}})
+	s := account.New(e.App.Store, e.App.Auth, nil)
+	for _, id := range []string{short.GetApiKey().GetId(), first.GetApiKeys()[0].GetId()} {
+		resp, err := s.RevokeApiKey(owner, &parleyv1.RevokeApiKeyRequest{Id: id})
+		require.NoError(t, err, "revoking %s, which no longer works", id)
+		require.NotNil(t, resp.GetApiKey().GetRevokeTime())
+	}
+}
+
 func TestLastUsedIsWrittenInBatches(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)

@@ -15,6 +15,7 @@ import (
 const aPIKeyMaker = `-- name: APIKeyMaker :one
 SELECT name, display_prefix, member FROM api_keys
 WHERE org_id = $1 AND id = $2
+  AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
 `
 
 type APIKeyMakerParams struct {
@@ -29,7 +30,9 @@ type APIKeyMakerRow struct {
 }
 
 // What a key issuing another passes on: its name and prefix (the new
-// key's created_by) and the member it descends from.
+// key's created_by) and the member it descends from. No row for a key
+// that no longer works: another instance's cache may still trust a key
+// revoked a moment ago, and a key it issued would outlive the revocation.
 func (q *Queries) APIKeyMaker(ctx context.Context, arg APIKeyMakerParams) (APIKeyMakerRow, error) {
 	row := q.db.QueryRow(ctx, aPIKeyMaker, arg.OrgID, arg.ID)
 	var i APIKeyMakerRow

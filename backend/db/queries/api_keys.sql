@@ -62,9 +62,12 @@ ORDER BY created_at DESC, id DESC;
 
 -- name: APIKeyMaker :one
 -- What a key issuing another passes on: its name and prefix (the new
--- key's created_by) and the member it descends from.
+-- key's created_by) and the member it descends from. No row for a key
+-- that no longer works: another instance's cache may still trust a key
+-- revoked a moment ago, and a key it issued would outlive the revocation.
 SELECT name, display_prefix, member FROM api_keys
-WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+  AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now());
 
 -- name: CountLiveKeys :one
 -- Keys of the organization that still work (account.MaxKeys bounds them).
