@@ -230,8 +230,9 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 		params.ID = id
 		o := owner{h.tools.Sealer, p.OrgID, id}
 		if setSettings {
-			// Header values left empty keep the stored ones.
-			cur, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: p.OrgID, ID: id})
+			// Header values left empty keep the stored ones, read under
+			// the row's lock: concurrent updates take turns.
+			cur, err := q.LockAgent(ctx, dbq.LockAgentParams{OrgID: p.OrgID, ID: id})
 			if err != nil {
 				return err
 			}

@@ -6,13 +6,20 @@ import (
 	"net/http"
 	"sync"
 	"testing"
+	"time"
 
+	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/fieldmaskpb"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/backend/tool"
 )
 
 // concurrently runs the requests at once (after a barrier) and returns
@@ -165,4 +172,72 @@ func TestAgentGivenADatastoreBeingDeleted(t *testing.T) {
 	var got struct{ Datastores []string }
 	r.JSON(t, &got)
 	require.Equal(t, []string{kept}, got.Datastores)
+}
+
+// An update that keeps an endpoint's stored header value (sent empty)
+// keeps the value stored when it writes, not one read before another
+// update committed: a header rotated meanwhile (a leaked key replaced)
+// was put back by an update that only meant to keep it.
+func TestKeptHeaderIsTheOneStoredWhenWritten(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	c := parleyv1connect.NewAgentServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
+	settings := func(value, description string) *parleyv1.ToolSettings {
+		return &parleyv1.ToolSettings{HttpRequest: &parleyv1.HttpRequestSettings{Endpoints: []*parleyv1.HttpEndpoint{{
+			Name: "crm", Description: description, Url: "https://api.example.com/leads", Headers: map[string]string{"Authorization": value},
+		}}}}
+	}
+	mask := &fieldmaskpb.FieldMask{Paths: []string{"tool_settings"}}
+	a, err := c.CreateAgent(ctx, &parleyv1.CreateAgentRequest{Name: "n", Instructions: "i", Tools: []string{"http_request"}, ToolSettings: settings("Bearer old", "")})
+	require.NoError(t, err)
+	id := uuid.MustParse(a.GetAgent().GetId())
+	stored := func() string {
+		var s string
+		require.NoError(t, e.App.Store.Tenant(ctx, e.A.ID, func(q *dbq.Queries) error {
+			ag, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: e.A.ID, ID: id})
+			s = string(ag.ToolSettings)
+			return err
+		}))
+		return s
+	}
+	old := stored()
+	_, err = c.UpdateAgent(ctx, &parleyv1.UpdateAgentRequest{Id: id.String(), ToolSettings: settings("Bearer new", ""), UpdateMask: mask})
+	require.NoError(t, err)
+	rotated := stored()
+	require.NotEqual(t, old, rotated)
+	setSettings := func(tx pgx.Tx, s string) {
+		_, err := tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.A.ID.String())
+		require.NoError(t, err)
+		_, err = tx.Exec(ctx, "UPDATE agents SET tool_settings = $1::jsonb WHERE org_id = $2 AND id = $3", s, e.A.ID, id)
+		require.NoError(t, err)
+	}
+	// Back to the old value; then the rotation again, held open.
+	tx, err := e.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	setSettings(tx, old)
+	require.NoError(t, tx.Commit(ctx))
+	rotation, err := e.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer rotation.Rollback(ctx) //nolint:errcheck
+	setSettings(rotation, rotated)
+
+	done := make(chan error, 1)
+	go func() {
+		// Keeps the header (empty value), changes the description.
+		_, err := c.UpdateAgent(ctx, &parleyv1.UpdateAgentRequest{Id: id.String(), ToolSettings: settings("", "Leads"), UpdateMask: mask})
+		done <- err
+	}()
+	time.Sleep(500 * time.Millisecond) // the update is under way, waiting on the rotation's row
+	require.NoError(t, rotation.Commit(ctx))
+	require.NoError(t, <-done)
+
+	header := func(s string) []byte {
+		eps := tool.ParseSettings([]byte(s)).HTTPRequest.Endpoints
+		require.Len(t, eps, 1)
+		return eps[0].Sealed["Authorization"]
+	}
+	got := stored()
+	require.Equal(t, "Leads", tool.ParseSettings([]byte(got)).HTTPRequest.Endpoints[0].Description)
+	require.Equal(t, header(rotated), header(got), "the rotated header value was put back to the old one")
 }

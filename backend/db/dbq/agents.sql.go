@@ -198,6 +198,41 @@ func (q *Queries) ListAgents(ctx context.Context, arg ListAgentsParams) ([]Agent
 	return items, nil
 }
 
+const lockAgent = `-- name: LockAgent :one
+SELECT org_id, id, name, description, instructions, model, temperature, tools, visibility, status, created_at, updated_at, tool_settings, handoff_message, allowed_origins FROM agents WHERE org_id = $1 AND id = $2 FOR NO KEY UPDATE
+`
+
+type LockAgentParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// The agent, held until the transaction ends: an update that keeps stored
+// header values reads them as they are when it writes, not as they were
+// before another update committed (a rotated value would come back).
+func (q *Queries) LockAgent(ctx context.Context, arg LockAgentParams) (Agent, error) {
+	row := q.db.QueryRow(ctx, lockAgent, arg.OrgID, arg.ID)
+	var i Agent
+	err := row.Scan(
+		&i.OrgID,
+		&i.ID,
+		&i.Name,
+		&i.Description,
+		&i.Instructions,
+		&i.Model,
+		&i.Temperature,
+		&i.Tools,
+		&i.Visibility,
+		&i.Status,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+		&i.ToolSettings,
+		&i.HandoffMessage,
+		&i.AllowedOrigins,
+	)
+	return i, err
+}
+
 const updateAgent = `-- name: UpdateAgent :one
 UPDATE agents SET
   name = coalesce($1, name),

@@ -9,6 +9,12 @@ RETURNING *;
 -- name: GetAgent :one
 SELECT * FROM agents WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
+-- name: LockAgent :one
+-- The agent, held until the transaction ends: an update that keeps stored
+-- header values reads them as they are when it writes, not as they were
+-- before another update committed (a rotated value would come back).
+SELECT * FROM agents WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id) FOR NO KEY UPDATE;
+
 -- name: ListAgents :many
 SELECT * FROM agents
 WHERE org_id = sqlc.arg(org_id)
