@@ -20,6 +20,7 @@ import (
 type twoOrgs struct {
 	store  *db.Store
 	pool   *pgxpool.Pool
+	url    string
 	a, b   uuid.UUID
 	create func(q *dbq.Queries, org, id uuid.UUID) (dbq.Agent, error)
 	count  func(org uuid.UUID) int
@@ -27,7 +28,7 @@ type twoOrgs struct {
 
 func newTwoOrgs(t *testing.T) twoOrgs {
 	t.Helper()
-	pool, _ := dbtest.NewPool(t)
+	pool, url := dbtest.NewPool(t)
 	store := &db.Store{Pool: pool}
 	ctx := context.Background()
 	a, _, err := account.Bootstrap(ctx, store, "A", "free")
@@ -35,7 +36,7 @@ func newTwoOrgs(t *testing.T) twoOrgs {
 	b, _, err := account.Bootstrap(ctx, store, "B", "free")
 	require.NoError(t, err)
 	return twoOrgs{
-		store: store, pool: pool, a: a, b: b,
+		store: store, pool: pool, url: url, a: a, b: b,
 		create: func(q *dbq.Queries, org, id uuid.UUID) (dbq.Agent, error) {
 			return q.CreateAgent(ctx, dbq.CreateAgentParams{OrgID: org, ID: id, Name: "p", Instructions: "i", Model: "gpt-4o", Tools: []string{}, Visibility: "private"})
 		},

@@ -281,7 +281,7 @@ SELECT a.org_id, a.id, a.name, a.description, a.instructions, a.model, a.tempera
 FROM agents a
 JOIN organizations o ON o.id = a.org_id
 JOIN plans p ON p.id = o.plan
-WHERE a.id = $1
+WHERE a.id = $1 AND a.visibility = 'public'
 `
 
 type GetPublicAgentRow struct {
@@ -306,7 +306,9 @@ type GetPublicAgentRow struct {
 }
 
 // Run after SetPublicAgent: the public_agent policy shows the row only if the
-// agent is public.
+// agent is public. The query says so too (RLS is the second wall, not the
+// first): a private agent is never a visitor's, whatever else the
+// transaction may see.
 func (q *Queries) GetPublicAgent(ctx context.Context, id uuid.UUID) (GetPublicAgentRow, error) {
 	row := q.db.QueryRow(ctx, getPublicAgent, id)
 	var i GetPublicAgentRow

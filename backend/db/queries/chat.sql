@@ -4,14 +4,16 @@ SELECT set_config('app.public_agent_id', sqlc.arg(agent_id)::text, true);
 
 -- name: GetPublicAgent :one
 -- Run after SetPublicAgent: the public_agent policy shows the row only if the
--- agent is public.
+-- agent is public. The query says so too (RLS is the second wall, not the
+-- first): a private agent is never a visitor's, whatever else the
+-- transaction may see.
 SELECT a.*, o.plan AS org_plan,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS org_requests_per_minute,
        coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS org_requests_per_day
 FROM agents a
 JOIN organizations o ON o.id = a.org_id
 JOIN plans p ON p.id = o.plan
-WHERE a.id = sqlc.arg(id);
+WHERE a.id = sqlc.arg(id) AND a.visibility = 'public';
 
 -- name: GetConversation :one
 SELECT * FROM conversations WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
