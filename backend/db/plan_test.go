@@ -110,3 +110,38 @@ func TestCreateQuestionFindsItsConversationByKey(t *testing.T) {
 	require.Contains(t, plan, "conversations_pkey", plan)
 	require.NotContains(t, plan, "conversations_org_", plan)
 }
+
+// A contact is found by its phone number through an index, whether it has
+// an email or not (contact.find, on chat turns that name a contact by
+// phone, a public agent's visitors' too): contacts_org_phone holds only
+// those without an email, and without another the lookup read every
+// contact of the organization.
+func TestContactByPhoneUsesAnIndex(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	ctx := context.Background()
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "free")
+	require.NoError(t, err)
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		for i := range 3000 {
+			email, phone := fmt.Sprintf("c%d@example.com", i), fmt.Sprintf("+1555%07d", i)
+			if _, err := q.InsertContact(ctx, dbq.InsertContactParams{OrgID: org, ID: uuid.New(), Email: &email, PhoneNumber: &phone, CustomFields: []byte("{}")}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	_, err = pool.Exec(ctx, "ANALYZE contacts")
+	require.NoError(t, err)
+	var plan string
+	require.NoError(t, store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		e := &explainer{tx: tx}
+		phone := "+15550001234"
+		_, _ = dbq.New(e).ContactByPhone(ctx, dbq.ContactByPhoneParams{OrgID: org, PhoneNumber: &phone})
+		plan = strings.Join(e.plan, "\n")
+		return e.err
+	}))
+	require.Contains(t, plan, "contacts_org_phone_number", plan)
+	require.Contains(t, plan, "rows=1 ", plan)
+}
