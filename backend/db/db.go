@@ -106,6 +106,24 @@ func Open(ctx context.Context, url string, maxConns int, tracer pgx.QueryTracer)
 	return pool, nil
 }
 
+// CheckRole refuses a role that row-level security does not bind: a
+// superuser, or a role with BYPASSRLS, reads and writes every
+// organization's rows whatever app.org_id says, and the database's wall
+// between organizations is silently gone. Some managed services and
+// container images hand out such a role by default.
+func CheckRole(ctx context.Context, pool *pgxpool.Pool) error {
+	var name string
+	var super, bypass bool
+	err := pool.QueryRow(ctx, "SELECT rolname, rolsuper, rolbypassrls FROM pg_roles WHERE rolname = current_user").Scan(&name, &super, &bypass)
+	if err != nil {
+		return fmt.Errorf("database: reading the role's attributes: %w", err)
+	}
+	if super || bypass {
+		return fmt.Errorf("database role %q is a superuser or has BYPASSRLS, so row-level security does not apply to it and would not keep organizations apart: connect as a role without either (scripts/db-setup.sh makes one, parley)", name)
+	}
+	return nil
+}
+
 // Tenant runs fn in a transaction scoped to org: app.org_id is set local to
 // the transaction, so it is gone at commit or rollback and the next user of
 // the connection starts with none.

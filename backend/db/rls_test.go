@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"errors"
+	"net/url"
 	"testing"
 
 	"github.com/google/uuid"
@@ -150,4 +151,24 @@ func TestTenantSettingDoesNotOutliveItsTransaction(t *testing.T) {
 	var cur string
 	require.NoError(t, tx.QueryRow(ctx, "SELECT current_setting('app.org_id')").Scan(&cur))
 	require.Equal(t, orgB.String(), cur)
+}
+
+// A role that row-level security does not bind is refused at start: with a
+// superuser's or a BYPASSRLS role's connection every organization's rows
+// are every transaction's, and nothing would say so. (The superuser here
+// is the local cluster's, reached by trust as the machine's setup allows.)
+func TestRoleThatBypassesRowSecurityIsRefused(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool, _ := dbtest.NewPool(t)
+	require.NoError(t, db.CheckRole(ctx, pool), "the app's role")
+
+	u, err := url.Parse(dbtest.AdminURL())
+	require.NoError(t, err)
+	u.User = url.User("postgres")
+	super, err := db.Open(ctx, u.String(), 1, nil)
+	require.NoError(t, err, "the cluster's superuser, postgres, by trust on 127.0.0.1")
+	t.Cleanup(super.Close)
+	err = db.CheckRole(ctx, super)
+	require.ErrorContains(t, err, `database role "postgres" is a superuser or has BYPASSRLS`)
 }

@@ -151,6 +151,10 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if err != nil {
 		return nil, err
 	}
+	if err := db.CheckRole(ctx, pool); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	a.Pool = pool
 	a.Store = &db.Store{Pool: pool}
 	// River's own connections (its LISTEN, leader election, job fetching
