@@ -2,6 +2,7 @@ package migrations_test
 
 import (
 	"context"
+	"database/sql"
 	"testing"
 	"time"
 
@@ -19,15 +20,7 @@ import (
 // row security.
 func TestEveryMigrationGoesDownAndUpAgain(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	u := dbtest.NewEmpty(t)
-	cfg, err := pgx.ParseConfig(u)
-	require.NoError(t, err)
-	sqldb := stdlib.OpenDB(*cfg)
-	defer sqldb.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
-	require.NoError(t, err)
+	ctx, sqldb, p := provider(t)
 
 	tables := func() (n int) {
 		require.NoError(t, sqldb.QueryRowContext(ctx, `
@@ -35,7 +28,7 @@ func TestEveryMigrationGoesDownAndUpAgain(t *testing.T) {
 			WHERE n.nspname = 'public' AND c.relkind = 'r' AND c.relforcerowsecurity`).Scan(&n))
 		return n
 	}
-	_, err = p.Up(ctx)
+	_, err := p.Up(ctx)
 	require.NoError(t, err)
 	want := tables()
 	require.Positive(t, want)
@@ -52,4 +45,19 @@ func TestEveryMigrationGoesDownAndUpAgain(t *testing.T) {
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
 	require.Equal(t, want, tables())
+}
+
+// provider is goose's provider of the migrations over an empty database of
+// the test's, with the context (two minutes) to run them in.
+func provider(t *testing.T) (context.Context, *sql.DB, *goose.Provider) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	cfg, err := pgx.ParseConfig(dbtest.NewEmpty(t))
+	require.NoError(t, err)
+	sqldb := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { sqldb.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
+	require.NoError(t, err)
+	return ctx, sqldb, p
 }

@@ -1,18 +1,10 @@
 package migrations_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
-
-	"github.com/parleyhq/parley/backend/dbtest"
-	"github.com/parleyhq/parley/migrations"
 )
 
 // TestIngestResumeDropsDuplicateChunks: migration 00004 makes a chunk's
@@ -21,16 +13,8 @@ import (
 // security, so with no tenant set its DELETE must still see every row.
 func TestIngestResumeDropsDuplicateChunks(t *testing.T) {
 	t.Parallel()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	u := dbtest.NewEmpty(t)
-	cfg, err := pgx.ParseConfig(u)
-	require.NoError(t, err)
-	sqldb := stdlib.OpenDB(*cfg)
-	defer sqldb.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
-	require.NoError(t, err)
-	_, err = p.UpTo(ctx, 3)
+	ctx, sqldb, p := provider(t)
+	_, err := p.UpTo(ctx, 3)
 	require.NoError(t, err)
 
 	// Two organizations' datasources, each with one place stored twice, as

@@ -67,6 +67,20 @@ type fixture struct {
 	river *rivertest.Worker[IngestArgs, pgx.Tx]
 }
 
+// webPage is a fixture whose datasource is the web page at url, fetched
+// through a guard that lets loopback (the test's server) in.
+func webPage(t *testing.T, url string) fixture {
+	t.Helper()
+	w := &IngestWorker{}
+	f := setup(t, "", w)
+	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
+	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'web_page', config = $1 WHERE id = $2", []byte(`{"url":"`+url+`"}`), f.ds)
+		return err
+	}))
+	return f
+}
+
 // setup makes an organization with a datastore holding one text datasource
 // of content, and a River test worker running w.
 func setup(t *testing.T, content string, w *IngestWorker) fixture {
@@ -203,13 +217,7 @@ func TestRetriedFetchSaysWhy(t *testing.T) {
 		http.Error(w, "busy", http.StatusServiceUnavailable)
 	}))
 	defer srv.Close()
-	w := &IngestWorker{}
-	f := setup(t, "", w)
-	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
-	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
-		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'web_page', config = $1 WHERE id = $2", []byte(`{"url":"`+srv.URL+`/faq"}`), f.ds)
-		return err
-	}))
+	f := webPage(t, srv.URL+`/faq`)
 	host := strings.TrimPrefix(srv.URL, "http://")
 
 	f.work(t, 1, 2)
@@ -419,13 +427,7 @@ func TestPageNamedByAnUndecodablePath(t *testing.T) {
 		_, _ = w.Write([]byte("The café opens at nine."))
 	}))
 	defer srv.Close()
-	w := &IngestWorker{}
-	f := setup(t, "", w)
-	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
-	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
-		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'web_page', config = $1 WHERE id = $2", []byte(`{"url":"`+srv.URL+`/caf%E9%00"}`), f.ds)
-		return err
-	}))
+	f := webPage(t, srv.URL+`/caf%E9%00`)
 
 	res := f.work(t, 1, 5)
 	require.Equal(t, rivertype.JobStateCompleted, res.Job.State)
@@ -449,13 +451,7 @@ func TestUnstorableStatusLineIsRecorded(t *testing.T) {
 		_ = buf.Flush()
 	}))
 	defer srv.Close()
-	w := &IngestWorker{}
-	f := setup(t, "", w)
-	w.K = knowledge.New(f.store, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}}))
-	require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
-		_, err := tx.Exec(context.Background(), "UPDATE datasources SET type = 'web_page', config = $1 WHERE id = $2", []byte(`{"url":"`+srv.URL+`/faq"}`), f.ds)
-		return err
-	}))
+	f := webPage(t, srv.URL+`/faq`)
 
 	f.work(t, 1, 2)
 	d := f.datasource(t)
