@@ -139,7 +139,41 @@ func (c *Config) Err() error {
 	if c.WebhookRetention < 0 {
 		errs = append(errs, fmt.Errorf("--webhook-retention %s: a duration, 0 (keep for ever) or more", c.WebhookRetention))
 	}
+	// A negative timeout expired before it began: SIGTERM would cut every
+	// request in flight rather than wait for it.
+	if c.ShutdownTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--shutdown-timeout %s: a duration, 0 (no wait) or more", c.ShutdownTimeout))
+	}
+	// Negative counts would silently be taken for the defaults.
+	if c.DBMaxConns < 0 {
+		errs = append(errs, fmt.Errorf("--db-max-conns %d: a count of connections, or 0 for the default", c.DBMaxConns))
+	}
+	if c.SearchEf < 0 {
+		errs = append(errs, fmt.Errorf("--search-ef %d: a search breadth, or 0 for the default", c.SearchEf))
+	}
+	if c.PublicURL != "" {
+		if err := CheckPublicURL(c.PublicURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// CheckPublicURL refuses a --public-url that cannot begin a link: every
+// sign-in and invitation link would be broken.
+func CheckPublicURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil {
+		return fmt.Errorf("--public-url %q: give the console's address, http(s)://host[:port]", RedactURL(s))
+	}
+	return nil
+}
+
+// SecureURL reports whether a public URL is https (the scheme in any case),
+// for the session cookie's Secure flag.
+func SecureURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && u.Scheme == "https"
 }
 
 // samePort reports whether two listen addresses would share a port: the
@@ -216,8 +250,13 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"web_search backend: a Tavily API key (PARLEY_TAVILY_API_KEY)")
 	URLVar(fs, &c.WebSearch.TavilyBaseURL, "tavily-base-url", env("PARLEY_TAVILY_BASE_URL", ""),
 		"the Tavily API's base URL; empty: https://api.tavily.com (PARLEY_TAVILY_BASE_URL)")
-	fs.DurationVar(&c.LastUsedFlush, "last-used-flush", c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second),
-		"how often API key last-use times are written (PARLEY_LAST_USED_FLUSH)")
+	// Not 0 nor negative: the flusher's ticker takes neither (it panicked).
+	c.LastUsedFlush = c.envDuration("PARLEY_LAST_USED_FLUSH", 30*time.Second)
+	if c.LastUsedFlush <= 0 {
+		c.envErrs = append(c.envErrs, fmt.Errorf("PARLEY_LAST_USED_FLUSH=%s: give a positive duration", c.LastUsedFlush))
+	}
+	fs.Var(positiveDuration{&c.LastUsedFlush}, "last-used-flush",
+		"how often API key last-use times are written; a positive duration (PARLEY_LAST_USED_FLUSH)")
 	fs.DurationVar(&c.WebhookRetention, "webhook-retention", c.envDuration("PARLEY_WEBHOOK_RETENTION", webhook.DefaultRetention),
 		"how long webhook deliveries, with the bodies they sent and their attempts, are kept before a periodic job of the workers deletes them; 0 keeps them for ever (PARLEY_WEBHOOK_RETENTION)")
 }
@@ -384,6 +423,28 @@ func (c *Config) envWorkers(name string, def int) int {
 		return def
 	}
 	return n
+}
+
+// positiveDuration is a duration flag refusing 0 and negative durations.
+type positiveDuration struct{ d *time.Duration }
+
+func (p positiveDuration) String() string {
+	if p.d == nil {
+		return ""
+	}
+	return p.d.String()
+}
+
+func (p positiveDuration) Set(v string) error {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		return errors.New("not a duration")
+	}
+	if d <= 0 {
+		return errors.New("give a positive duration")
+	}
+	*p.d = d
+	return nil
 }
 
 // prefixes binds a repeatable CIDR flag, and its variable (comma-separated).

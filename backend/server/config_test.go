@@ -279,3 +279,44 @@ func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
 	require.Equal(t, "other", c.SecretsKey)
 	require.Equal(t, "postgres://x", c.DatabaseURL)
 }
+
+// The last-use flush interval is positive (a ticker's), whether from the
+// flag or the variable; negative timeouts and counts, and a public URL that
+// cannot begin a link, are refused naming their flag.
+func TestUnworkableSettingsConfig(t *testing.T) {
+	parse := func(args ...string) (Config, error) {
+		var c Config
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		c.Flags(fs)
+		if err := fs.Parse(args); err != nil {
+			return c, err
+		}
+		return c, c.Err()
+	}
+	c, err := parse()
+	require.NoError(t, err)
+	require.Equal(t, 30*time.Second, c.LastUsedFlush)
+	c, err = parse("--last-used-flush", "2m")
+	require.NoError(t, err)
+	require.Equal(t, 2*time.Minute, c.LastUsedFlush)
+	for _, args := range [][]string{
+		{"--last-used-flush", "0"}, {"--last-used-flush", "-1s"}, {"--last-used-flush", "soon"},
+		{"--shutdown-timeout", "-1s"}, {"--db-max-conns", "-1"}, {"--search-ef", "-5"},
+		{"--public-url", "example.com"}, {"--public-url", "ftp://example.com"}, {"--public-url", "https://"},
+	} {
+		_, err := parse(args...)
+		require.ErrorContains(t, err, strings.TrimPrefix(args[0], "-"), "%v", args)
+	}
+	_, err = parse("--shutdown-timeout", "0")
+	require.NoError(t, err, "0: no wait")
+
+	t.Setenv("PARLEY_LAST_USED_FLUSH", "0")
+	_, err = parse()
+	require.ErrorContains(t, err, "PARLEY_LAST_USED_FLUSH")
+
+	// The cookie is Secure behind https, however its scheme is written.
+	require.True(t, SecureURL("HTTPS://console.example.com"))
+	require.True(t, SecureURL("https://console.example.com"))
+	require.False(t, SecureURL("http://localhost:8080"))
+}

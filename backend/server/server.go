@@ -397,7 +397,7 @@ func (a *App) routes() (http.Handler, error) {
 		Store: a.Store, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
 		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator, Hooks: a.hooks,
 		Webhooks: webhooks,
-		Secure:   strings.HasPrefix(a.cfg.PublicURL, "https://"), PublicURL: a.cfg.PublicURL,
+		Secure:   SecureURL(a.cfg.PublicURL), PublicURL: a.cfg.PublicURL,
 	}).Handler()
 	mux.Handle("GET /{$}", cons)
 	mux.Handle("/console", cons)

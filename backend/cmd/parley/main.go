@@ -114,6 +114,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
+// parse parses a command's flags and refuses any argument left over. The
+// flag package stops at the first argument that is not a flag, so that a
+// bool flag given a separate value (--migrate false, --off false) was set to
+// true, and every flag after it was silently dropped (--database-url too).
+func parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%s: unexpected argument %q (a bool flag takes its value as --flag=false)", fs.Name(), fs.Arg(0))
+	}
+	return nil
+}
+
 func setupLogging(level string, w io.Writer) error {
 	var l slog.Level
 	if err := l.UnmarshalText([]byte(level)); err != nil {
@@ -144,7 +158,7 @@ func serve(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cfg server.Config
 	cfg.Flags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
@@ -200,7 +214,7 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	fs.SetOutput(stderr)
 	var cfg server.Config
 	cfg.Flags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if cfg.Workers == 0 {
@@ -241,7 +255,7 @@ func migrate(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("parley migrate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	url := dbFlags(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	res, err := db.Migrate(ctx, *url)
@@ -265,7 +279,7 @@ func healthcheck(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
 	url := fs.String("url", readyURL(cfg.Addr), "the URL to ask; ready when it answers 200")
 	timeout := fs.Duration("timeout", 3*time.Second, "how long to wait for the answer")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
@@ -339,11 +353,24 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	email := fs.String("email", "", "the owner's email (default: owner-<id>@parley.localhost, to be changed)")
 	public := publicURLFlag(fs)
 	asJSON := fs.Bool("json", false, `print exactly {"organizationId":"...","apiKey":"...","ownerEmail":"...","signInUrl":"..."}`)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	if strings.TrimSpace(*org) == "" {
 		return errors.New("--org is required")
+	}
+	if !plan.Valid(*p) {
+		return fmt.Errorf("--plan %q: use free, starter, pro or enterprise", *p)
+	}
+	if err := server.CheckPublicURL(*public); err != nil {
+		return err
+	}
+	if *email != "" {
+		norm, err := emailFlag(*email)
+		if err != nil {
+			return err
+		}
+		*email = norm
 	}
 	store, closeFn, err := openStore(ctx, *url)
 	if err != nil {
@@ -352,11 +379,6 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	defer closeFn()
 	members := &member.Service{Store: store}
 	if *email != "" {
-		norm, err := member.NormalizeEmail(*email)
-		if err != nil {
-			return err
-		}
-		*email = norm
 		if err := members.EmailFree(ctx, *email); err != nil {
 			return err
 		}
@@ -391,6 +413,16 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return nil
 }
 
+// emailFlag is --email normalized, or an error naming the flag: checked
+// before the database is opened (and migrated).
+func emailFlag(v string) (string, error) {
+	email, err := member.NormalizeEmail(v)
+	if err != nil {
+		return "", fmt.Errorf("--email %q: not an email address", v)
+	}
+	return email, nil
+}
+
 // publicURLFlag registers --public-url with serve's default.
 func publicURLFlag(fs *flag.FlagSet) *string {
 	var cfg server.Config
@@ -411,12 +443,16 @@ func createKey(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	name := fs.String("name", "operator-issued", "the key's name")
 	p := fs.String("plan", "", "the key's plan (default: the organization's)")
 	scopes := fs.String("scopes", "admin,chat", "comma-separated scopes: admin, chat")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	id, err := uuid.Parse(*org)
 	if err != nil {
 		return fmt.Errorf("--org %q is not an organization id", *org)
+	}
+	// An unknown plan would be refused as "higher than the organization's".
+	if *p != "" && !plan.Valid(*p) {
+		return fmt.Errorf("--plan %q: use free, starter, pro or enterprise", *p)
 	}
 	store, closeFn, err := openStore(ctx, *url)
 	if err != nil {
@@ -439,12 +475,18 @@ func signinLink(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	org := fs.String("org", "", "organization id (required)")
 	email := fs.String("email", "", "the member's email (required)")
 	public := publicURLFlag(fs)
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	id, err := uuid.Parse(*org)
 	if err != nil {
 		return fmt.Errorf("--org %q is not an organization id", *org)
+	}
+	if err := server.CheckPublicURL(*public); err != nil {
+		return err
+	}
+	if _, err := emailFlag(*email); err != nil {
+		return err
 	}
 	store, closeFn, err := openStore(ctx, *url)
 	if err != nil {
@@ -466,7 +508,10 @@ func operator(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	url := dbFlags(fs)
 	email := fs.String("email", "", "the member's email (required)")
 	off := fs.Bool("off", false, "take the operator flag away")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if _, err := emailFlag(*email); err != nil {
 		return err
 	}
 	store, closeFn, err := openStore(ctx, *url)
@@ -489,12 +534,15 @@ func setLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	org := fs.String("org", "", "organization id (required)")
 	perMinute := fs.Int64("per-minute", 0, "requests per minute per key")
 	perDay := fs.Int64("per-day", 0, "requests per day per key")
-	if err := fs.Parse(args); err != nil {
+	if err := parse(fs, args); err != nil {
 		return err
 	}
 	id, err := uuid.Parse(*org)
 	if err != nil {
 		return fmt.Errorf("--org %q is not an organization id", *org)
+	}
+	if *perMinute <= 0 || *perDay <= 0 {
+		return fmt.Errorf("--per-minute %d, --per-day %d: both are required, positive counts", *perMinute, *perDay)
 	}
 	store, closeFn, err := openStore(ctx, *url)
 	if err != nil {

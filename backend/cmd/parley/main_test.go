@@ -500,3 +500,92 @@ func TestAdminCommandsRefuseAnUnreadableMigrate(t *testing.T) {
 	require.NoError(t, err)
 	require.Positive(t, n, "the command migrated the database")
 }
+
+// Settings that cannot work stop serve at start with an error naming the
+// flag (or variable), before it serves: --last-used-flush 0 served, then
+// panicked in the flusher (time.NewTicker). Not parallel: the environment
+// is the process's.
+func TestServeRefusesUnworkableSettings(t *testing.T) {
+	u := dbtest.New(t)
+	for _, tc := range []struct {
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{args: []string{"--last-used-flush", "0"}, want: "-last-used-flush"},
+		{args: []string{"--last-used-flush", "-1s"}, want: "-last-used-flush"},
+		{env: map[string]string{"PARLEY_LAST_USED_FLUSH": "0s"}, want: "PARLEY_LAST_USED_FLUSH"},
+		{args: []string{"--shutdown-timeout", "-5s"}, want: "--shutdown-timeout"},
+		{args: []string{"--db-max-conns", "-3"}, want: "--db-max-conns"},
+		{args: []string{"--search-ef", "-1"}, want: "--search-ef"},
+		{args: []string{"--public-url", "console.example.com"}, want: "--public-url"},
+		{env: map[string]string{"PARLEY_PUBLIC_URL": "https://"}, want: "--public-url"},
+	} {
+		for k, v := range tc.env {
+			t.Setenv(k, v)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		var errs syncBuffer
+		args := append([]string{"serve", "--addr", freeAddr(t), "--database-url", u, "--embeddings", "lexical", "--workers", "0"}, tc.args...)
+		err := run(ctx, args, io.Discard, &errs)
+		cancel()
+		require.ErrorContains(t, err, tc.want, "%v %v", tc.env, tc.args)
+		require.NotContains(t, errs.String(), `"msg":"serving"`, "%v %v", tc.env, tc.args)
+		for k := range tc.env {
+			os.Unsetenv(k) // t.Setenv restores it at the end only
+		}
+	}
+}
+
+// The admin commands check their flags before they open (and migrate) the
+// database, and name the flag at fault: an unknown plan was refused as
+// "higher than the organization's", an email or a limit without its flag's
+// name, a --public-url not at all (every link printed was broken).
+func TestAdminCommandsCheckTheirFlags(t *testing.T) {
+	const org = "0190b4e4-6f5b-7000-8000-000000000000"
+	nowhere := []string{"--database-url", "postgres://parley@nowhere.invalid/parley"}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"bootstrap", "--org", "Acme", "--public-url", "console.example.com"}, "--public-url"},
+		{[]string{"bootstrap", "--org", "Acme", "--plan", "gold"}, `--plan "gold"`},
+		{[]string{"bootstrap", "--org", "Acme", "--email", "not an email"}, "--email"},
+		{[]string{"signin-link", "--org", org, "--email", "a@example.com", "--public-url", "localhost:8080"}, "--public-url"},
+		{[]string{"signin-link", "--org", org}, "--email"},
+		{[]string{"create-key", "--org", org, "--plan", "gold"}, `--plan "gold"`},
+		{[]string{"operator", "--email", "@example.com"}, "--email"},
+		{[]string{"set-limits", "--org", org, "--per-minute", "60"}, "--per-day 0"},
+		{[]string{"set-limits", "--org", org, "--per-minute", "-1", "--per-day", "100"}, "--per-minute -1"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), append(append([]string{"admin"}, tc.args...), nowhere...), &out, &errOut)
+		require.ErrorContains(t, err, tc.want, "%v", tc.args)
+		require.Empty(t, out.String(), "%v", tc.args)
+	}
+}
+
+// An argument left after the flags is refused: the flag package stops at
+// it, so that `--off false` took the operator flag away and `--migrate
+// false` migrated, and every flag after it was dropped (this --database-url
+// too: the command ran against the default database). Not parallel: the
+// environment is the process's.
+func TestStrayArgumentsAreRefused(t *testing.T) {
+	// The default database is nowhere too: a command that ran anyway
+	// reaches none.
+	t.Setenv("PARLEY_DATABASE_URL", "postgres://parley@nowhere.invalid/parley")
+	nowhere := "postgres://parley@nowhere.invalid/other"
+	for _, args := range [][]string{
+		{"admin", "operator", "--email", "ann@example.com", "--off", "false", "--database-url", nowhere},
+		{"admin", "bootstrap", "--org", "Acme", "--json", "false", "--database-url", nowhere},
+		{"serve", "--migrate", "false", "--database-url", nowhere},
+		{"worker", "--migrate", "false", "--database-url", nowhere},
+		{"migrate", "now"},
+		{"healthcheck", "http://127.0.0.1:1/readyz"},
+	} {
+		var out, errOut bytes.Buffer
+		err := run(context.Background(), args, &out, &errOut)
+		require.ErrorContains(t, err, "unexpected argument", "%v", args)
+		require.Empty(t, out.String(), "%v", args)
+	}
+}
