@@ -3,6 +3,7 @@ package llm
 import (
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"sort"
 	"strings"
@@ -222,9 +223,18 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		if p.Type != "openai" {
 			return nil, fmt.Errorf("models file: provider %q: type %q is not supported (openai)", name, p.Type)
 		}
+		// Without a server's URL the client calls api.openai.com, with
+		// this provider's key: a key of another server sent to OpenAI.
+		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, fmt.Errorf("models file: provider %q: baseURL must be the server's http(s) URL, e.g. http://127.0.0.1:11434/v1", name)
+		}
 		key := ""
 		if p.APIKeyEnv != "" {
-			key = env(p.APIKeyEnv)
+			// A key named and not set is a mistake, not a server without
+			// keys (that one names no apiKeyEnv): every call would be a 401.
+			if key = env(p.APIKeyEnv); key == "" {
+				return nil, fmt.Errorf("models file: provider %q: its apiKeyEnv %s is not set", name, p.APIKeyEnv)
+			}
 		}
 		providers[name] = wrap(NewOpenAI(OpenAIConfig{Name: name, APIKey: key, BaseURL: p.BaseURL, MaxTokens: p.MaxTokens}))
 	}
@@ -240,6 +250,9 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		}
 		if d, ok := defaults[name]; ok && d.upstream == m.Model {
 			r.InputPerMTok, r.OutputPerMTok, r.ContextTokens = d.in, d.out, d.context
+		}
+		if m.ContextTokens < 0 || (m.InputPerMTok != nil && *m.InputPerMTok < 0) || (m.OutputPerMTok != nil && *m.OutputPerMTok < 0) {
+			return nil, fmt.Errorf("models file: model %q: contextTokens, inputPerMTok and outputPerMTok are 0 or more", name)
 		}
 		if m.ContextTokens > 0 {
 			r.ContextTokens = m.ContextTokens

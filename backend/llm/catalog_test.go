@@ -46,6 +46,12 @@ func TestModelsFile(t *testing.T) {
 		"unknown provider type":  `{"providers": {"p": {"type": "grpc"}}}`,
 		"unconfigured provider":  `{"models": {"gpt-4o": {"provider": "anthropic", "model": "x"}}}`,
 		"route without upstream": `{"models": {"gpt-4o": {"provider": "openai"}}}`,
+		// The key of a server without its URL went to api.openai.com.
+		"provider without baseURL":     `{"providers": {"vllm": {"type": "openai", "apiKeyEnv": "VLLM_KEY"}}}`,
+		"provider with a bare baseURL": `{"providers": {"vllm": {"type": "openai", "baseURL": "127.0.0.1:8000/v1"}}}`,
+		"apiKeyEnv not set":            `{"providers": {"vllm": {"type": "openai", "baseURL": "http://127.0.0.1:1/v1", "apiKeyEnv": "VLLM_KEYS"}}}`,
+		"negative price":               `{"models": {"gpt-4o": {"provider": "openai", "model": "x", "inputPerMTok": -1}}}`,
+		"negative context":             `{"models": {"gpt-4o": {"provider": "openai", "model": "x", "contextTokens": -5}}}`,
 	} {
 		_, err := llm.LoadCatalog(llm.CatalogConfig{Env: env, File: modelsFile(t, body)})
 		require.Error(t, err, name)
