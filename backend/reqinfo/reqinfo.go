@@ -19,9 +19,9 @@ import (
 type Info struct {
 	// ID is the request id (X-Request-Id).
 	ID string
-	// Route is the RPC procedure of a Connect, gRPC or gRPC-Web call, or
-	// the pattern the console's own mux matched; empty for other requests
-	// (their route pattern comes from the server's mux).
+	// Route is the RPC procedure of a Connect, gRPC or gRPC-Web call, the
+	// pattern the console's own mux matched, or else the one the server's
+	// mux matched; empty when none did.
 	Route string
 	// OrgID and KeyID are the caller's organization and API key, once the
 	// gate or the service knows them (zero: none).

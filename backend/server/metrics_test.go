@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -223,4 +224,37 @@ func TestMetricsListenerHidesCommandLine(t *testing.T) {
 	status, body := get("/debug/pprof/cmdline")
 	require.NotEqual(t, http.StatusOK, status, "the command line is served: %q", body)
 	require.NotContains(t, body, os.Args[0])
+}
+
+// requestCount is the number of requests the metrics hold of route with
+// status class class.
+func requestCount(t *testing.T, e *testenv.Env, route, class string) uint64 {
+	t.Helper()
+	h, err := e.App.MetricsHandler()
+	require.NoError(t, err)
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	m := series(scrape(t, srv.URL), "parley_request_duration_seconds", map[string]string{"route": route, "status_class": class})
+	return m.GetHistogram().GetSampleCount()
+}
+
+// A visitor's chat from a page of another origin counts under its route
+// pattern, as a keyed one does: the CORS layer hands the mux a copy of the
+// request, and the pattern the mux set on it was lost (the request counted
+// as "unmatched"). Not parallel: the counts are the process's.
+func TestMetricsRouteOfCrossOriginVisitor(t *testing.T) {
+	e := testenv.New(t)
+	r := e.Do("POST", "/api/agents", e.A.Key, map[string]any{"name": "W", "instructions": "Be brief.", "visibility": "public", "allowedOrigins": []string{"https://widget.example"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var agent struct{ ID string }
+	r.JSON(t, &agent)
+
+	const route = "POST /api/v2/agent/{agentId}/chat"
+	before, unmatched := requestCount(t, e, route, "2xx"), requestCount(t, e, "unmatched", "2xx")
+	resp := e.Post("/api/v2/agent/"+agent.ID+"/chat", map[string]string{"Origin": "https://widget.example"}, `{"query":"hi","conversationId":"c-w","visitorId":"v-w"}`)
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	require.Equal(t, before+1, requestCount(t, e, route, "2xx"), "the visitor's chat is not counted under its route")
+	require.Equal(t, unmatched, requestCount(t, e, "unmatched", "2xx"))
 }

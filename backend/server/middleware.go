@@ -63,7 +63,8 @@ func requestLog(next http.Handler) http.Handler {
 		}
 		route := info.Route
 		if route == "" {
-			// The mux sets the pattern it matched on the request it serves.
+			// The mux sets the pattern it matched on the request it serves
+			// (notePattern passes it on when that is a copy).
 			route = r2.Pattern
 		}
 		if span := trace.SpanFromContext(ctx); span.IsRecording() && route != "" {
@@ -97,6 +98,24 @@ func requestLog(next http.Handler) http.Handler {
 			ctx = trace.ContextWithSpanContext(ctx, info.Span)
 		}
 		slog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+	})
+}
+
+// notePattern serves mux and notes the pattern it matched in the request's
+// reqinfo.Info, unless an inner layer named the route (an RPC's procedure,
+// a console page's pattern). The mux sets the pattern on the request it is
+// handed, and a layer between requestLog and it may hand it a copy
+// (withCORS, for a visitor's page of another origin): the request counted
+// as "unmatched", and its span kept the bare method as its name.
+func notePattern(mux *http.ServeMux) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Deferred: a request whose handler panics is logged by its route too.
+		defer func() {
+			if info := reqinfo.From(r.Context()); info != nil && info.Route == "" {
+				info.Route = r.Pattern
+			}
+		}()
+		mux.ServeHTTP(w, r)
 	})
 }
 

@@ -411,7 +411,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		compat.WriteError(w, r, noRoute(mux, w, r))
 	})
-	var h http.Handler = requestLog(recoverPanics(withCORS(a.cfg.CORSOrigins, unknownRPC(mux))))
+	var h http.Handler = requestLog(recoverPanics(withCORS(a.cfg.CORSOrigins, unknownRPC(mux, notePattern(mux)))))
 	if telemetry.Enabled() {
 		h = traceREST(h)
 	}

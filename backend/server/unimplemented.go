@@ -20,8 +20,8 @@ import (
 // serve in the caller's own protocol: Connect, gRPC or gRPC-Web with the code
 // unimplemented (Connect unary: 501 and a JSON error; gRPC: grpc-status 12),
 // where the mux would answer plain 404 text and gRPC clients would report an
-// unexpected content type. Other requests go to next.
-func unknownRPC(mux *http.ServeMux) http.Handler {
+// unexpected content type. Other requests go to next, which serves mux.
+func unknownRPC(mux *http.ServeMux, next http.Handler) http.Handler {
 	fail := func(ctx context.Context) error {
 		path, _ := ctx.Value(rpcPathKey{}).(string)
 		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s is not implemented", strings.TrimPrefix(path, "/")))
@@ -40,12 +40,12 @@ func unknownRPC(mux *http.ServeMux) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		kind := rpcKind(r)
 		if kind == notRPC {
-			mux.ServeHTTP(w, r)
+			next.ServeHTTP(w, r)
 			return
 		}
 		if served(mux, r) {
 			if checkRPCInput(w, r) {
-				mux.ServeHTTP(w, r)
+				next.ServeHTTP(w, r)
 			}
 			return
 		}
