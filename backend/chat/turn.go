@@ -752,7 +752,13 @@ func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall
 	kit.Round()
 	for _, c := range calls {
 		call := tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)}
-		callCtx, span := telemetry.StartToolCall(ctx, c.Name, c.ID)
+		// A name the kit does not offer is the model's own text, which a
+		// visitor can steer: the span names no such tool.
+		name := c.Name
+		if !kit.Offers(name) {
+			name = "unknown"
+		}
+		callCtx, span := telemetry.StartToolCall(ctx, name, c.ID)
 		ran, err := kit.Run(callCtx, call)
 		telemetry.EndToolCall(span, ran.IsError, err)
 		if err != nil {

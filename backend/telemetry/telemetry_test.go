@@ -18,6 +18,7 @@ import (
 
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/telemetry"
 	"github.com/parleyhq/parley/backend/testenv"
 )
@@ -177,4 +178,58 @@ func TestTracesExportedOverOTLP(t *testing.T) {
 	job := rc.named("job ingest_datasource")[0]
 	require.Equal(t, "ingest_datasource", attr(job, "river.job.kind").GetStringValue())
 	require.NotEmpty(t, rc.children(job), "the job's queries are its children")
+}
+
+// A tool call's span names the tool only when the agent has it: a name the
+// model made up is its text (here repeating what a visitor said), which no
+// span may hold.
+func TestToolSpanHoldsNoMadeUpName(t *testing.T) {
+	rc := &receiver{}
+	collector := httptest.NewServer(rc)
+	defer collector.Close()
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", collector.URL)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf")
+	shutdown, err := telemetry.Setup(context.Background())
+	require.NoError(t, err)
+	flushed := false
+	defer func() {
+		if !flushed {
+			_ = shutdown(context.Background())
+		}
+	}()
+
+	const said = "my_card_is_4111111111111111"
+	fake := testenv.NewFakeProvider(t)
+	fake.Reply = func(call int, _ map[string]any) testenv.FakeReply {
+		if call == 1 {
+			return testenv.FakeReply{ToolCalls: []llm.ToolCall{
+				{ID: "call_1", Name: said, Arguments: `{}`},
+				{ID: "call_2", Name: "lead_capture", Arguments: `{"email":"ann@example.com"}`},
+			}}
+		}
+		return testenv.FakeReply{Tokens: []string{"Done."}}
+	}
+	e := testenv.New(t, testenv.WithFakeModels(fake))
+	r := e.Do("POST", "/api/agents", e.A.Key, map[string]any{"name": "T", "instructions": "Be brief.", "model": "gpt-4o", "tools": []string{"lead_capture"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var agent struct{ ID string }
+	r.JSON(t, &agent)
+	chat := parleyv1connect.NewChatServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
+	_, err = chat.Chat(context.Background(), &parleyv1.ChatRequest{AgentId: agent.ID, ConversationId: "t-1", Query: "hi"})
+	require.NoError(t, err)
+	require.NoError(t, shutdown(context.Background()))
+	flushed = true
+
+	require.Len(t, rc.named("execute_tool lead_capture"), 1, "a tool the agent has is named")
+	unknown := rc.named("execute_tool unknown")
+	require.Len(t, unknown, 1)
+	require.Equal(t, "unknown", attr(unknown[0], "gen_ai.tool.name").GetStringValue())
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	for _, s := range rc.spans {
+		require.NotContains(t, s.GetName(), said)
+		for _, a := range s.GetAttributes() {
+			require.NotContains(t, a.GetValue().GetStringValue(), said, "span %s, attribute %s", s.GetName(), a.GetKey())
+		}
+	}
 }

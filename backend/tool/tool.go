@@ -242,6 +242,11 @@ type Ran struct {
 	ForModel llm.ToolResult
 }
 
+// Offers reports whether the kit has a tool named name.
+func (k *Kit) Offers(name string) bool {
+	return slices.ContainsFunc(k.tools, func(t Tool) bool { return t.Name() == name })
+}
+
 // Round begins the calls of a new model reply: MaxCallsPerRound counts
 // from it.
 func (k *Kit) Round() { k.round = 0 }
