@@ -251,6 +251,9 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		if d, ok := defaults[name]; ok && d.upstream == m.Model {
 			r.InputPerMTok, r.OutputPerMTok, r.ContextTokens = d.in, d.out, d.context
 		}
+		// A negative price made every turn's cost negative, which the cost
+		// counter (backend/metrics) refuses with a panic: the turn failed
+		// after the model was paid, its answer lost.
 		if m.ContextTokens < 0 || (m.InputPerMTok != nil && *m.InputPerMTok < 0) || (m.OutputPerMTok != nil && *m.OutputPerMTok < 0) {
 			return nil, fmt.Errorf("models file: model %q: contextTokens, inputPerMTok and outputPerMTok are 0 or more", name)
 		}

@@ -52,6 +52,7 @@ func TestModelsFile(t *testing.T) {
 		"apiKeyEnv not set":            `{"providers": {"vllm": {"type": "openai", "baseURL": "http://127.0.0.1:1/v1", "apiKeyEnv": "VLLM_KEYS"}}}`,
 		"negative price":               `{"models": {"gpt-4o": {"provider": "openai", "model": "x", "inputPerMTok": -1}}}`,
 		"negative context":             `{"models": {"gpt-4o": {"provider": "openai", "model": "x", "contextTokens": -5}}}`,
+		"negative output price":        `{"models": {"gpt-4o": {"provider": "openai", "model": "x", "outputPerMTok": -0.5}}}`,
 	} {
 		_, err := llm.LoadCatalog(llm.CatalogConfig{Env: env, File: modelsFile(t, body)})
 		require.Error(t, err, name)

@@ -154,9 +154,11 @@ func Usage(provider, model, plan string, input, output int64, dollars float64) {
 	if plan == "" {
 		plan = "unknown"
 	}
-	tokens.WithLabelValues(provider, model, plan, "input").Add(float64(input))
-	tokens.WithLabelValues(provider, model, plan, "output").Add(float64(output))
-	cost.WithLabelValues(provider, model, plan).Add(dollars)
+	// A counter panics on a negative value: a provider's (an
+	// OpenAI-compatible server's) wrong count must not fail the turn.
+	tokens.WithLabelValues(provider, model, plan, "input").Add(float64(max(input, 0)))
+	tokens.WithLabelValues(provider, model, plan, "output").Add(float64(max(output, 0)))
+	cost.WithLabelValues(provider, model, plan).Add(max(dollars, 0))
 }
 
 // RateLimited counts a refusal. caller is "key" or "visitor"; plan may be
