@@ -129,3 +129,26 @@ func TestToolCallWithoutUsageIsCounted(t *testing.T) {
 	require.GreaterOrEqual(t, prompt, int64(sent), "both calls' prompts are counted")
 	require.GreaterOrEqual(t, completion, int64(llm.CountTokens("Thanks, noted.")+llm.CountTokens(args)), "the tool call's arguments are counted")
 }
+
+// A server that reports a negative count (an OpenAI-compatible one with a
+// bug) gives the organization no credit: the turn is stored, reported and
+// charged with none of those tokens, where its cost went negative.
+func TestNegativeUsageIsCountedAsNone(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	f.fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"Fine."}, Usage: &llm.Usage{PromptTokens: -5, CompletionTokens: 20}}
+	}
+	r := f.Do("POST", "/api/v2/agent/"+f.private+"/chat", f.A.Key, `{"query":"Hi","conversationId":"negative"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	var rep struct {
+		Usage struct {
+			PromptTokens, CompletionTokens int64
+			Cost                           float64
+		}
+	}
+	r.JSON(t, &rep)
+	require.Zero(t, rep.Usage.PromptTokens)
+	require.EqualValues(t, 20, rep.Usage.CompletionTokens)
+	require.InDelta(t, 20*2/1e6, rep.Usage.Cost, 1e-12, "the fake route's output price, 2 per million")
+}

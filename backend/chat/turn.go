@@ -697,10 +697,13 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 			if *usage == nil {
 				*usage = &llm.Usage{}
 			}
-			(*usage).PromptTokens += ev.Usage.PromptTokens
-			(*usage).CompletionTokens += ev.Usage.CompletionTokens
-			callUsage.PromptTokens = max(callUsage.PromptTokens, 0) + ev.Usage.PromptTokens
-			callUsage.CompletionTokens += ev.Usage.CompletionTokens
+			// A server's wrong count (a negative one) is no credit to
+			// the organization: counted as none.
+			in, out := max(ev.Usage.PromptTokens, 0), max(ev.Usage.CompletionTokens, 0)
+			(*usage).PromptTokens += in
+			(*usage).CompletionTokens += out
+			callUsage.PromptTokens = max(callUsage.PromptTokens, 0) + in
+			callUsage.CompletionTokens += out
 		}
 		return nil
 	})

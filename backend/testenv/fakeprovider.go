@@ -38,6 +38,9 @@ type FakeReply struct {
 	// Finish, when set, is the finish_reason sent (content_filter,
 	// length); default: stop, or tool_calls after calls.
 	Finish string
+	// Usage, when set, is the usage reported; default: 11 prompt and 5
+	// completion tokens.
+	Usage *llm.Usage
 }
 
 // FakeProvider is an OpenAI-compatible server on loopback that speaks the
@@ -144,7 +147,11 @@ func (f *FakeProvider) serve(w http.ResponseWriter, r *http.Request) {
 		fakeopenai.EndWithoutUsage(w, finish)
 		return
 	}
-	fakeopenai.End(w, finish, 11, 5)
+	usage := llm.Usage{PromptTokens: 11, CompletionTokens: 5}
+	if reply.Usage != nil {
+		usage = *reply.Usage
+	}
+	fakeopenai.End(w, finish, int(usage.PromptTokens), int(usage.CompletionTokens))
 }
 
 // WithFakeModels routes every spec model name to f (as provider "openai",
