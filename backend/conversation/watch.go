@@ -16,8 +16,15 @@ import (
 // HeartbeatEvery is how often a quiet stream says it is alive.
 const HeartbeatEvery = 15 * time.Second
 
-// eventsPerRead bounds the events one read sends.
-const eventsPerRead = 100
+// eventsPerRead bounds the events one read sends, and eventBytesPerRead
+// their messages' text (the first event goes whatever its size). SECURITY:
+// a visitor replays its conversation from Last-Event-ID 0 with no key, and
+// a hundred questions of 32,000 characters made each read 12 MB, held
+// several times over while it was encoded, for each of its streams.
+const (
+	eventsPerRead     = 100
+	eventBytesPerRead = 1 << 20
+)
 
 // Watch is an open stream of one conversation's events: its new messages
 // and status changes, numbered 1, 2, ... within the conversation.
@@ -112,7 +119,7 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 		drain = w.s.Drain.Done()
 	}
 	for {
-		n, err := w.flush(ctx, send)
+		more, err := w.flush(ctx, send)
 		if err != nil {
 			if ctx.Err() != nil {
 				return nil
@@ -125,7 +132,7 @@ func (w *Watch) Run(ctx context.Context, send func(*parleyv1.WatchConversationRe
 				return err
 			}
 		}
-		if n == eventsPerRead {
+		if more {
 			continue
 		}
 		select {
@@ -187,8 +194,9 @@ func (w *Watch) still(ctx context.Context, q *dbq.Queries) error {
 	return nil
 }
 
-// flush sends the events after w.after, at most eventsPerRead.
-func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversationResponse) error) (int, error) {
+// flush sends the events after w.after, at most eventsPerRead (and
+// eventBytesPerRead); more reports that others may follow at once.
+func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversationResponse) error) (more bool, err error) {
 	var rows []dbq.ConversationEventsRow
 	// SECURITY: the events of the party's conversation, read by its
 	// organization, and only while it is the conversation the stream began
@@ -197,26 +205,27 @@ func (w *Watch) flush(ctx context.Context, send func(*parleyv1.WatchConversation
 	// stream then; the read itself takes only the events of the
 	// conversation born when this one was (one snapshot), should it be made
 	// again between the two.
-	err := w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error {
+	err = w.s.Store.Tenant(ctx, w.party.Org, func(q *dbq.Queries) error {
 		if err := w.still(ctx, q); err != nil {
 			return err
 		}
 		var err error
 		rows, err = q.ConversationEvents(ctx, dbq.ConversationEventsParams{
 			OrgID: w.party.Org, ConversationID: w.conv, ConversationCreatedAt: w.born, AfterSeq: w.after, MaxRows: eventsPerRead,
+			MaxBytes: eventBytesPerRead,
 		})
 		return err
 	})
 	if err != nil {
-		return 0, err
+		return false, err
 	}
 	for _, r := range rows {
 		if err := send(eventOf(ctx, w.party, w.conv, r)); err != nil {
-			return 0, err
+			return false, err
 		}
 		w.after = r.Seq
 	}
-	return len(rows), nil
+	return len(rows) == eventsPerRead || len(rows) > 0 && int64(len(rows)) < rows[0].Fetched, nil
 }
 
 // eventOf is a stored event as the API sends it to p.

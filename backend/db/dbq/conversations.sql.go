@@ -112,25 +112,36 @@ func (q *Queries) ConsoleTranscript(ctx context.Context, arg ConsoleTranscriptPa
 }
 
 const conversationEvents = `-- name: ConversationEvents :many
-SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
-       m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
-       m.incomplete, m.author, m.tool_calls
-FROM conversation_events e
-JOIN conversations c ON c.org_id = e.org_id AND c.id = e.conversation_id
-  AND c.created_at = $1
-LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
-WHERE e.org_id = $2 AND e.conversation_id = $3
-  AND e.seq > $4
-ORDER BY e.seq
-LIMIT $5
+SELECT seq, kind, status, reason, changed_by, created_at, message_id, role, content, message_created_at,
+       sources, model, incomplete, author, tool_calls, fetched
+FROM (
+  SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
+         m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
+         m.incomplete, m.author, m.tool_calls,
+         coalesce(sum(octet_length(m.content)) OVER (ORDER BY e.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before,
+         count(*) OVER () AS fetched
+  FROM (
+    SELECT org_id, conversation_id, seq, kind, message_id, status, reason, author, created_at FROM conversation_events ce
+    WHERE ce.org_id = $1 AND ce.conversation_id = $2
+      AND ce.seq > $3
+    ORDER BY ce.seq
+    LIMIT $4
+  ) e
+  JOIN conversations c ON c.org_id = e.org_id AND c.id = e.conversation_id
+    AND c.created_at = $5
+  LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+) t
+WHERE before < $6::bigint
+ORDER BY seq
 `
 
 type ConversationEventsParams struct {
-	ConversationCreatedAt time.Time
 	OrgID                 uuid.UUID
 	ConversationID        string
 	AfterSeq              int64
 	MaxRows               int32
+	ConversationCreatedAt time.Time
+	MaxBytes              int64
 }
 
 type ConversationEventsRow struct {
@@ -149,19 +160,25 @@ type ConversationEventsRow struct {
 	Incomplete       *bool
 	Author           *string
 	ToolCalls        []byte
+	Fetched          int64
 }
 
 // A conversation's events after one, in order, with their messages: the
 // conversation created at conversation_created_at only (a client's id
 // deleted and used again names another conversation, whose events are
-// numbered from 1 again), read in one snapshot with them.
+// numbered from 1 again), read in one snapshot with them. At most
+// max_rows, and those whose messages start within the first max_bytes of
+// their text (the first one always; the size of a text is read from its
+// header, not the text); fetched is how many of the max_rows were read
+// before that cut: more may follow when fewer are returned.
 func (q *Queries) ConversationEvents(ctx context.Context, arg ConversationEventsParams) ([]ConversationEventsRow, error) {
 	rows, err := q.db.Query(ctx, conversationEvents,
-		arg.ConversationCreatedAt,
 		arg.OrgID,
 		arg.ConversationID,
 		arg.AfterSeq,
 		arg.MaxRows,
+		arg.ConversationCreatedAt,
+		arg.MaxBytes,
 	)
 	if err != nil {
 		return nil, err
@@ -186,6 +203,7 @@ func (q *Queries) ConversationEvents(ctx context.Context, arg ConversationEvents
 			&i.Incomplete,
 			&i.Author,
 			&i.ToolCalls,
+			&i.Fetched,
 		); err != nil {
 			return nil, err
 		}

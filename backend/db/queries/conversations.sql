@@ -124,18 +124,32 @@ RETURNING id, created_at;
 -- A conversation's events after one, in order, with their messages: the
 -- conversation created at conversation_created_at only (a client's id
 -- deleted and used again names another conversation, whose events are
--- numbered from 1 again), read in one snapshot with them.
-SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
-       m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
-       m.incomplete, m.author, m.tool_calls
-FROM conversation_events e
-JOIN conversations c ON c.org_id = e.org_id AND c.id = e.conversation_id
-  AND c.created_at = sqlc.arg(conversation_created_at)
-LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
-WHERE e.org_id = sqlc.arg(org_id) AND e.conversation_id = sqlc.arg(conversation_id)
-  AND e.seq > sqlc.arg(after_seq)
-ORDER BY e.seq
-LIMIT sqlc.arg(max_rows);
+-- numbered from 1 again), read in one snapshot with them. At most
+-- max_rows, and those whose messages start within the first max_bytes of
+-- their text (the first one always; the size of a text is read from its
+-- header, not the text); fetched is how many of the max_rows were read
+-- before that cut: more may follow when fewer are returned.
+SELECT seq, kind, status, reason, changed_by, created_at, message_id, role, content, message_created_at,
+       sources, model, incomplete, author, tool_calls, fetched
+FROM (
+  SELECT e.seq, e.kind, e.status, e.reason, e.author AS changed_by, e.created_at,
+         m.id AS message_id, m.role, m.content, m.created_at AS message_created_at, m.sources, m.model,
+         m.incomplete, m.author, m.tool_calls,
+         coalesce(sum(octet_length(m.content)) OVER (ORDER BY e.seq ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS before,
+         count(*) OVER () AS fetched
+  FROM (
+    SELECT * FROM conversation_events ce
+    WHERE ce.org_id = sqlc.arg(org_id) AND ce.conversation_id = sqlc.arg(conversation_id)
+      AND ce.seq > sqlc.arg(after_seq)
+    ORDER BY ce.seq
+    LIMIT sqlc.arg(max_rows)
+  ) e
+  JOIN conversations c ON c.org_id = e.org_id AND c.id = e.conversation_id
+    AND c.created_at = sqlc.arg(conversation_created_at)
+  LEFT JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+) t
+WHERE before < sqlc.arg(max_bytes)::bigint
+ORDER BY seq;
 
 -- name: APIKeyName :one
 SELECT name FROM api_keys WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
