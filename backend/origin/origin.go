@@ -16,21 +16,44 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/parleyhq/parley/backend/apperr"
 )
 
 // Check accepts "*", or an origin: http or https, a host (one leading "*."
 // for any subdomain: https://*.example.com), an optional port, no path.
+// It must read as a browser sends its Origin, or it would never match:
+// the host in ASCII (an internationalized one in punycode, xn--…), and no
+// port when it is the scheme's default (https://x.example, not :443).
 func Check(o string) error {
 	if o == "*" {
 		return nil
 	}
-	u, err := url.Parse(strings.Replace(o, "://*.", "://wildcard.", 1))
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.Path != "" ||
-		u.RawQuery != "" || u.Fragment != "" || u.User != nil || strings.Contains(u.Host, "*") || strings.HasSuffix(o, "/") {
-		return fmt.Errorf("%q is not an origin: give scheme://host[:port], e.g. https://app.example.com, https://*.example.com, or *", o)
+	bad := fmt.Errorf("%q is not an origin: give scheme://host[:port], e.g. https://app.example.com, https://*.example.com, or *", o)
+	w := strings.Replace(o, "://*.", "://wildcard.", 1)
+	u, err := url.Parse(w)
+	// Nothing after the host and port, not even an empty query ("?"),
+	// fragment ("#"), path ("/") or port (":").
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil ||
+		strings.Contains(u.Host, "*") || !strings.EqualFold(u.Scheme+"://"+u.Host, w) || strings.HasSuffix(u.Host, ":") {
+		return bad
+	}
+	for _, r := range u.Hostname() {
+		if r >= utf8.RuneSelf {
+			return fmt.Errorf("%q: write the host as browsers send it, in ASCII (an internationalized domain in punycode, xn--…)", o)
+		}
+	}
+	if p := u.Port(); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 || n > 65535 || strconv.Itoa(n) != p {
+			return bad
+		}
+		if u.Scheme == "http" && n == 80 || u.Scheme == "https" && n == 443 {
+			return fmt.Errorf("%q: leave out the default port :%d of %s, as browsers do", o, n, u.Scheme)
+		}
 	}
 	return nil
 }

@@ -17,6 +17,22 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// TestCheckAsBrowsersSend refuses origins a browser never sends, which
+// would be stored and never match (Match compares strings): a trailing
+// "?", "#" or ":", a default or impossible port, a host not in ASCII.
+func TestCheckAsBrowsersSend(t *testing.T) {
+	for _, ok := range []string{"https://xn--bcher-kva.example", "http://[::1]:3000", "https://app.example:8443", "HTTPS://App.Example", "http://x.example:443"} {
+		require.NoError(t, Check(ok), ok)
+	}
+	for _, bad := range []string{"https://app.example?", "https://app.example#", "https://app.example:", "https://*.example.com:",
+		"https://app.example:443", "http://app.example:80", "https://*.example.com:443", "https://app.example:99999",
+		"https://app.example:0", "https://app.example:08443", "https://bücher.example", "https://*.bücher.example"} {
+		require.Error(t, Check(bad), bad)
+	}
+	require.ErrorContains(t, Check("https://bücher.example"), "punycode")
+	require.ErrorContains(t, Check("https://app.example:443"), "default port")
+}
+
 func TestMatch(t *testing.T) {
 	list := []string{"https://App.example", "https://*.shop.example", "http://localhost:5173"}
 	for _, tc := range []struct {

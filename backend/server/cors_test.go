@@ -143,7 +143,10 @@ func publicAgentOrigins(t *testing.T, e *testenv.Env) {
 	// Stored and shown; a bad origin is a 400 naming it, nothing changed.
 	r := e.Do("GET", "/api/agents/"+listed, e.A.Key, nil)
 	require.Contains(t, string(r.Body), `"allowedOrigins":["https://widget.example","https://*.shop.example"]`)
-	for _, bad := range []string{"widget.example", "https://widget.example/", "https://a.*.example", "javascript:alert(1)"} {
+	// So is one written as no browser sends it, which would never match: a
+	// default port, a host not in punycode, an empty query.
+	for _, bad := range []string{"widget.example", "https://widget.example/", "https://a.*.example", "javascript:alert(1)",
+		"https://widget.example:443", "https://bücher.example", "https://widget.example?"} {
 		r = e.Do("PUT", "/api/agents/"+listed, e.A.Key, map[string]any{"allowedOrigins": []string{widget, bad}})
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", bad, r.Body)
 		require.Equal(t, "allowedOrigins[1]", r.Err(t).Error.Field, bad)
@@ -254,7 +257,7 @@ func TestCORSOriginConfig(t *testing.T) {
 	require.Equal(t, []string{"https://a.example", "https://*.b.example:8443"}, c.CORSOrigins)
 	require.NoError(t, fs.Parse([]string{"--cors-origin", "http://localhost:5173", "--cors-origin", "*"}))
 	require.Equal(t, []string{"http://localhost:5173", "*"}, c.CORSOrigins, "flags replace the variable")
-	for _, bad := range []string{"app.example", "https://app.example/path", "ftp://x.example", "https://*.*.example", "https://u@x.example"} {
+	for _, bad := range []string{"app.example", "https://app.example/path", "ftp://x.example", "https://*.*.example", "https://u@x.example", "https://app.example:443"} {
 		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 		fs.SetOutput(new(strings.Builder))
 		var c server.Config
