@@ -17,6 +17,7 @@ import (
 
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/console"
 )
 
@@ -208,11 +209,25 @@ func testPasswords(t *testing.T, e *env) {
 func testSecurityHeaders(t *testing.T, e *env) {
 	// Served over https (--public-url https://...), the console says so
 	// for a year: its session cookie never goes in clear.
-	secure := console.New(console.Deps{Store: e.App.Store, Members: e.members, Secure: true}).Handler()
+	secure := console.New(console.Deps{Store: e.App.Store, Members: e.members, Limits: ratelimit.NewMemory(), Secure: true}).Handler()
 	w := httptest.NewRecorder()
 	secure.ServeHTTP(w, httptest.NewRequest("GET", "/console/signin", nil))
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())
 	require.Equal(t, "max-age=31536000", w.Header().Get("Strict-Transport-Security"))
+	m := e.as(t, e.A.ID, member.Viewer).Member
+	req := httptest.NewRequest("POST", "/console/signin", strings.NewReader(url.Values{"email": {m.Email}, "password": {Password}}.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	w = httptest.NewRecorder()
+	secure.ServeHTTP(w, req)
+	require.Equal(t, http.StatusSeeOther, w.Code, w.Body.String())
+	cookies := w.Result().Cookies()
+	require.NotEmpty(t, cookies, "the session signed in")
+	for _, ck := range cookies {
+		require.Equal(t, "__Host-parley_session", ck.Name, "taken only from this host, over https")
+		require.True(t, ck.Secure)
+		require.Equal(t, "/", ck.Path)
+		require.Empty(t, ck.Domain)
+	}
 
 	c := e.as(t, e.A.ID, member.Admin)
 	for _, path := range []string{"/console/signin", "/console/", "/console/keys", "/console/nope"} {

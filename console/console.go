@@ -82,6 +82,13 @@ func New(d Deps) *Console {
 	sm.IdleTimeout = IdleTimeout
 	sm.Lifetime = Lifetime
 	sm.Cookie.Name = "parley_session"
+	if d.Secure {
+		// Over https, a __Host- cookie: a browser takes it only from this
+		// host, over https, for every path, so that neither a sibling
+		// subdomain nor a man in the middle of plain http can plant its
+		// own session (signing the member into someone else's account).
+		sm.Cookie.Name = "__Host-parley_session"
+	}
 	sm.Cookie.HttpOnly = true
 	sm.Cookie.SameSite = http.SameSiteLaxMode
 	sm.Cookie.Secure = d.Secure
