@@ -124,3 +124,25 @@ func TestModelQueryCannotReplaceTheOwners(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "scope=read;limited&tenant=acme", got[0].RawQuery)
 }
+
+// Nor can the model's parameter replace an owner's under a name PHP reads
+// as the owner's: "tenant[id" (no "]") is tenant_id there, and so are
+// " tenant_id" and "tenant_id" followed by a NUL; PHP keeps the last.
+func TestModelQueryCannotReplaceTheOwnersAsPHPReadsThem(t *testing.T) {
+	t.Parallel()
+	orders := newEndpoint(t, `{"ok":true}`)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(llm.ToolCall{ID: "php", Name: tool.HTTPRequest,
+		Arguments: `{"endpoint":"php","query":{"tenant[id":"evil","  tenant_id":"evil","tenant_id\u0000x":"evil","page":"2"}}`})
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	id := createAgent(t, e, e.A.Key, endpointsBody(
+		map[string]any{"name": "php", "description": "PHP.", "url": orders.URL + "/a.php?tenant_id=acme"},
+	))["id"].(string)
+	events := streamEvents(t, e, id, e.A.Key, `{"query":"go","conversationId":"php","streaming":true}`)
+	calls := ofType(events, "tool_call")
+	require.Len(t, calls, 1)
+	require.Equal(t, "ok", calls[0]["status"], "%v", calls[0])
+	got := orders.requests()
+	require.Len(t, got, 1)
+	require.Equal(t, "tenant_id=acme&page=2", got[0].RawQuery)
+}

@@ -184,18 +184,30 @@ func jsonKind(t reflect.Type) string {
 		return "an array"
 	case reflect.Bool:
 		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return "an integer"
 	}
 	return "a number"
 }
 
 // queryName is a query parameter's name as servers may read it: PHP
-// turns "." and " " into "_" and reads "a[]" and "a[x]" as "a", and some frameworks
-// ignore case. A parameter of the model's that one of the endpoint's own
-// reads so (a tenant id, say) is left out, as one of the same name is:
-// the server might take the model's value for the owner's.
+// reads a name up to a NUL and without its leading spaces, turns "." and
+// " " into "_", reads "a[]" and "a[x]" as "a" but "a[x" (no "]") as "a_x",
+// and some frameworks ignore case. A parameter of the model's that one of
+// the endpoint's own reads so (a tenant id, say) is left out, as one of
+// the same name is: the server might take the model's value for the
+// owner's.
 func queryName(k string) string {
+	if i := strings.IndexByte(k, 0); i >= 0 {
+		k = k[:i]
+	}
+	k = strings.TrimLeft(k, " ")
 	if i := strings.IndexByte(k, '['); i > 0 {
-		k = k[:i] // PHP reads a[] and a[x] as a
+		if strings.IndexByte(k[i:], ']') > 0 {
+			k = k[:i]
+		} else {
+			k = strings.ReplaceAll(k, "[", "_")
+		}
 	}
 	return strings.NewReplacer(".", "_", " ", "_").Replace(strings.ToLower(k))
 }
@@ -413,21 +425,52 @@ func publicHeader(name string) bool {
 }
 
 // redactor cuts the header values sent out of a response: each whole, and
-// each word of one (the token of "Bearer <token>"), longest first.
+// each word of one (the token of "Bearer <token>"), as it is and as a
+// response quotes it (quotedForms), longest first.
 func redactor(values []string) *strings.Replacer {
-	var secrets []string
+	var words []string
 	for _, v := range values {
-		secrets = append(secrets, strings.TrimSpace(v))
-		secrets = append(secrets, strings.Fields(v)...)
+		words = append(words, strings.TrimSpace(v))
+		words = append(words, strings.Fields(v)...)
 	}
-	secrets = slices.DeleteFunc(secrets, func(s string) bool { return len(s) < minSecret })
-	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	words = slices.DeleteFunc(words, func(s string) bool { return len(s) < minSecret })
+	var secrets []string
+	for _, w := range words {
+		secrets = append(secrets, quotedForms(w)...)
+	}
+	slices.SortFunc(secrets, func(a, b string) int {
+		if len(a) != len(b) {
+			return len(b) - len(a)
+		}
+		return strings.Compare(a, b)
+	})
 	secrets = slices.Compact(secrets)
 	var pairs []string
 	for _, s := range secrets {
 		pairs = append(pairs, s, redactedValue)
 	}
 	return strings.NewReplacer(pairs...)
+}
+
+// quotedForms are the forms a value takes in a response that quotes it: as
+// it is, in a JSON string (where Go's encoder escapes <, > and &, and PHP's
+// /: a base64 key holds slashes), and percent-encoded in a URL. Cut out as
+// it is only, a key an echo endpoint returned as "abc\/def" reached the
+// model whole.
+func quotedForms(v string) []string {
+	out := []string{v, url.QueryEscape(v), url.PathEscape(v)}
+	for _, html := range []bool{false, true} {
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
+		enc.SetEscapeHTML(html)
+		if enc.Encode(v) != nil {
+			continue
+		}
+		j := strings.TrimSuffix(b.String(), "\n")
+		j = j[1 : len(j)-1]
+		out = append(out, j, strings.ReplaceAll(j, "/", `\/`))
+	}
+	return out
 }
 
 // redirected is the result of a call answered by a redirect, which the

@@ -1,9 +1,11 @@
 package tool_test
 
 import (
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -71,4 +73,37 @@ func TestHTTPRequestEchoedHeaderValuesDoNotReachTheModel(t *testing.T) {
 	}
 	hist := e.Do("GET", "/api/v2/conversations/echo-1", e.A.Key, nil)
 	require.NotContains(t, string(hist.Body), key, "stored answer")
+}
+
+// An echo quotes a value as its language writes it: PHP's json_encode
+// escapes "/" (which base64 keys hold), Go's encoder "<", ">" and "&", and
+// a URL percent-encodes; none of these forms reaches the model either.
+func TestHTTPRequestHeaderValuesEchoedEncodedDoNotReachTheModel(t *testing.T) {
+	t.Parallel()
+	const key, team = "c2stbGl2ZS0/0123+abc/def==", "blue&team<secret>"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		k, tm := r.Header.Get("X-Api-Key"), r.Header.Get("X-Team")
+		goTeam, _ := json.Marshal(tm)
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusForbidden)
+		_, _ = io.WriteString(w, `{"php":"`+strings.ReplaceAll(k, "/", `\/`)+`","go":`+string(goTeam)+
+			`,"url":"https://api.example/?key=`+url.QueryEscape(k)+`","path":"/keys/`+url.PathEscape(k)+`"}`)
+	}))
+	t.Cleanup(echo.Close)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(llm.ToolCall{ID: "echo", Name: "http_request", Arguments: `{"endpoint":"echo"}`})
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	id := createAgent(t, e, e.A.Key, endpointsBody(
+		map[string]any{"name": "echo", "url": echo.URL + "/echo", "headers": map[string]string{"X-Api-Key": key, "X-Team": team}},
+	))["id"].(string)
+	r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"call it","conversationId":"echo-enc"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	reqs := fp.Requests()
+	require.Len(t, reqs, 2)
+	got := req(reqs[1]).toolResult("echo")
+	require.Contains(t, got, "HTTP 403 Forbidden", "the call was made")
+	require.Contains(t, got, `{"php":"[redacted]","go":"[redacted]","url":"https://api.example/?key=[redacted]","path":"/keys/[redacted]"}`)
+	for _, leak := range []string{"c2stbGl2ZS0", "0123", "blue", "secret"} {
+		require.NotContains(t, got, leak)
+	}
 }
