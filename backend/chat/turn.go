@@ -189,8 +189,9 @@ type turn struct {
 	// The reply so far: its sources (each once), and whether any event went
 	// out.
 	sources []*parleyv1.Source
-	cited   map[string]bool
-	sent    bool
+	// cited numbers the sources by tool.SourceKey, from 1.
+	cited map[string]int
+	sent  bool
 	// calls are the tool calls reported so far, stored with the answer.
 	calls []*parleyv1.ToolCall
 	// promptTokens estimates the prompt as sent (Route.WindowTokens), tool
@@ -212,7 +213,7 @@ func (t *turn) left() time.Duration {
 // admitTurn settles what an admitted request runs with: the model route,
 // the channel, the datasource filter.
 func (s *Service) admitTurn(a *Admitted, req *parleyv1.ChatRequest, emit Emit, arrived time.Time) (*turn, error) {
-	t := &turn{a: a, req: req, emit: emit, now: s.Now, org: a.OrgID(), modelName: a.Agent.Model, cited: map[string]bool{}}
+	t := &turn{a: a, req: req, emit: emit, now: s.Now, org: a.OrgID(), modelName: a.Agent.Model, cited: map[string]int{}}
 	if t.now == nil {
 		t.now = time.Now
 	}
@@ -291,10 +292,22 @@ func (s *Service) load(ctx context.Context, t *turn) error {
 			return err
 		}
 	}
+	// A text its datasource holds twice (a footer on every page) is one
+	// passage: the reply's sources hold it once (cite), and the prompt must
+	// number the passages as they do (given it twice, a model citing the
+	// passage after it named the source after that one).
+	found := t.found[:0]
 	srcs := make([]*parleyv1.Source, 0, len(t.found))
+	seen := map[string]bool{}
 	for _, r := range t.found {
-		srcs = append(srcs, tool.KnowledgeSource(r))
+		src := tool.KnowledgeSource(r)
+		if key := tool.SourceKey(src); !seen[key] {
+			seen[key] = true
+			found = append(found, r)
+			srcs = append(srcs, src)
+		}
 	}
+	t.found = found
 	return t.cite(srcs)
 }
 
@@ -494,19 +507,17 @@ func storeIDs(stores []dbq.Datastore) []uuid.UUID {
 	return ids
 }
 
-// cite adds sources to the reply, each once, and sends them as events.
+// cite adds sources to the reply, each once, and sends them as events; a
+// tool numbered them so (tool.Call.Number), by their keys as it made them.
 func (t *turn) cite(srcs []*parleyv1.Source) error {
 	for _, src := range srcs {
+		key := tool.SourceKey(src)
 		storableSource(src)
-		key := src.GetUrl()
-		if src.GetDatasourceId() != "" {
-			key = src.GetDatasourceId() + "\x00" + src.GetChunk()
-		}
-		if t.cited[key] {
+		if _, ok := t.cited[key]; ok {
 			continue
 		}
-		t.cited[key] = true
 		t.sources = append(t.sources, src)
+		t.cited[key] = len(t.sources)
 		if err := t.send(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Source{Source: src}}); err != nil {
 			return err
 		}
@@ -754,7 +765,7 @@ func (t *turn) countProviderError(err error) {
 func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, end *tool.Ran, err error) {
 	kit.Round()
 	for _, c := range calls {
-		call := tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources)}
+		call := tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources), Numbers: t.cited}
 		// A name the kit does not offer is the model's own text, which a
 		// visitor can steer: the span names no such tool.
 		name := c.Name

@@ -79,7 +79,12 @@ func (s *Search) Run(ctx context.Context, call Call) (Result, error) {
 		Query string `json:"query"`
 		TopK  int    `json:"topK"`
 	}
-	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil || strings.TrimSpace(args.Query) == "" {
+	// What is wrong is named: told only of "query", a model whose topK was
+	// a string or 2.5 sent the same call again.
+	if err := json.Unmarshal([]byte(call.Arguments), &args); err != nil {
+		return Errorf(`the arguments must be a JSON object with a non-empty "query" string and optionally "topK", an integer from 1 to %d: %s`, datastoreQueryMaxK, argsProblem(err)), nil
+	}
+	if strings.TrimSpace(args.Query) == "" {
 		return Errorf(`the arguments must be a JSON object with a non-empty "query" string`), nil
 	}
 	// The model's query is searched as a visitor's is: text Postgres can
@@ -108,22 +113,23 @@ func (s *Search) Run(ctx context.Context, call Call) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Content: passagesText(found, call.Cited), Summary: strconv.Itoa(len(found)) + " passages"}
+	res := Result{Summary: strconv.Itoa(len(found)) + " passages"}
 	for _, r := range found {
 		res.Sources = append(res.Sources, KnowledgeSource(r))
 	}
+	res.Content = passagesText(found, res.Sources, call.Number())
 	return res, nil
 }
 
-// passagesText is search results as the model reads them, numbered from
-// after the numbered passages it already has.
-func passagesText(rs []knowledge.Result, numbered int) string {
+// passagesText is search results as the model reads them, numbered as the
+// reply's sources number them (Call.Number).
+func passagesText(rs []knowledge.Result, srcs []*parleyv1.Source, number func(*parleyv1.Source) int) string {
 	if len(rs) == 0 {
 		return "No passages matched."
 	}
 	var b strings.Builder
 	for i, r := range rs {
-		b.WriteString("[" + strconv.Itoa(numbered+i+1) + "] " + r.Source() + "\n" + r.Text + "\n\n")
+		b.WriteString("[" + strconv.Itoa(number(srcs[i])) + "] " + r.Source() + "\n" + r.Text + "\n\n")
 	}
 	return strings.TrimSpace(b.String())
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/knowledge"
 )
 
@@ -61,10 +62,13 @@ func TestSearchRefusesBadCalls(t *testing.T) {
 		{Call{ID: "3", Name: DatastoreQuery, Arguments: `{"query":"   "}`}, `non-empty "query"`},
 		{Call{ID: "4", Name: DatastoreQuery, Arguments: `not json`}, `non-empty "query"`},
 		{Call{ID: "5", Name: DatastoreQuery, Arguments: `{"query":7}`}, `non-empty "query"`},
+		{Call{ID: "5s", Name: DatastoreQuery, Arguments: `{"query":"x","topK":"3"}`}, `topK must be an integer, not string`},
+		{Call{ID: "5f", Name: DatastoreQuery, Arguments: `{"query":"x","topK":2.5}`}, `topK must be an integer, not number 2.5`},
 		// Searched, these failed the turn as if the visitor had sent them.
 		{Call{ID: "6", Name: DatastoreQuery, Arguments: `{"query":"a\u0000b"}`}, `"query" must be text of at most 32000 characters, without NUL`},
 		{Call{ID: "7", Name: DatastoreQuery, Arguments: `{"query":"` + strings.Repeat("a", 32001) + `"}`}, `"query" must be text`},
 	} {
+		k.Round()
 		ran, err := k.Run(context.Background(), c.call)
 		require.NoError(t, err)
 		require.Nil(t, ran.Sources)
@@ -105,4 +109,23 @@ func TestWarnings(t *testing.T) {
 		"datastore_query is not offered to the model: the agent has no datastores",
 		"send_fax is not offered to the model: this server does not run it yet",
 	}, w)
+}
+
+// A call's sources are numbered as the turn adds them to the reply's: a
+// passage or page cited already keeps its number, and the new ones, each
+// once, follow the reply's last.
+func TestCallNumbersSourcesAsTheReplyHoldsThem(t *testing.T) {
+	t.Parallel()
+	passage := func(chunk string) *parleyv1.Source {
+		return &parleyv1.Source{DatasourceId: "ds", Chunk: chunk, Url: "https://same.example/"}
+	}
+	page := func(url string) *parleyv1.Source { return &parleyv1.Source{Url: url} }
+	call := Call{Cited: 2, Numbers: map[string]int{SourceKey(passage("a")): 1, SourceKey(page("https://b.example/")): 2}}
+	number := call.Number()
+	require.Equal(t, 3, number(passage("c")))
+	require.Equal(t, 1, number(passage("a")), "cited already")
+	require.Equal(t, 2, number(page("https://b.example/")), "cited already")
+	require.Equal(t, 4, number(page("https://d.example/")))
+	require.Equal(t, 3, number(passage("c")), "twice in the call, once in the reply")
+	require.Equal(t, 5, number(passage("e")), "a passage is its datasource's text, not its page")
 }

@@ -63,8 +63,41 @@ type Call struct {
 	// Arguments is a JSON object.
 	Arguments string
 	// Cited is how many sources the model has been given so far, numbered
-	// 1 to Cited; a tool that cites numbers its own after them.
+	// 1 to Cited; a tool that cites numbers its new ones after them.
 	Cited int
+	// Numbers are those sources' numbers by SourceKey: a source the reply
+	// cites already is not added again, and keeps its number (Number).
+	Numbers map[string]int
+}
+
+// SourceKey is what makes two sources one in a reply's sources: the same
+// passage of a datasource, or the same URL.
+func SourceKey(src *parleyv1.Source) string {
+	if src.GetDatasourceId() != "" {
+		return src.GetDatasourceId() + "\x00" + src.GetChunk()
+	}
+	return src.GetUrl()
+}
+
+// Number numbers the sources of one call as the turn adds them to the
+// reply's: one cited already keeps its number, a new one (once, however
+// often the call gives it) takes the next after Cited. Numbered from Cited
+// alone, a passage found again was [4] to the model and its next one [5],
+// while the reply's sources, which hold each once, made that one the 4th.
+func (c Call) Number() func(*parleyv1.Source) int {
+	next, added := c.Cited, map[string]int{}
+	return func(src *parleyv1.Source) int {
+		key := SourceKey(src)
+		if n, ok := c.Numbers[key]; ok {
+			return n
+		}
+		if n, ok := added[key]; ok {
+			return n
+		}
+		next++
+		added[key] = next
+		return next
+	}
 }
 
 // Result is what a call gave.

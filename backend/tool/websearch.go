@@ -154,15 +154,17 @@ func (w *webSearchTool) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	res := Result{Summary: strconv.Itoa(len(kept)) + " results"}
 	var b strings.Builder
-	for i, r := range kept {
+	number := call.Number()
+	for _, r := range kept {
 		title := r.Title
 		if title == "" {
 			title = r.URL
 		}
-		fmt.Fprintf(&b, "[%d] %s\n%s\n%s\n\n", call.Cited+i+1, title, r.URL, r.Snippet)
-		res.Sources = append(res.Sources, &parleyv1.Source{
+		src := &parleyv1.Source{
 			Source: r.URL, Url: r.URL, Title: title, Chunk: r.Snippet, Excerpt: r.Snippet, DatasourceName: "web",
-		})
+		}
+		fmt.Fprintf(&b, "[%d] %s\n%s\n%s\n\n", number(src), title, r.URL, r.Snippet)
+		res.Sources = append(res.Sources, src)
 	}
 	res.Content = strings.TrimSpace(b.String())
 	return res, nil

@@ -3,6 +3,7 @@ package tool_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -294,4 +295,48 @@ func TestSearchBackendURLUnparsed(t *testing.T) {
 		require.NotContains(t, err.Error(), "s3cr", "%+v", cfg)
 		require.NotContains(t, err.Error(), "private", "%+v", cfg)
 	}
+}
+
+// A page found again in a turn is numbered as the reply's sources hold it,
+// once: the model reads its first number, and a new page after it takes
+// the next number, not one past what the reply cites.
+func TestWebSearchNumbersAPageFoundAgainAsTheSourcesDo(t *testing.T) {
+	t.Parallel()
+	// "one" finds pages 1 and 2; "two" finds page 2 again, then page 3.
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		results := []map[string]any{page(1, "One."), page(2, "Two.")}
+		if r.URL.Query().Get("q") == "two" {
+			results = []map[string]any{page(2, "Two."), page(3, "Three.")}
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"results": results})
+	}))
+	t.Cleanup(srv.Close)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = func(_ int, body map[string]any) testenv.FakeReply {
+		if req(body).last()["role"] == "tool" {
+			return testenv.FakeReply{Tokens: []string{"Done."}}
+		}
+		return testenv.FakeReply{ToolCalls: []llm.ToolCall{
+			{ID: "ws_1", Name: tool.WebSearch, Arguments: `{"query":"one"}`},
+			{ID: "ws_2", Name: tool.WebSearch, Arguments: `{"query":"two"}`},
+		}}
+	}
+	e := testenv.New(t, testenv.WithFakeModels(fp), withSearXNG(&fakeSearXNG{URL: srv.URL}))
+	id := createAgent(t, e, e.A.Key, map[string]any{"tools": []string{"web_search"}})["id"].(string)
+
+	r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"Tell me.","conversationId":"ws-again"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	var rep struct{ Sources []struct{ URL string } }
+	r.JSON(t, &rep)
+	require.Len(t, rep.Sources, 3, "each page once")
+	for i, s := range rep.Sources {
+		require.Equal(t, fmt.Sprintf("https://example.org/page-%d", i+1), s.URL)
+	}
+	reqs := fp.Requests()
+	require.Len(t, reqs, 2)
+	second := req(reqs[1]).toolResult("ws_2")
+	require.Contains(t, second, "[2] Page 2\nhttps://example.org/page-2\n", "the page found again keeps its number")
+	require.Contains(t, second, "[3] Page 3\nhttps://example.org/page-3\n", "the new page is the reply's third source")
+	require.NotContains(t, second, "[4]")
 }
