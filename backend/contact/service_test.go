@@ -318,3 +318,30 @@ func TestDeleteContactForgetsLeadCapture(t *testing.T) {
 	require.Contains(t, kept[0].Arguments, "kim.kept@example.com", "another contact's call")
 	require.Contains(t, kept[0].Result, "kim.kept@example.com")
 }
+
+// A visitor of an agent on the offline engine gives an email address and a
+// national phone number: the address is recorded (lead_capture refused the
+// number, and with it the whole call), and the name is the one given.
+func TestOfflineLeadCaptureKeepsEmailBesideNationalNumber(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	r := e.Do("POST", "/api/agents", e.A.Key, map[string]any{"name": "Sales", "instructions": "Help.", "tools": []string{"lead_capture"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ag struct{ ID string }
+	r.JSON(t, &ag)
+	r = e.Do("POST", "/api/v2/agent/"+ag.ID+"/chat", e.A.Key, map[string]any{
+		"query": "My name is Nina and my email is nina.nat@example.com, phone 06 12 34 56 78", "conversationId": "natl1",
+	})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var rep struct{ Answer string }
+	r.JSON(t, &rep)
+	require.Contains(t, rep.Answer, "I have noted your contact details")
+
+	r = e.Do("GET", "/api/contacts?email=nina.nat@example.com", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var p pageJSON
+	r.JSON(t, &p)
+	require.Len(t, p.Contacts, 1, "the email address given is recorded")
+	require.Equal(t, "Nina", p.Contacts[0].FirstName)
+	require.Empty(t, p.Contacts[0].LastName, `"and" is no last name`)
+}

@@ -2,9 +2,13 @@ package llm
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/unicode/norm"
 )
 
 // Local is the offline engine: deterministic, no network, no keys. It is not
@@ -141,23 +145,43 @@ var stopWords = map[string]bool{
 
 func words(s string) map[string]bool {
 	out := map[string]bool{}
-	for _, w := range strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
-		if !stopWords[w] {
+	// Composed (NFC), a mark part of its word: a question's "é" meets a
+	// passage's however each wrote it, and a Devanagari vowel sign does
+	// not cut its word in two.
+	for _, w := range strings.FieldsFunc(norm.NFC.String(strings.ToLower(s)), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsMark(r) && !unicode.IsDigit(r) }) {
+		if stopWords[w] {
+			continue
+		}
+		r := []rune(w)
+		if len(r) < 2 || !slices.ContainsFunc(r, unspaced) {
 			out[w] = true
+			continue
+		}
+		// Chinese and Japanese put no space between words: overlapping
+		// pairs of characters stand for them, as search engines' bigrams
+		// do, or a question shared no word with any passage.
+		for i := 0; i+1 < len(r); i++ {
+			out[string(r[i:i+2])] = true
 		}
 	}
 	return out
+}
+
+// unspaced reports whether r is of a script written without spaces.
+func unspaced(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana)
 }
 
 func sentences(text string) []string {
 	var out []string
 	start := 0
 	for i, r := range text {
-		if r == '.' || r == '!' || r == '?' || r == '\n' {
-			if s := strings.TrimSpace(text[start : i+1]); len(s) > 1 {
+		if r == '.' || r == '!' || r == '?' || r == '\n' || r == '。' || r == '！' || r == '？' {
+			end := i + utf8.RuneLen(r)
+			if s := strings.TrimSpace(text[start:end]); len(s) > 1 {
 				out = append(out, s)
 			}
-			start = i + 1
+			start = end
 		}
 	}
 	if s := strings.TrimSpace(text[start:]); s != "" {

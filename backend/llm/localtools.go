@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -51,12 +52,20 @@ func localCalls(req Request) []ToolCall {
 		if e := emailPattern.FindString(msg); e != "" {
 			args["email"] = e
 		}
-		if p := phonePattern.FindString(msg); countDigits(p) >= 7 {
+		// A national number beside an email address is left out:
+		// lead_capture refuses a call with one whole, and the address the
+		// visitor gave was lost.
+		if p := phonePattern.FindString(msg); countDigits(p) >= 7 && (args["email"] == "" || strings.HasPrefix(p, "+")) {
 			args["phoneNumber"] = p
 		}
 		if len(args) > 0 {
 			if m := namePattern.FindStringSubmatch(msg); m != nil {
-				args["firstName"], args["lastName"] = m[1], m[2]
+				args["firstName"] = m[1]
+				// The next word is a last name only when capitalised (or of
+				// a script without case): "my name is Ada and …" is Ada.
+				if r, _ := utf8.DecodeRuneInString(m[2]); m[2] != "" && !unicode.IsLower(r) {
+					args["lastName"] = m[2]
+				}
 			}
 			args["note"] = "The visitor wrote: " + clipText(strings.TrimSpace(msg), 300)
 			add(localLeadCapture, args)

@@ -52,6 +52,14 @@ func TestLocalCallsToolsWhenOffered(t *testing.T) {
 		{"national phone", "my number is 06 12 34 56 78.", both,
 			map[string]map[string]string{"lead_capture": {"phoneNumber": "06 12 34 56 78"}}},
 		{"a date is not a phone", "we met on 2024-01-02 at 10:30", both, nil},
+		// lead_capture refuses a national number, and with it the call's
+		// email address: the address alone is recorded.
+		{"email and national phone", "email anna@example.com, phone 06 12 34 56 78", both,
+			map[string]map[string]string{"lead_capture": {"email": "anna@example.com", "phoneNumber": ""}}},
+		{"email and international phone", "anna@example.com or +33 6 12 34 56 78", both,
+			map[string]map[string]string{"lead_capture": {"email": "anna@example.com", "phoneNumber": "+33 6 12 34 56 78"}}},
+		{"a word after the name is not a last name", "My name is Anna and my email is anna@example.com", both,
+			map[string]map[string]string{"lead_capture": {"firstName": "Anna", "lastName": ""}}},
 		{"a person", "Can I talk to a human please?", both, map[string]map[string]string{"request_human": {}}},
 		{"someone", "I'd like to speak with someone from sales", both, map[string]map[string]string{"request_human": {}}},
 		{"real person", "is there a real person there", both, map[string]map[string]string{"request_human": {}}},
@@ -104,5 +112,31 @@ func TestLocalAnswersAfterLeadCapture(t *testing.T) {
 		require.Empty(t, calls)
 		require.Contains(t, text, c.want)
 		require.NotContains(t, text, llm.NoKnowledgeAnswer)
+	}
+}
+
+// A question and a passage writing an accented letter in two ways (one
+// precomposed, one a letter and a combining accent) share the word.
+func TestLocalMatchesAcrossUnicodeForms(t *testing.T) {
+	t.Parallel()
+	req := offering("\u00d6ffnungszeiten?")
+	req.Knowledge = []llm.Passage{{Source: "hours", Text: "Parken ist frei. Unsere O\u0308ffnungszeiten sind 9 bis 17 Uhr."}}
+	text, _ := stream(t, req)
+	require.Equal(t, "Unsere O\u0308ffnungszeiten sind 9 bis 17 Uhr.", text)
+}
+
+// Chinese and Japanese, written without spaces, are answered from the
+// sentence that shares the question's words, their sentences cut at their
+// own full stops.
+func TestLocalAnswersUnspacedScripts(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ question, passage, want string }{
+		{"営業時間は？", "駐車場は無料です。営業時間は9時から17時です。ペットは歓迎します。", "営業時間は9時から17時です。"},
+		{"你们的营业时间是什么？", "停车免费。我们的营业时间是早上九点到下午五点。欢迎宠物。", "我们的营业时间是早上九点到下午五点。"},
+	} {
+		req := offering(c.question)
+		req.Knowledge = []llm.Passage{{Source: "faq", Text: c.passage}}
+		text, _ := stream(t, req)
+		require.True(t, strings.HasPrefix(text, c.want), "%q: got %q", c.question, text)
 	}
 }
