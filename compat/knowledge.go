@@ -231,7 +231,9 @@ func (h *Handler) queryDatastore(w http.ResponseWriter, r *http.Request) error {
 	}
 	req := &parleyv1.QueryRequest{DatastoreId: r.PathValue("id"), Query: deref(b.Query)}
 	if b.TopK != nil {
-		if *b.TopK < 1 {
+		// Refused here both ways, so that the message gives the body's
+		// bounds: the request's (0 to 50, 0 for the default) let 0 pass.
+		if *b.TopK < 1 || *b.TopK > 50 {
 			return apperr.InvalidField("topK", "must be between 1 and 50")
 		}
 		req.TopK = *b.TopK

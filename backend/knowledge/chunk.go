@@ -4,6 +4,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	unorm "golang.org/x/text/unicode/norm"
+
 	"github.com/parleyhq/parley/backend/llm"
 )
 
@@ -41,6 +43,24 @@ type ChunkOptions struct {
 // DefaultChunkOptions: chunks of up to 300 tokens, consecutive chunks of a
 // section sharing up to 50.
 var DefaultChunkOptions = ChunkOptions{MaxTokens: 300, OverlapTokens: 50}
+
+// composed is doc in Unicode's composed form (NFC), as a search's query is
+// (EmbedQuery): an "é" written as "e" and a combining accent, as some PDFs
+// and macOS files hold it, is another word than the "é" a visitor types,
+// to Postgres' full-text search and to the embedders alike.
+func composed(doc Document) Document {
+	doc.Title = nfc(doc.Title)
+	secs := make([]Section, len(doc.Sections))
+	for i, s := range doc.Sections {
+		s.Heading, s.Text = nfc(s.Heading), nfc(s.Text)
+		secs[i] = s
+	}
+	doc.Sections = secs
+	return doc
+}
+
+// nfc is s in Unicode's composed form; s itself when it is already.
+func nfc(s string) string { return unorm.NFC.String(s) }
 
 // Chunk cuts a document by its structure (sections, then paragraphs and
 // sentences, then words for a sentence too long) into pieces of at most

@@ -266,6 +266,7 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 	var pieces []Piece
 	var owners []Document
 	for _, d := range docs {
+		d = composed(d)
 		for _, p := range Chunk(d, k.Chunking) {
 			pieces = append(pieces, p)
 			owners = append(owners, d)

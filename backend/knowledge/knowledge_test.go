@@ -285,8 +285,12 @@ func TestFileUploadAndDatasourceFilters(t *testing.T) {
 	require.Equal(t, other.ID, only[0].DatasourceID)
 	require.Equal(t, "https://shop.example/warranty", only[0].Source)
 
-	status, _ = f.query(t, f.A.Key, store, map[string]any{"query": "warranty", "topK": 51})
-	require.Equal(t, 400, status)
+	for _, k := range []int{-1, 0, 51} {
+		r := f.Do("POST", "/api/datastores/"+store+"/query", f.A.Key, map[string]any{"query": "warranty", "topK": k})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+		require.Equal(t, "topK", r.Err(t).Error.Field)
+		require.Equal(t, "topK: must be between 1 and 50", r.Err(t).Error.Message, "topK %d: the documented bounds", k)
+	}
 	r := f.Do("POST", "/api/datastores/"+store+"/query", f.A.Key, map[string]any{"query": "warranty", "filters": map[string]any{"datasourceIds": []string{"nope"}}})
 	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
 	require.Equal(t, "filters.datasourceIds[0]", r.Err(t).Error.Field, "named as the body holds it")

@@ -52,7 +52,7 @@ type Query struct {
 // Text is a search for text not yet embedded: Search embeds it for each
 // embedder among the datastores, inside the caller's transaction. Request
 // paths call EmbedQuery first, outside any.
-func Text(text string) Query { return Query{Text: text} }
+func Text(text string) Query { return Query{Text: nfc(text)} }
 
 // EmbedQuery embeds text for each embedder among datastores, for Search.
 // Call it before the transaction Search runs in: a remote embedder
@@ -64,6 +64,8 @@ func Text(text string) Query { return Query{Text: text} }
 // whole (it was a 500). The error is ctx's, or a datastore's model that is
 // not configured.
 func (k *Knowledge) EmbedQuery(ctx context.Context, datastores []dbq.Datastore, text string) (Query, error) {
+	// Composed, as the chunks' text is (composed).
+	text = nfc(text)
 	query := Query{Text: text, vectors: map[string]*pgvector.Vector{}}
 	for _, d := range datastores {
 		if _, done := query.vectors[d.EmbeddingModel]; done {
