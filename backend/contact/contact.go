@@ -151,8 +151,10 @@ func FromRequest(c *parleyv1.Contact) (f Fields, ok bool, err error) {
 // creating the same contact at once both end with it: the second finds it.
 // So do two giving one email at once, one to a new contact and one to a
 // contact without an email (found by phone number or as the conversation's):
-// the second finds the first's. A contact deleted between its read and its
-// update is looked for again, and made anew when none is left.
+// the second finds the first's. Two giving a contact without an email two
+// different ones at once: the second makes a new contact, never replacing
+// the first's email. A contact deleted between its read and its update is
+// looked for again, and made anew when none is left.
 func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid.UUID) (id uuid.UUID, created bool, err error) {
 	q := dbq.New(tx)
 	custom := f.CustomFields
@@ -183,7 +185,9 @@ func Merge(ctx context.Context, tx pgx.Tx, org uuid.UUID, f Fields, prefer *uuid
 			}
 			switch {
 			case errors.Is(err, pgx.ErrNoRows):
-				continue // deleted meanwhile (DeleteContact): find another, or make it anew
+				// Deleted meanwhile (DeleteContact), or given another email
+				// (MergeContact keeps it): find another, or make it anew.
+				continue
 			case emailTaken(err):
 				continue // given to another contact meanwhile: find it
 			}

@@ -354,6 +354,69 @@ func TestMergeEmailTakenMeanwhile(t *testing.T) {
 	require.Nil(t, x.get(t, x.orgA, phoneOnly).Email)
 }
 
+// Two requests giving a phone-only contact two different emails at once
+// (each found it by its number before the other committed): the first
+// gives it its email, and the second, which waited on the row, makes a new
+// contact with its own, as it would have had it looked after the commit.
+// It used to write its email over the first's: that email was kept
+// nowhere, its contact and conversations now another person's.
+func TestMergeEmailGivenMeanwhile(t *testing.T) {
+	t.Parallel()
+	x := setup(t)
+	const number = "+12025550177"
+	phoneOnly := x.merge(t, x.orgA, contact.Fields{PhoneNumber: number}, nil)
+
+	// The first gives it ann@ and holds its commit.
+	merged, release := make(chan uuid.UUID, 1), make(chan struct{})
+	var released sync.Once
+	commit := func() { released.Do(func() { close(release) }) }
+	t.Cleanup(commit)
+	first := make(chan error, 1)
+	go func() {
+		first <- x.store.TenantTx(x.ctx, x.orgA, func(tx pgx.Tx, _ *dbq.Queries) error {
+			id, _, err := contact.Merge(x.ctx, tx, x.orgA, contact.Fields{Email: "ann@example.com", PhoneNumber: number, FirstName: "Ann"}, nil)
+			if err != nil {
+				close(merged)
+				return err
+			}
+			merged <- id
+			<-release
+			return nil
+		})
+	}()
+	ann, ok := <-merged
+	if !ok {
+		t.Fatal(<-first)
+	}
+	require.Equal(t, phoneOnly, ann)
+
+	// The second finds the same phone-only contact and waits on its row.
+	var got uuid.UUID
+	var created bool
+	second := make(chan error, 1)
+	go func() {
+		second <- x.store.TenantTx(x.ctx, x.orgA, func(tx pgx.Tx, _ *dbq.Queries) error {
+			var err error
+			got, created, err = contact.Merge(x.ctx, tx, x.orgA, contact.Fields{Email: "bob@example.com", PhoneNumber: number, FirstName: "Bob"}, nil)
+			return err
+		})
+	}()
+	dbtest.WaitForLockWait(t, x.store.Pool, "UPDATE contacts")
+	commit()
+	require.NoError(t, <-first)
+	require.NoError(t, <-second)
+
+	a := x.get(t, x.orgA, ann)
+	require.Equal(t, "ann@example.com", deref(a.Email), "the first's email stays")
+	require.Equal(t, "Ann", a.FirstName)
+	require.NotEqual(t, ann, got)
+	require.True(t, created, "bob@ is a new contact")
+	b := x.get(t, x.orgA, got)
+	require.Equal(t, "bob@example.com", deref(b.Email))
+	require.Equal(t, "Bob", b.FirstName)
+	require.Equal(t, number, deref(b.PhoneNumber))
+}
+
 // A request's custom fields are bounded (MaxCustomFields), and so is what
 // a contact keeps of them all (MaxStoredCustomFields): new keys request
 // after request used to grow one stored value without end, through a

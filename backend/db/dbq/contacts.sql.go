@@ -410,6 +410,10 @@ UPDATE contacts SET
                ELSE right(notes || E'\n' || $7::text, 10000) END,
   updated_at = now()
 WHERE org_id = $8 AND id = $9
+  -- Never one email over another: a contact found without one may have
+  -- been given one meanwhile (by a transaction this update waited for).
+  -- No row then, as for a contact deleted meanwhile: the caller looks again.
+  AND ($1::text IS NULL OR email IS NULL OR email = $1)
 RETURNING id
 `
 

@@ -142,6 +142,10 @@ UPDATE contacts SET
                ELSE right(notes || E'\n' || sqlc.arg(note)::text, 10000) END,
   updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+  -- Never one email over another: a contact found without one may have
+  -- been given one meanwhile (by a transaction this update waited for).
+  -- No row then, as for a contact deleted meanwhile: the caller looks again.
+  AND (sqlc.narg(email)::text IS NULL OR email IS NULL OR email = sqlc.narg(email))
 RETURNING id;
 
 -- name: LinkConversationContact :exec
