@@ -253,8 +253,8 @@ func emailTaken(err error) bool {
 }
 
 // EmitCreated emits lead.created for the contact id that Merge has just
-// created in tx (org's tenant transaction), its data the contact as
-// GET /api/contacts/{id} shows it.
+// created in tx (org's tenant transaction), its data the contact as the
+// Connect API's GetContact gives it (protojson).
 func EmitCreated(ctx context.Context, tx pgx.Tx, hooks *webhook.Emitter, org, id uuid.UUID) error {
 	return hooks.Emit(ctx, tx, org, webhook.LeadCreated, func() (proto.Message, error) {
 		// SECURITY: read by org, in org's tenant transaction.
