@@ -75,11 +75,14 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		// One organization's ingestions take at most half the workers.
 		river.AddWorker(workers, &IngestWorker{K: k, Pool: pool, PerOrg: max(1, n/2)})
 		river.AddWorker(workers, &ForgetWorker{K: k})
-		if cfg.Webhooks != nil {
-			// One organization's deliveries take at most half of one
-			// instance's delivery workers.
-			river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks, Pool: pool, PerOrg: 2 * n})
-		}
+		// One organization's deliveries take at most half of one
+		// instance's delivery workers. Without Webhooks the worker is
+		// still known, for River's rescuer (which runs on the leader, any
+		// process): a delivery left running by a process that died is
+		// then retried, where a kind without a worker is discarded, the
+		// delivery pending for good. Such a process runs no deliveries'
+		// queue, so it never fetches one.
+		river.AddWorker(workers, &DeliverWorker{D: cfg.Webhooks, Pool: pool, PerOrg: 2 * n})
 		if cfg.Store != nil {
 			river.AddWorker(workers, &PruneWorker{Store: cfg.Store})
 			if cfg.WebhookRetention > 0 {
@@ -89,7 +92,10 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		rc.Workers = workers
 		// Deliveries wait on other people's servers (10 s at most each):
 		// their own queue, wider, so that neither kind holds up the other.
-		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: n}, QueueWebhooks: {MaxWorkers: 4 * n}}
+		rc.Queues = map[string]river.QueueConfig{river.QueueDefault: {MaxWorkers: n}}
+		if cfg.Webhooks != nil {
+			rc.Queues[QueueWebhooks] = river.QueueConfig{MaxWorkers: 4 * n}
+		}
 	}
 	rv, err := river.NewClient(riverpgxv5.New(pool), rc)
 	if err != nil {

@@ -22,10 +22,12 @@ type PruneArgs struct {
 // Kind implements river.JobArgs.
 func (PruneArgs) Kind() string { return "webhook_retention" }
 
-// InsertOpts: on the deliveries' queue, one try (the next period is the
-// retry), and at most one waiting or running at a time.
+// InsertOpts: on the default queue, which every process running jobs
+// runs (one without a Deliverer runs no deliveries' queue, New), one try
+// (the next period is the retry), and at most one waiting or running at a
+// time.
 func (PruneArgs) InsertOpts() river.InsertOpts {
-	return river.InsertOpts{Queue: QueueWebhooks, MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: pruneEvery}}
+	return river.InsertOpts{MaxAttempts: 1, UniqueOpts: river.UniqueOpts{ByPeriod: pruneEvery}}
 }
 
 // pruneEvery is how often the retention job runs (and at each start of

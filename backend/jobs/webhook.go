@@ -60,6 +60,11 @@ func (w *DeliverWorker) NextRetry(job *river.Job[DeliverArgs]) time.Time {
 
 // Work implements river.Worker.
 func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) error {
+	if w.D == nil {
+		// A process without a Deliverer runs no deliveries' queue (New):
+		// should one reach it anyway, it waits for one that has it.
+		return river.JobSnooze(fairWaitDelivery)
+	}
 	if wait := w.fairShare(ctx, job); wait > 0 {
 		return river.JobSnooze(wait)
 	}
