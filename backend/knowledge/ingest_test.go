@@ -335,3 +335,24 @@ func TestLongHeadingIsBounded(t *testing.T) {
 	}))
 	require.LessOrEqual(t, longest, maxHeading)
 }
+
+// An organization deleted (by an operator, in SQL) while a datasource's
+// content was read ends its ingestion without an error: the quota check
+// found no organization and failed the attempt, which River logged and
+// retried, only for the retry to find the datasource gone.
+func TestQuotaOfDeletedOrganizationEndsTheRun(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "some text")
+	ctx := context.Background()
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}))
+	tx, err := e.store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String())
+	require.NoError(t, err)
+	_, err = tx.Exec(ctx, "DELETE FROM organizations WHERE id = $1", e.org)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+
+	require.ErrorIs(t, k.withinQuota(ctx, e.org, e.ds, 1), errGone)
+}

@@ -276,6 +276,9 @@ func (k *Knowledge) Ingest(ctx context.Context, org, id uuid.UUID) error {
 		return permanent("the document holds no text")
 	}
 	if err := k.withinQuota(ctx, org, id, len(pieces)); err != nil {
+		if errors.Is(err, errGone) {
+			return nil
+		}
 		return err
 	}
 	r := run{k: k, org: org, id: id, model: emb.Model(), fingerprint: fingerprint(emb, pieces, owners)}
@@ -313,6 +316,12 @@ func (k *Knowledge) withinQuota(ctx context.Context, org, id uuid.UUID, n int) e
 		allowed, held, err = Quota(ctx, q, org, &id)
 		return err
 	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// The organization was deleted while the content was read, its
+		// datasources with it: nothing to do, rather than an error that
+		// retries the job only for it to find the datasource gone.
+		return errGone
+	}
 	if err != nil {
 		return err
 	}
