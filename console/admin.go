@@ -75,6 +75,13 @@ func (c *Console) adminOrgPlan(w http.ResponseWriter, r *http.Request) {
 	if n := len(ch.Lowered); n > 0 {
 		msg += fmt.Sprintf(" %d of its keys were lowered to %s.", n, ch.To)
 	}
+	if l := ch.Cleared; l != nil {
+		msg += fmt.Sprintf(" Its own limits (%s a minute, %s a day) were cleared; the audit keeps them.", orUnset(l.PerMinute), orUnset(l.PerDay))
+	}
+	if ch.Chunks > ch.MaxChunks {
+		msg += fmt.Sprintf(" Its datastores hold %d chunks, %d more than the %d the %s plan allows: they are kept, but it adds no knowledge until under.",
+			ch.Chunks, ch.Chunks-ch.MaxChunks, ch.MaxChunks, ch.To)
+	}
 	c.flash(ctx, msg)
 	http.Redirect(w, r, "/console/admin", http.StatusSeeOther)
 }
@@ -114,6 +121,14 @@ func (c *Console) adminPlanKnowledge(w http.ResponseWriter, r *http.Request) {
 	}
 	c.flash(ctx, fmt.Sprintf("The %s plan's datastores hold up to %d chunks.", p, chunks))
 	http.Redirect(w, r, "/console/admin", http.StatusSeeOther)
+}
+
+// orUnset is an optional limit as the flash shows it.
+func orUnset(n *int32) string {
+	if n == nil {
+		return "unset"
+	}
+	return strconv.Itoa(int(*n))
 }
 
 // limitField reads a positive whole number (the service checks its range).

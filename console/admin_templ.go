@@ -197,9 +197,9 @@ func adminPage(v *view, ov *operator.Overview, formErr string) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var13 string
-				templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs("Change the plan of " + o.Name + "? Its keys above the new plan are lowered to it.")
+				templ_7745c5c3_Var13, templ_7745c5c3_Err = templ.JoinStringErrs("Change the plan of " + o.Name + "? Its keys above the new plan are lowered to it; leaving enterprise clears its own limits; knowledge above the new plan's is kept.")
 				if templ_7745c5c3_Err != nil {
-					return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin.templ`, Line: 34, Col: 211}
+					return templ.Error{Err: templ_7745c5c3_Err, FileName: `admin.templ`, Line: 34, Col: 293}
 				}
 				_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var13))
 				if templ_7745c5c3_Err != nil {

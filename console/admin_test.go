@@ -10,10 +10,13 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/member"
+	"github.com/parleyhq/parley/backend/plan"
 )
 
 // operatorClient signs in a new member of org and makes it an operator.
@@ -125,6 +128,25 @@ func testAdmin(t *testing.T, e *env) {
 	detail := audit.Find("[data-testid=audit-detail]").Text()
 	require.Contains(t, detail, `"keys_lowered"`)
 	require.Contains(t, detail, `"from": "pro"`)
+
+	// Leaving enterprise clears its own limits, and a plan below the
+	// knowledge it holds keeps it: the operator is told both.
+	big := e.Bootstrap("Operator downgrade", "enterprise")
+	require.NoError(t, account.SetLimits(ctx, e.App.Store, big.ID, plan.Limits{PerMinute: 7, PerDay: 70}))
+	require.NoError(t, e.App.Store.TenantTx(ctx, big.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+		store := uuid.New()
+		if _, err := tx.Exec(ctx, `INSERT INTO datastores (org_id, id, name, embedding_model, embedding_dim) VALUES ($1, $2, 'kb', 'm', 3)`, big.ID, store); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO datasources (org_id, id, datastore_id, type, name, status, chunk_count)
+			VALUES ($1, $2, $3, 'text', 'big', 'synced', 30000)`, big.ID, uuid.New(), store)
+		return err
+	}))
+	p = op.post("/console/admin/orgs/"+big.ID.String()+"/plan", url.Values{"plan": {"free"}})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	flash := op.get("/console/admin").Text("[data-testid=flash]")
+	require.Contains(t, flash, "Its own limits (7 a minute, 70 a day) were cleared")
+	require.Contains(t, flash, "hold 30000 chunks, 5000 more than the 25000 the free plan allows: they are kept")
 
 	// Bad input: 4xx with the field; another id: 404.
 	p = op.post("/console/admin/orgs/"+target.ID.String()+"/plan", url.Values{"plan": {"platinum"}})

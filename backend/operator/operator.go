@@ -174,6 +174,19 @@ type PlanChange struct {
 	To      string
 	// Lowered are the organization's keys whose plan was above To.
 	Lowered []LoweredKey
+	// Cleared are the organization's own limits (parley admin set-limits),
+	// gone as it left enterprise; nil when it had none or stays.
+	Cleared *ClearedLimits
+	// Chunks is how many chunks its datastores hold, and MaxChunks how many
+	// To allows: a plan below what it holds keeps its knowledge, but it adds
+	// none until under.
+	Chunks, MaxChunks int64
+}
+
+// ClearedLimits are an enterprise organization's own limits, either unset.
+type ClearedLimits struct {
+	PerMinute *int32 `json:"per_minute"`
+	PerDay    *int32 `json:"per_day"`
 }
 
 // SetOrgPlan moves an organization to plan p. Its keys above p come down to
@@ -215,9 +228,18 @@ func (s *Service) SetOrgPlan(ctx context.Context, op *member.Member, orgID uuid.
 		}
 		detail := map[string]any{"organization": org.Name, "from": org.Plan, "to": p, "keys_lowered": ch.Lowered}
 		if p != plan.Enterprise && (org.CustomRequestsPerMinute != nil || org.CustomRequestsPerDay != nil) {
-			detail["custom_limits_cleared"] = map[string]any{
-				"per_minute": org.CustomRequestsPerMinute, "per_day": org.CustomRequestsPerDay,
-			}
+			ch.Cleared = &ClearedLimits{PerMinute: org.CustomRequestsPerMinute, PerDay: org.CustomRequestsPerDay}
+			detail["custom_limits_cleared"] = ch.Cleared
+		}
+		// Knowledge above the new quota is kept, not deleted: the operator
+		// is told, and the audit says so.
+		now, err := q.GetOrganization(ctx, orgID)
+		if err != nil {
+			return err
+		}
+		ch.Chunks, ch.MaxChunks = now.Chunks, now.KnowledgeChunks
+		if ch.Chunks > ch.MaxChunks {
+			detail["knowledge_over_quota"] = map[string]int64{"chunks": ch.Chunks, "knowledge_chunks": ch.MaxChunks}
 		}
 		return audit(ctx, q, op, ActionOrgPlan, orgID.String(), detail)
 	})

@@ -314,6 +314,50 @@ func TestService(t *testing.T) {
 	require.Equal(t, map[string]int{"per_minute": 7, "per_day": 70}, detail.Cleared)
 }
 
+// TestDowngradeKeepsAndTells: an organization moved below what it holds
+// keeps its knowledge and is told so, and leaving enterprise says which own
+// limits went, in the change and in the audit: nothing goes silently.
+func TestDowngradeKeepsAndTells(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	s := &operator.Service{Store: w.store}
+	store, source := uuid.New(), uuid.New()
+	w.tenantExec(t, w.b, `INSERT INTO datastores (org_id, id, name, embedding_model, embedding_dim) VALUES ($1, $2, 'kb', 'm', 3)`, w.b, store)
+	w.tenantExec(t, w.b, `INSERT INTO datasources (org_id, id, datastore_id, type, name, status, chunk_count)
+		VALUES ($1, $2, $3, 'text', 'big', 'synced', 30000)`, w.b, source, store)
+	require.NoError(t, account.SetLimits(ctx, w.store, w.b, plan.Limits{PerMinute: 7, PerDay: 70}))
+
+	ch, err := s.SetOrgPlan(ctx, w.op, w.b, plan.Free)
+	require.NoError(t, err)
+	require.Equal(t, int64(30000), ch.Chunks)
+	require.Equal(t, int64(25000), ch.MaxChunks)
+	require.NotNil(t, ch.Cleared)
+	require.Equal(t, int32(7), *ch.Cleared.PerMinute)
+	require.Equal(t, int32(70), *ch.Cleared.PerDay)
+	require.NoError(t, w.store.Tenant(ctx, w.b, func(q *dbq.Queries) error {
+		d, err := q.GetDatasource(ctx, dbq.GetDatasourceParams{OrgID: w.b, ID: source})
+		require.NoError(t, err, "the downgrade deleted knowledge")
+		require.Equal(t, int32(30000), d.ChunkCount)
+		return nil
+	}))
+	ov, err := s.Overview(ctx, w.op)
+	require.NoError(t, err)
+	var detail struct {
+		Over    map[string]int64 `json:"knowledge_over_quota"`
+		Cleared map[string]int   `json:"custom_limits_cleared"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(ov.Audit[0].Detail), &detail))
+	require.Equal(t, map[string]int64{"chunks": 30000, "knowledge_chunks": 25000}, detail.Over)
+	require.Equal(t, map[string]int{"per_minute": 7, "per_day": 70}, detail.Cleared)
+
+	// Back up to a plan that holds it all: nothing over, nothing cleared.
+	ch, err = s.SetOrgPlan(ctx, w.op, w.b, plan.Starter)
+	require.NoError(t, err)
+	require.Nil(t, ch.Cleared)
+	require.Equal(t, int64(250000), ch.MaxChunks)
+}
+
 // TestMigrationKeepsEarlierOperators: operators flagged before 00006 are
 // operators after it, and 00006 goes down and up again.
 func TestMigrationKeepsEarlierOperators(t *testing.T) {
