@@ -50,6 +50,19 @@ func TestKnowledgeQuota(t *testing.T) {
 	require.Equal(t, "FAILED_PRECONDITION", r.Err(t).Error.Code)
 	require.Contains(t, r.Err(t).Error.Message, "hold 3 chunks, all its plan allows (3)")
 
+	// Above a quota lowered under it: by how much.
+	_, err = conn.Exec(ctx, `ALTER TABLE plans NO FORCE ROW LEVEL SECURITY;
+		UPDATE plans SET knowledge_chunks = 2 WHERE id = 'pro';
+		ALTER TABLE plans FORCE ROW LEVEL SECURITY`)
+	require.NoError(t, err)
+	r = f.Do("POST", "/api/datastores/"+store+"/datasources", f.A.Key, map[string]any{"type": "text", "text": "more"})
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+	require.Contains(t, r.Err(t).Error.Message, "hold 3 chunks, 1 more than the 2 its plan allows")
+	_, err = conn.Exec(ctx, `ALTER TABLE plans NO FORCE ROW LEVEL SECURITY;
+		UPDATE plans SET knowledge_chunks = 3 WHERE id = 'pro';
+		ALTER TABLE plans FORCE ROW LEVEL SECURITY`)
+	require.NoError(t, err)
+
 	// At the quota, a resync replaces the datasource's own chunk.
 	r = f.Do("POST", "/api/datasources/"+one.ID+"/resync", f.A.Key, nil)
 	require.Equal(t, http.StatusAccepted, r.Status, "%s", r.Body)

@@ -389,9 +389,14 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 		if err != nil {
 			return err
 		}
-		if held >= allowed {
+		if held == allowed {
 			return apperr.New(apperr.FailedPrecondition,
 				"the organization's datastores hold %d chunks, all its plan allows (%d): delete datasources, or move to a higher plan", held, allowed)
+		}
+		// Above it: the plan was lowered (or moved down) under what it held.
+		if held > allowed {
+			return apperr.New(apperr.FailedPrecondition,
+				"the organization's datastores hold %d chunks, %d more than the %d its plan allows: delete datasources, or move to a higher plan", held, held-allowed, allowed)
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
