@@ -272,7 +272,7 @@ func (c *Client) Get(ctx context.Context, raw string) (*Page, error) {
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, unfinished(resp.Request.URL, err)
 	}
 	if int64(len(body)) > c.cfg.MaxBytes {
 		return nil, fmt.Errorf("%s is larger than %d bytes", u, c.cfg.MaxBytes)
@@ -333,7 +333,7 @@ func (c *Client) Send(ctx context.Context, r Request) (*Response, error) {
 	defer resp.Body.Close()
 	got, err := io.ReadAll(io.LimitReader(resp.Body, c.cfg.MaxBytes+1))
 	if err != nil {
-		return nil, err
+		return nil, unfinished(resp.Request.URL, err)
 	}
 	out := &Response{Status: resp.StatusCode, Header: resp.Header, Body: got}
 	if int64(len(got)) > c.cfg.MaxBytes {
@@ -465,4 +465,19 @@ func unreached(u *url.URL, err error) error {
 		msg = host + " could not be reached"
 	}
 	return &unreachedError{msg: msg, err: err}
+}
+
+// unfinished words the error of reading the body of a response from u, as
+// unreached words one that got none. SECURITY: Go's names both ends'
+// addresses and ports ("read tcp 10.0.3.7:8443->10.0.0.2:41312: connection
+// reset by peer"), which a caller must not learn either.
+func unfinished(u *url.URL, err error) error {
+	var ne net.Error
+	switch {
+	case errors.Is(err, context.Canceled):
+		return err
+	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
+		return &unreachedError{msg: u.Host + " did not send its response in time", err: err}
+	}
+	return &unreachedError{msg: u.Host + " broke off its response", err: err}
 }

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // Every private, loopback, metadata or odd-notation destination is refused,
@@ -326,4 +327,43 @@ func ownName(t *testing.T) string {
 		t.Fatalf("this test needs the machine's name %s to resolve to a private address (its hosts file): %v %v", h, addrs, err)
 	}
 	return h
+}
+
+// A response whose body stops coming (a slow drip past the timeout) or is
+// cut off (a reset) is refused in words that name no address or port: Go's
+// own name both ends of the connection.
+func TestUnfinishedBodyNamesNoAddress(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/reset" {
+			conn, buf, _ := w.(http.Hijacker).Hijack()
+			buf.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nabc")
+			buf.Flush()
+			conn.(*net.TCPConn).SetLinger(0) // a reset, not an end
+			conn.Close()
+			return
+		}
+		w.Write([]byte("a"))
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	host := strings.TrimPrefix(srv.URL, "http://")
+	c := New(Config{Timeout: 300 * time.Millisecond, Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}})
+	for path, want := range map[string]string{
+		"/slow":  host + " did not send its response in time",
+		"/reset": host + " broke off its response",
+	} {
+		_, err := c.Get(context.Background(), srv.URL+path)
+		if err == nil || err.Error() != want {
+			t.Errorf("Get %s: got %v, want %q", path, err, want)
+		}
+		if reason, ok := Reason(err); !ok || reason != want {
+			t.Errorf("Reason %s: got %q %v", path, reason, ok)
+		}
+		_, err = c.Send(context.Background(), Request{Method: http.MethodGet, URL: srv.URL + path})
+		if err == nil || err.Error() != want {
+			t.Errorf("Send %s: got %v, want %q", path, err, want)
+		}
+	}
 }
