@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/dbtest"
+	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -72,4 +73,19 @@ func TestKnowledgeQuota(t *testing.T) {
 	storeB := f.datastore(t, f.B.Key, "B")
 	b := f.source(t, f.B.Key, storeB, map[string]any{"type": "text", "text": "B's words."})
 	require.Equal(t, "synced", f.settled(t, f.B.Key, b.ID).Status)
+
+	// What datasources keep of their uploads and texts is bounded too,
+	// StoredBytesPerChunk for each chunk the plan allows (12 KiB here):
+	// a text whose ingestion fails (past the chunk quota) keeps its bytes,
+	// and filled the disk at no cost in chunks.
+	bound := 3 * knowledge.StoredBytesPerChunk
+	huge := f.source(t, f.B.Key, storeB, map[string]any{"type": "text", "name": "huge", "text": strings.Repeat("word ", (bound-100)/5)})
+	require.Equal(t, "error", f.settled(t, f.B.Key, huge.ID).Status)
+	r = f.Do("POST", "/api/datastores/"+storeB+"/datasources", f.B.Key, map[string]any{"type": "text", "text": strings.Repeat("x", 200)})
+	require.Equal(t, http.StatusUnprocessableEntity, r.Status, "%s", r.Body)
+	require.Contains(t, r.Err(t).Error.Message, "200 more would pass the 12288 its plan allows")
+	r = f.Do("DELETE", "/api/datasources/"+huge.ID, f.B.Key, nil)
+	require.Less(t, r.Status, 300, "%s", r.Body)
+	small := f.source(t, f.B.Key, storeB, map[string]any{"type": "text", "text": strings.Repeat("x", 200)})
+	require.Equal(t, "synced", f.settled(t, f.B.Key, small.ID).Status)
 }

@@ -316,6 +316,12 @@ func (s *Service) forget(ctx context.Context, tx pgx.Tx, org uuid.UUID, datasour
 // maxNameRunes is a datasource name's length at most (the schema's).
 const maxNameRunes = 300
 
+// StoredBytesPerChunk is how many bytes of uploads and texts an
+// organization's datasources may keep for each chunk its plan lets it
+// hold: 100 MiB on the free plan's 25,000 chunks. A chunk holds about
+// 1.2 KB of text; a PDF or an office file is several times its text.
+const StoredBytesPerChunk = 4 << 10
+
 // CreateDatasource implements DatastoreService: the row and its ingestion
 // job are written in one transaction.
 func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateDatasourceRequest) (*parleyv1.CreateDatasourceResponse, error) {
@@ -385,9 +391,19 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 		}
 		// An organization whose datastores hold all the chunks its plan
 		// allows adds nothing (its ingestion would fail: withinQuota).
-		allowed, held, err := Quota(ctx, q, p.OrgID, nil)
+		quota, err := q.KnowledgeQuota(ctx, dbq.KnowledgeQuotaParams{OrgID: p.OrgID})
 		if err != nil {
 			return err
+		}
+		allowed, held := quota.KnowledgeChunks, quota.Held
+		// SECURITY: nor does one whose kept uploads would pass the bytes
+		// its plan allows. A datasource keeps its content for resyncs, and
+		// a file that gives few chunks or none (20 MiB of whitespace, of
+		// images) counted for nothing: any plan could fill the disk.
+		if bound := allowed * StoredBytesPerChunk; quota.Stored+int64(len(content)) > bound {
+			return apperr.New(apperr.FailedPrecondition,
+				"the organization's datasources keep %d bytes of uploads and texts; %d more would pass the %d its plan allows (%d bytes for each of the %d chunks it may hold): delete datasources, or move to a higher plan",
+				quota.Stored, len(content), bound, StoredBytesPerChunk, allowed)
 		}
 		if held == allowed {
 			return apperr.New(apperr.FailedPrecondition,

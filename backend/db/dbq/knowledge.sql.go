@@ -779,7 +779,8 @@ func (q *Queries) KeyShareDatastore(ctx context.Context, arg KeyShareDatastorePa
 const knowledgeQuota = `-- name: KnowledgeQuota :one
 SELECT p.knowledge_chunks,
        (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d
-        WHERE d.org_id = o.id AND d.id IS DISTINCT FROM $1::uuid)::bigint AS held
+        WHERE d.org_id = o.id AND d.id IS DISTINCT FROM $1::uuid)::bigint AS held,
+       (SELECT coalesce(sum(d.size_bytes), 0) FROM datasources d WHERE d.org_id = o.id)::bigint AS stored
 FROM organizations o JOIN plans p ON p.id = o.plan
 WHERE o.id = $2
 `
@@ -792,15 +793,17 @@ type KnowledgeQuotaParams struct {
 type KnowledgeQuotaRow struct {
 	KnowledgeChunks int64
 	Held            int64
+	Stored          int64
 }
 
 // The chunks the organization's plan lets it hold, and those its
 // datasources hold but datasource id (whose chunks a new ingestion
-// replaces; a nil id counts them all).
+// replaces; a nil id counts them all); stored is the bytes of content its
+// datasources keep (uploads and texts, for their resyncs).
 func (q *Queries) KnowledgeQuota(ctx context.Context, arg KnowledgeQuotaParams) (KnowledgeQuotaRow, error) {
 	row := q.db.QueryRow(ctx, knowledgeQuota, arg.ExceptID, arg.OrgID)
 	var i KnowledgeQuotaRow
-	err := row.Scan(&i.KnowledgeChunks, &i.Held)
+	err := row.Scan(&i.KnowledgeChunks, &i.Held, &i.Stored)
 	return i, err
 }
 

@@ -457,9 +457,11 @@ SELECT pg_advisory_xact_lock(hashtextextended('parley.knowledge_quota:' || sqlc.
 -- name: KnowledgeQuota :one
 -- The chunks the organization's plan lets it hold, and those its
 -- datasources hold but datasource id (whose chunks a new ingestion
--- replaces; a nil id counts them all).
+-- replaces; a nil id counts them all); stored is the bytes of content its
+-- datasources keep (uploads and texts, for their resyncs).
 SELECT p.knowledge_chunks,
        (SELECT coalesce(sum(d.chunk_count), 0) FROM datasources d
-        WHERE d.org_id = o.id AND d.id IS DISTINCT FROM sqlc.narg(except_id)::uuid)::bigint AS held
+        WHERE d.org_id = o.id AND d.id IS DISTINCT FROM sqlc.narg(except_id)::uuid)::bigint AS held,
+       (SELECT coalesce(sum(d.size_bytes), 0) FROM datasources d WHERE d.org_id = o.id)::bigint AS stored
 FROM organizations o JOIN plans p ON p.id = o.plan
 WHERE o.id = sqlc.arg(org_id);
