@@ -11,6 +11,7 @@ package conversation
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"connectrpc.com/connect"
@@ -228,6 +229,12 @@ func (s *Service) WatchConversation(ctx context.Context, req *parleyv1.WatchConv
 	ratelimit.WriteHeaders(stream.ResponseHeader(), rate, time.Now())
 	if err := w.Run(ctx, stream.Send); err != nil {
 		return chat.ConnectError(ctx, err, nil)
+	}
+	// Run ends quietly when the request does; a deadline the client set
+	// (grpc-timeout, Connect-Timeout-Ms) must still end the stream
+	// deadline_exceeded, not OK as a drain or the stream's life does.
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		return chat.ConnectError(ctx, ctx.Err(), nil)
 	}
 	return nil
 }
