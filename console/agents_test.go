@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -455,4 +457,38 @@ func testPlaygroundLimits(t *testing.T, e *env) {
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	// Three a minute: one went on creating the agent, one on this turn.
 	require.Equal(t, "1", r.Header.Get("X-RateLimit-Remaining"), "the playground spent the key's allowance")
+}
+
+// testAgentsWarnings: a tool ticked in the form that the model is not
+// offered (http_request's endpoints are set through the API only) is said
+// on the agent's page.
+func testAgentsWarnings(t *testing.T, e *env) {
+	org := e.Bootstrap("Warned", "pro")
+	c := e.as(t, org.ID, member.Admin)
+	p := c.post("/console/agents", agForm("Caller", url.Values{"tools": {"http_request"}}))
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Text("[data-testid=error]"))
+	p = c.get(p.Header.Get("Location"))
+	require.Equal(t, http.StatusOK, p.Status)
+	require.Contains(t, p.Text("[data-testid=agent-warnings]"), "http_request is not offered to the model")
+	id := agNew(t, e, org.Key, map[string]any{"name": "Quiet", "instructions": "x"})
+	require.Zero(t, c.get("/console/agents/"+id).Doc.Find("[data-testid=agent-warnings]").Length())
+}
+
+// testAgentsTemperatureStep: a temperature the API set off the form's step
+// would fail the browser's check of the edit form (stepMismatch), and no
+// edit could be saved without changing it.
+func testAgentsTemperatureStep(t *testing.T, e *env) {
+	org := e.Bootstrap("Fine tuned", "pro")
+	c := e.as(t, org.ID, member.Admin)
+	id := agNew(t, e, org.Key, map[string]any{"name": "Precise", "instructions": "x", "temperature": 0.33})
+	p := c.get("/console/agents/" + id)
+	require.Equal(t, http.StatusOK, p.Status)
+	in := p.Doc.Find("#edit-temperature")
+	require.Equal(t, "0.33", in.AttrOr("value", ""))
+	if step := in.AttrOr("step", ""); step != "any" {
+		s, err := strconv.ParseFloat(step, 64)
+		require.NoError(t, err)
+		n := 0.33 / s
+		require.InDelta(t, math.Round(n), n, 1e-9, "0.33 is not a valid value of a step of %s: the browser refuses the form", step)
+	}
 }

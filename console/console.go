@@ -214,8 +214,8 @@ func (c *Console) noteRoute(next http.Handler) http.Handler {
 	})
 }
 
-// readForms reads every posted form but a datasource's upload (its
-// handler reads it, knowledge.ReadUpload, at the API's limits) before its
+// readForms reads every posted form but a datasource's (its handler reads
+// it at the API's limits: knowledge.ReadUpload, readTextForm) before its
 // handler runs, at most maxFormBytes, multipart ones too: a handler's
 // r.PostFormValue then sees the form, never a body it failed to read as
 // empty fields, and never parses a multipart body of up to maxBodyBytes
@@ -224,7 +224,7 @@ func (c *Console) noteRoute(next http.Handler) http.Handler {
 func (c *Console) readForms(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPost {
-			if _, pattern := c.mux.Handler(r); pattern != uploadRoute || !strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+			if _, pattern := c.mux.Handler(r); pattern != uploadRoute {
 				if err := readForm(w, r); err != nil {
 					c.errorPage(w, r, err)
 					return
@@ -235,8 +235,8 @@ func (c *Console) readForms(next http.Handler) http.Handler {
 	})
 }
 
-// uploadRoute is the one route whose multipart body may be larger than
-// maxFormBytes: a datasource's file (routes).
+// uploadRoute is the one route whose body may be larger than
+// maxFormBytes: a datasource's file, or its text (routes).
 const uploadRoute = "POST /console/datastores/{id}/sources"
 
 // maxBodyBytes bounds every console request's body: an upload of the

@@ -73,6 +73,9 @@ func TestConsole(t *testing.T) {
 		"inbox and handoff":        testInbox,
 		"multipart form bound":     testMultipartFormBound,
 		"password bytes":           testPasswordBytes,
+		"datastores: long text":    testDatastoreLongText,
+		"agents: warnings":         testAgentsWarnings,
+		"agents: temperature step": testAgentsTemperatureStep,
 	}
 	for name, fn := range tests {
 		t.Run(name, func(t *testing.T) {

@@ -195,8 +195,8 @@ func (c *Console) dsAdd(w http.ResponseWriter, r *http.Request) {
 	var readErr error
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
 		readErr = knowledge.ReadUpload(w, r, req)
-	} else if err := r.ParseForm(); err != nil {
-		readErr = apperr.New(apperr.Invalid, "unreadable form")
+	} else if err := readTextForm(w, r); err != nil {
+		readErr = err
 	} else {
 		f := r.PostForm
 		req.Type, req.Name = f.Get("type"), strings.TrimSpace(f.Get("name"))
@@ -236,6 +236,24 @@ func (c *Console) dsAdd(w http.ResponseWriter, r *http.Request) {
 	}
 	c.flash(r.Context(), "“"+resp.GetDatasource().GetName()+"” was added; it is being ingested.")
 	http.Redirect(w, r, "/console/datastores/"+req.GetDatastoreId(), http.StatusSeeOther)
+}
+
+// readTextForm parses the text and web forms' body, up to the REST API's
+// limit for the same request: a text of the schema's 5,000,000 characters
+// is several times that percent-encoded, past the 10 MB ParseForm reads
+// by itself (and refuses as if malformed).
+func readTextForm(w http.ResponseWriter, r *http.Request) error {
+	r.Body = http.MaxBytesReader(w, r.Body, knowledge.MaxUploadBytes)
+	err := r.ParseForm()
+	var tooBig *http.MaxBytesError
+	if errors.As(err, &tooBig) {
+		return &apperr.Error{Code: apperr.TooLarge, Field: "text",
+			Message: fmt.Sprintf("text: the form is larger than the %d bytes allowed; add the text as a file", knowledge.MaxUploadBytes)}
+	}
+	if err != nil {
+		return apperr.New(apperr.Invalid, "unreadable form")
+	}
+	return nil
 }
 
 // dsRefused shows the datastore page again with the form's values

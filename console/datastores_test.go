@@ -369,3 +369,24 @@ func testDatastorePages(t *testing.T, e *env) {
 	require.Equal(t, http.StatusOK, p.Status, p.Body)
 	require.Equal(t, 101, p.Doc.Find("#new-datastores option").Length(), "the agent form offers every datastore")
 }
+
+// testDatastoreLongText posts the text form with a text the API takes but
+// whose percent-encoded form passes the 10 MB ParseForm reads by itself.
+func testDatastoreLongText(t *testing.T, e *env) {
+	org := e.Bootstrap("Long Texts", "pro")
+	c := e.as(t, org.ID, member.Admin)
+	store := createDatastore(t, c, "Long")
+	// 1,800,000 characters (the schema takes 5,000,000): 3.6 MB of UTF-8,
+	// 10.8 MB encoded. The name is too long: the page comes back naming it,
+	// with the text as typed.
+	text := strings.Repeat("ж", 1_800_000)
+	p := c.post("/console/datastores/"+store+"/sources", url.Values{"type": {"text"}, "name": {strings.Repeat("n", 301)}, "text": {text}})
+	require.Equal(t, http.StatusBadRequest, p.Status, p.Text("[data-testid=error]"))
+	require.Contains(t, p.Text("[data-testid=error]"), "name")
+	require.Equal(t, text, p.Doc.Find("#src-text").Text(), "the text typed was lost")
+	// Past what the REST API reads too: 413 naming the text, on the page.
+	p = c.post("/console/datastores/"+store+"/sources", url.Values{"type": {"text"}, "text": {strings.Repeat("ж", knowledge.MaxUploadBytes/6+1)}})
+	require.Equal(t, http.StatusRequestEntityTooLarge, p.Status, p.Text("[data-testid=error]"))
+	require.Contains(t, p.Text("[data-testid=error]"), "text:")
+	require.Equal(t, "Long", p.Text("[data-testid=datastore-name]"))
+}
