@@ -328,6 +328,16 @@ func (s *Store) ExpiredDeliveries(ctx context.Context, before time.Time, fn func
 	return s.scoped(ctx, Scope{"app.webhook_expired_before", before.UTC().Format(time.RFC3339Nano)}, queries(fn))
 }
 
+// StalledIngestions runs fn in a transaction that may see, in every
+// organization, the datasources pending or running unchanged since before
+// before: the sweep of ingestions lost with their process (backend/jobs),
+// which reads River's jobs beside them, and nothing else of any
+// organization (migration 00028's policy).
+func (s *Store) StalledIngestions(ctx context.Context, before time.Time, fn func(tx pgx.Tx) error) error {
+	return s.scoped(ctx, Scope{"app.ingest_stalled_before", before.UTC().Format(time.RFC3339Nano)},
+		func(tx pgx.Tx, _ *dbq.Queries) error { return fn(tx) })
+}
+
 // QueryName names a statement for traces: the sqlc query's name ("GetAgent",
 // from its "-- name: GetAgent :one" header), else its first word
 // ("SELECT"). Never the statement's text: a span name must stay a small set.

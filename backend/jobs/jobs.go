@@ -75,6 +75,10 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		// One organization's ingestions take at most half the workers.
 		river.AddWorker(workers, &IngestWorker{K: k, Pool: pool, PerOrg: max(1, n/2)})
 		river.AddWorker(workers, &ForgetWorker{K: k})
+		// Datasources whose ingestion was lost with its process, failed
+		// (StalledWorker); the leader schedules it.
+		river.AddWorker(workers, &StalledWorker{K: k})
+		rc.PeriodicJobs = []*river.PeriodicJob{stalledPeriodically()}
 		// One organization's deliveries take at most half of one
 		// instance's delivery workers. Without Webhooks the worker is
 		// still known, for River's rescuer (which runs on the leader, any
@@ -86,7 +90,7 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		if cfg.Store != nil {
 			river.AddWorker(workers, &PruneWorker{Store: cfg.Store})
 			if cfg.WebhookRetention > 0 {
-				rc.PeriodicJobs = []*river.PeriodicJob{prunePeriodically(cfg.WebhookRetention)}
+				rc.PeriodicJobs = append(rc.PeriodicJobs, prunePeriodically(cfg.WebhookRetention))
 			}
 		}
 		rc.Workers = workers

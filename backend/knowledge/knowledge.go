@@ -174,6 +174,32 @@ func (k *Knowledge) Fail(ctx context.Context, org, id uuid.UUID, msg string) {
 	}
 }
 
+// FailStalled records, as Fail does (datasource.failed included), that a
+// datasource's ingestion stopped without recording its outcome, if the
+// datasource is still pending or running as it was when seen (its
+// updated_at): a sync since, which queued a new job, changed it. It
+// reports whether it did.
+func (k *Knowledge) FailStalled(ctx context.Context, org, id uuid.UUID, seen time.Time, msg string) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var failed bool
+	err := k.Store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
+		n, err := q.FailStalledDatasource(ctx, dbq.FailStalledDatasourceParams{OrgID: org, ID: id, Seen: seen, Error: errorText(msg)})
+		if err != nil || n == 0 {
+			return err
+		}
+		failed = true
+		return k.emit(ctx, tx, q, org, id, webhook.DatasourceFailed)
+	})
+	return failed && err == nil, err
+}
+
+// IngestTimeoutOf is IngestTimeout for a datasource of sizeBytes and
+// config, as its ingestion job was sized.
+func IngestTimeoutOf(sizeBytes int64, config []byte) time.Duration {
+	return IngestTimeout(sizeBytes, configOf(config).MaxPages)
+}
+
 // Retrying records that an attempt at ingesting a datasource failed and
 // another will follow: the datasource is pending again, and its error says
 // why when the failure is the site's (netguard.Reason: a 503, a timeout),

@@ -490,6 +490,35 @@ func (q *Queries) DeliveryBatchEnd(ctx context.Context, arg DeliveryBatchEndPara
 	return id, err
 }
 
+const failStalledDatasource = `-- name: FailStalledDatasource :execrows
+UPDATE datasources SET status = 'error', error = $1, updated_at = now()
+WHERE org_id = $2 AND id = $3
+  AND status IN ('pending', 'running') AND updated_at = $4
+`
+
+type FailStalledDatasourceParams struct {
+	Error string
+	OrgID uuid.UUID
+	ID    uuid.UUID
+	Seen  time.Time
+}
+
+// Fail for an ingestion lost with its process (knowledge.FailStalled): only
+// while the datasource is still unfinished as the sweep saw it (seen, its
+// updated_at), since every new run's enqueueing changes it.
+func (q *Queries) FailStalledDatasource(ctx context.Context, arg FailStalledDatasourceParams) (int64, error) {
+	result, err := q.db.Exec(ctx, failStalledDatasource,
+		arg.Error,
+		arg.OrgID,
+		arg.ID,
+		arg.Seen,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const forgetCitedText = `-- name: ForgetCitedText :execrows
 UPDATE messages m SET sources = (
   SELECT jsonb_agg(CASE WHEN e.s->>'datasourceId' = ANY ($1::text[])

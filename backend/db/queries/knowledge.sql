@@ -465,3 +465,11 @@ SELECT p.knowledge_chunks,
        (SELECT coalesce(sum(d.size_bytes), 0) FROM datasources d WHERE d.org_id = o.id)::bigint AS stored
 FROM organizations o JOIN plans p ON p.id = o.plan
 WHERE o.id = sqlc.arg(org_id);
+
+-- name: FailStalledDatasource :execrows
+-- Fail for an ingestion lost with its process (knowledge.FailStalled): only
+-- while the datasource is still unfinished as the sweep saw it (seen, its
+-- updated_at), since every new run's enqueueing changes it.
+UPDATE datasources SET status = 'error', error = sqlc.arg(error), updated_at = now()
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+  AND status IN ('pending', 'running') AND updated_at = sqlc.arg(seen);
