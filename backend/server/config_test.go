@@ -115,16 +115,7 @@ func TestMetricsAddrConfig(t *testing.T) {
 // --workers is a count (0: an API-only instance) and still takes the true
 // and false it took as a bool flag; the flag wins over PARLEY_WORKERS.
 func TestWorkersFlag(t *testing.T) {
-	parse := func(args ...string) (Config, error) {
-		var c Config
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c.Flags(fs)
-		if err := fs.Parse(args); err != nil {
-			return c, err
-		}
-		return c, c.Err()
-	}
+	parse := parseServe
 	for _, tc := range []struct {
 		args []string
 		want int
@@ -284,16 +275,7 @@ func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
 // flag or the variable; negative timeouts and counts, and a public URL that
 // cannot begin a link, are refused naming their flag.
 func TestUnworkableSettingsConfig(t *testing.T) {
-	parse := func(args ...string) (Config, error) {
-		var c Config
-		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-		fs.SetOutput(io.Discard)
-		c.Flags(fs)
-		if err := fs.Parse(args); err != nil {
-			return c, err
-		}
-		return c, c.Err()
-	}
+	parse := parseServe
 	c, err := parse()
 	require.NoError(t, err)
 	require.Equal(t, 30*time.Second, c.LastUsedFlush)
@@ -319,4 +301,17 @@ func TestUnworkableSettingsConfig(t *testing.T) {
 	require.True(t, SecureURL("HTTPS://console.example.com"))
 	require.True(t, SecureURL("https://console.example.com"))
 	require.False(t, SecureURL("http://localhost:8080"))
+}
+
+// parseServe parses serve's flags from args (and the environment), then
+// checks them as serve does.
+func parseServe(args ...string) (Config, error) {
+	var c Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	c.Flags(fs)
+	if err := fs.Parse(args); err != nil {
+		return c, err
+	}
+	return c, c.Err()
 }
