@@ -32,24 +32,7 @@ var (
 	humanPattern = regexp.MustCompile(`(?i)(?:\b(?:talk|speak|chat)\s+(?:to|with)|\b(?:connect|transfer|put)\s+me\s+(?:to|with|through))\b[^.?!\n]{0,30}?\b(?:human|person|agent|someone|somebody|representative|operator)s?\b` +
 		`|\bget\s+(?:me\s+)?an?\s+(?:human|person|agent|representative|operator)\b` +
 		`|\b(?:real|live|actual)\s+(?:person|human|agent|people)\b`)
-	// A national number (no +) is a phone number only where the visitor
-	// says so just before it: "Order 0123456789 is late" is no contact.
-	phoneContext = regexp.MustCompile(`(?i)\b(?:phone|call|mobile|tel|telephone|cell|reach|whatsapp|text|sms|number is|numéro)\b`)
 )
-
-// phoneIn is the phone number msg gives: an international one anywhere,
-// a national one when the 40 bytes before it speak of a phone.
-func phoneIn(msg string) string {
-	loc := phonePattern.FindStringIndex(msg)
-	if loc == nil {
-		return ""
-	}
-	p := msg[loc[0]:loc[1]]
-	if !strings.HasPrefix(p, "+") && !phoneContext.MatchString(msg[max(0, loc[0]-40):loc[0]]) {
-		return ""
-	}
-	return p
-}
 
 // localCalls are the tool calls the local engine makes for the visitor's
 // message, first thing in a turn: request_human when it asks for a person,
@@ -76,7 +59,7 @@ func localCalls(req Request) []ToolCall {
 		// A national number beside an email address is left out:
 		// lead_capture refuses a call with one whole, and the address the
 		// visitor gave was lost.
-		if p := phoneIn(msg); countDigits(p) >= 7 && (args["email"] == "" || strings.HasPrefix(p, "+")) {
+		if p := phonePattern.FindString(msg); countDigits(p) >= 7 && (args["email"] == "" || strings.HasPrefix(p, "+")) {
 			args["phoneNumber"] = p
 		}
 		if len(args) > 0 {
