@@ -101,3 +101,42 @@ func TestNew(t *testing.T) {
 	require.Equal(t, "text-embedding-3-small", def.Model())
 	require.Len(t, all, 3)
 }
+
+// A compatible server that answers with fewer vectors, a repeated index or
+// another dimension than asked is an error, not a nil or short vector
+// handed on to pgvector or the search.
+func TestOpenAIBadReplies(t *testing.T) {
+	t.Parallel()
+	for name, data := range map[string]func(n int) []map[string]any{
+		"fewer": func(n int) []map[string]any {
+			return []map[string]any{{"object": "embedding", "index": 0, "embedding": make([]float32, 4)}}
+		},
+		"repeated index": func(n int) []map[string]any {
+			var d []map[string]any
+			for range n {
+				d = append(d, map[string]any{"object": "embedding", "index": 0, "embedding": make([]float32, 4)})
+			}
+			return d
+		},
+		"dimension": func(n int) []map[string]any {
+			var d []map[string]any
+			for i := range n {
+				d = append(d, map[string]any{"object": "embedding", "index": i, "embedding": make([]float32, 3)})
+			}
+			return d
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				var body struct{ Input []string }
+				b, _ := io.ReadAll(r.Body)
+				require.NoError(t, json.Unmarshal(b, &body))
+				w.Header().Set("Content-Type", "application/json")
+				json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": data(len(body.Input)), "model": "m"})
+			}))
+			defer srv.Close()
+			out, err := NewOpenAI("sk-test", srv.URL, "m", 4).Embed(context.Background(), []string{"a", "b"})
+			require.Error(t, err, "got %v", out)
+		})
+	}
+}

@@ -2,6 +2,7 @@ package embed
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -46,10 +47,19 @@ func (o *OpenAI) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	if err != nil {
 		return nil, err
 	}
+	// A compatible server may answer short, out of range or with another
+	// model's dimension; a missing or short vector would otherwise reach
+	// pgvector (or the search) as an empty one.
+	if len(resp.Data) != len(texts) {
+		return nil, fmt.Errorf("openai returned %d embeddings for %d texts", len(resp.Data), len(texts))
+	}
 	out := make([][]float32, len(texts))
 	for _, d := range resp.Data {
-		if int(d.Index) >= len(out) {
-			continue
+		if d.Index < 0 || int(d.Index) >= len(out) || out[d.Index] != nil {
+			return nil, fmt.Errorf("openai returned embedding index %d for %d texts", d.Index, len(texts))
+		}
+		if len(d.Embedding) != o.dim {
+			return nil, fmt.Errorf("openai returned %d dimensions, want %d", len(d.Embedding), o.dim)
 		}
 		v := make([]float32, len(d.Embedding))
 		for i, x := range d.Embedding {
