@@ -83,7 +83,7 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			return nil, permanent("the sitemap %s lists no page of %s", start, first.URL.Host)
 		}
 	} else {
-		queue = []string{first.URL.String()}
+		queue = []string{canonical(first.URL)}
 		read = first
 	}
 	seen := map[string]bool{}
@@ -128,9 +128,17 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 				slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", err)
 				continue
 			}
+			if h := p.URL.Hostname(); !strings.EqualFold(h, root.Hostname()) && !strings.EqualFold(h, first.URL.Hostname()) {
+				// A page that redirects to another host (an /out?to=
+				// redirector) is another site's page: not read, as its
+				// links are not followed. (http to https is the site.)
+				lastErr = fmt.Errorf("%s redirects off the site, to %s", u, p.URL.Redacted())
+				slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", lastErr)
+				continue
+			}
 		}
 		// A page reached by a redirect is not read again under its own URL.
-		seen[p.URL.String()] = true
+		seen[canonical(p.URL)] = true
 		d, _, err := Extract(ctx, pageName(p.URL), p.Body, p.URL.String())
 		if ctx.Err() != nil {
 			return nil, stopped(ctx, start)
@@ -153,8 +161,8 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			if len(queue) >= maxPages*4 {
 				break
 			}
-			if site(l) && !seen[l.String()] {
-				queue = append(queue, l.String())
+			if c := canonical(l); site(l) && !seen[c] {
+				queue = append(queue, c)
 			}
 		}
 	}
@@ -279,7 +287,7 @@ func (k *Knowledge) sitemapPages(ctx context.Context, m sitemap, site func(*url.
 				return
 			}
 			if pu, err := url.Parse(u); err == nil && site(pu) {
-				out = append(out, pu.String())
+				out = append(out, canonical(pu))
 			}
 		}
 	}
@@ -307,6 +315,18 @@ func (k *Knowledge) sitemapPages(ctx context.Context, m sitemap, site func(*url.
 // port (the scheme's when none is given).
 func sameHost(a, b *url.URL) bool {
 	return strings.EqualFold(a.Hostname(), b.Hostname()) && effectivePort(a) == effectivePort(b)
+}
+
+// canonical is the URL a page is known by: its host in lower case and an
+// empty path as "/", so that https://Example.com, the start URL, and a
+// page's link to "/" are one page, read once.
+func canonical(u *url.URL) string {
+	c := *u
+	c.Host = strings.ToLower(c.Host)
+	if c.Path == "" && c.Opaque == "" {
+		c.Path, c.RawPath = "/", ""
+	}
+	return c.String()
 }
 
 func effectivePort(u *url.URL) string {

@@ -244,3 +244,54 @@ func TestCrawlPageOfManyLinks(t *testing.T) {
 	require.Len(t, docs, 1)
 	require.Less(t, n, uint64(160<<20), "allocated %d MiB", n>>20)
 }
+
+// A start URL without a path (https://example.com) is the page its links
+// to "/" name: the home page is read once, not once more for its own
+// links back to it.
+func TestCrawlStartWithoutPathReadOnce(t *testing.T) {
+	t.Parallel()
+	var home atomic.Int64
+	site := http.NewServeMux()
+	site.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		if r.URL.Path == "/" {
+			home.Add(1)
+		}
+		fmt.Fprintf(w, `<html><body><p>Page %s of the handbook.</p><a href="/">home</a><a href="/about">about</a></body></html>`, r.URL.Path)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	docs, err := loopbackKnowledge().crawl(context.Background(), srv.URL, 10)
+	require.NoError(t, err)
+	require.Len(t, docs, 2, "the home page was read twice")
+	require.EqualValues(t, 1, home.Load())
+}
+
+// A page of the site that redirects to another host (a link shortener, an
+// /out?to= redirector) is not read: the crawl keeps to its site whatever a
+// page redirects to, as it does for links.
+func TestCrawlPageRedirectedOffSiteNotRead(t *testing.T) {
+	t.Parallel()
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	other := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><body><p>Another site's page about casinos.</p></body></html>`)
+	})}}
+	other.Start()
+	defer other.Close()
+	site := http.NewServeMux()
+	site.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><body><p>The handbook.</p><a href="/out">partner</a></body></html>`)
+	})
+	site.Handle("/out", http.RedirectHandler(other.URL+"/casino", http.StatusFound))
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	docs, err := loopbackKnowledge().crawl(context.Background(), srv.URL+"/", 10)
+	require.NoError(t, err)
+	for _, d := range docs {
+		require.True(t, strings.HasPrefix(d.URL, srv.URL), "read %s, off the site", d.URL)
+	}
+	require.Len(t, docs, 1)
+}
