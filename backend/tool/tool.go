@@ -276,8 +276,11 @@ type Ran struct {
 }
 
 // Offers reports whether the kit has a tool named name.
-func (k *Kit) Offers(name string) bool {
-	return slices.ContainsFunc(k.tools, func(t Tool) bool { return t.Name() == name })
+func (k *Kit) Offers(name string) bool { return k.index(name) >= 0 }
+
+// index is the place of the kit's tool named name, -1 when it has none.
+func (k *Kit) index(name string) int {
+	return slices.IndexFunc(k.tools, func(t Tool) bool { return t.Name() == name })
 }
 
 // Round begins the calls of a new model reply: MaxCallsPerRound counts
@@ -300,7 +303,7 @@ func (k *Kit) Run(ctx context.Context, call Call) (Ran, error) {
 		return refuse(call, fmt.Sprintf("not run: a turn runs at most %d tool calls", MaxCallsPerTurn)), nil
 	}
 	k.ran++
-	i := slices.IndexFunc(k.tools, func(t Tool) bool { return t.Name() == call.Name })
+	i := k.index(call.Name)
 	if i < 0 {
 		names := make([]string, 0, len(k.tools))
 		for _, t := range k.tools {
