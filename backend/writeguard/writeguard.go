@@ -13,6 +13,7 @@ package writeguard
 
 import (
 	"net/http"
+	"sync"
 	"time"
 )
 
@@ -21,7 +22,16 @@ import (
 type Guard struct {
 	rc      *http.ResponseController
 	timeout time.Duration
-	timer   *time.Timer
+
+	// mu orders expire against disarm: a timer that fires as its write
+	// returns runs expire on its own goroutine, possibly after disarm (Stop
+	// cannot take back a func that has started), and moved the deadline to
+	// now then, cutting the silence that followed (an HTTP/2 stream is
+	// reset at once) or failing the next write however fast. expire acts
+	// only while the write that armed it (gen) is still under way.
+	mu    sync.Mutex
+	timer *time.Timer
+	gen   uint64
 }
 
 // New guards w's writes and flushes with timeout each. A writer without
@@ -31,17 +41,29 @@ func New(w http.ResponseWriter, timeout time.Duration) *Guard {
 }
 
 func (g *Guard) arm() {
-	if g.timer == nil {
-		g.timer = time.AfterFunc(g.timeout, g.expire)
-		return
-	}
-	g.timer.Reset(g.timeout)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
+	gen := g.gen
+	g.timer = time.AfterFunc(g.timeout, func() { g.expire(gen) })
 }
 
-func (g *Guard) disarm() { g.timer.Stop() }
+func (g *Guard) disarm() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
+	g.timer.Stop()
+}
 
-// expire fails the write under way: its deadline is now.
-func (g *Guard) expire() { _ = g.rc.SetWriteDeadline(time.Now()) }
+// expire fails the write under way, if it is still the one that armed the
+// timer (gen): its deadline is now.
+func (g *Guard) expire(gen uint64) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if gen == g.gen {
+		_ = g.rc.SetWriteDeadline(time.Now())
+	}
+}
 
 // Write writes b to w (the response g guards, or a writer wrapping it).
 func (g *Guard) Write(w http.ResponseWriter, b []byte) (int, error) {
@@ -59,6 +81,9 @@ func (g *Guard) Flush() error {
 
 // Stop releases the timer; the guard may still be used.
 func (g *Guard) Stop() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.gen++
 	if g.timer != nil {
 		g.timer.Stop()
 	}

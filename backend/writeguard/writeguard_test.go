@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -94,5 +95,54 @@ func TestAWriteNobodyReadsFails(t *testing.T) {
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("a write nobody reads still blocks its handler after 10 s")
+	}
+}
+
+// deadlineRecorder is a ResponseWriter whose writes take about as long as
+// the guard's timeout, and which records when a deadline is set.
+type deadlineRecorder struct {
+	httptest.ResponseRecorder
+	took time.Duration
+	mu   sync.Mutex
+	set  []time.Time
+}
+
+func (d *deadlineRecorder) Write(b []byte) (int, error) {
+	for end := time.Now().Add(d.took); time.Now().Before(end); {
+	}
+	return len(b), nil
+}
+
+func (d *deadlineRecorder) SetWriteDeadline(time.Time) error {
+	time.Sleep(100 * time.Microsecond) // as a connection's may take
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.set = append(d.set, time.Now())
+	return nil
+}
+
+// A timer that fires as its write returns moves no deadline once the
+// write has returned: the silence after it (and the next write) stays
+// unbounded.
+func TestNoDeadlineAfterTheWriteReturned(t *testing.T) {
+	t.Parallel()
+	const timeout = 200 * time.Microsecond
+	for i := range 1000 {
+		d := &deadlineRecorder{took: timeout - 50*time.Microsecond + time.Duration(i%100)*time.Microsecond}
+		g := New(d, timeout)
+		if _, err := g.Write(d, []byte("x")); err != nil {
+			t.Fatal(err)
+		}
+		returned := time.Now()
+		time.Sleep(2 * timeout)
+		g.Stop()
+		d.mu.Lock()
+		set := d.set
+		d.mu.Unlock()
+		for _, at := range set {
+			if at.After(returned) {
+				t.Fatalf("write %d: the deadline was moved %v after the write returned", i, at.Sub(returned))
+			}
+		}
 	}
 }
