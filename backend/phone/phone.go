@@ -5,6 +5,7 @@ package phone
 import (
 	"regexp"
 	"strings"
+	"unicode"
 )
 
 // e164 is a phone number as Parley keeps it: a plus, then 7 to 15 digits,
@@ -12,13 +13,14 @@ import (
 var e164 = regexp.MustCompile(`^\+[1-9][0-9]{6,14}$`)
 
 // Normalize drops what people write in a phone number besides its digits
-// and its plus: spaces, dots, dashes, slashes, brackets, and a "(0)" trunk
-// prefix written after the country code ("+44 (0)20 7946 0958" is
-// +442079460958, which is dialled from abroad).
+// and its plus: spaces (a no-break space too, as a number copied from a
+// web page has), dots, dashes (the typographic ones too), slashes,
+// brackets, and a "(0)" trunk prefix written after the country code
+// ("+44 (0)20 7946 0958" is +442079460958, which is dialled from abroad).
 func Normalize(s string) string {
 	s = strings.ReplaceAll(strings.TrimSpace(s), "(0)", "")
 	return strings.Map(func(r rune) rune {
-		if strings.ContainsRune(" \t.-()/", r) {
+		if unicode.IsSpace(r) || strings.ContainsRune(".-()/\u2010\u2011\u2012\u2013\u2014\u2212", r) {
 			return -1
 		}
 		return r
