@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -366,10 +368,35 @@ func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgI
 	return orgID, key, err
 }
 
+// CheckNewKey holds a key's name and scopes from the command line to the
+// API's rules (CreateApiKeyRequest's, which it does not pass through): a
+// name of 1 to 100 characters that is not blank, admin and/or chat, each
+// once.
+func CheckNewKey(name string, scopes []string) error {
+	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > 100 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+		return apperr.InvalidField("name", "must be 1 to 100 characters of text, not blank")
+	}
+	if len(scopes) == 0 {
+		return apperr.InvalidField("scopes", "name at least one scope")
+	}
+	for i, sc := range scopes {
+		if sc != string(auth.ScopeAdmin) && sc != string(auth.ScopeChat) {
+			return apperr.InvalidField("scopes", "%q is not a scope: use admin and/or chat", sc)
+		}
+		if slices.Contains(scopes[:i], sc) {
+			return apperr.InvalidField("scopes", "%q is named twice", sc)
+		}
+	}
+	return nil
+}
+
 // CreateKey issues a key for an organization from the command line
 // (parley admin create-key): the way back in for an organization whose keys
 // are all gone.
 func CreateKey(ctx context.Context, store *db.Store, org uuid.UUID, name, keyPlan string, scopes []string) (string, error) {
+	if err := CheckNewKey(name, scopes); err != nil {
+		return "", err
+	}
 	var secret string
 	err := store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		orgPlan, err := q.LockOrganizationPlan(ctx, org)
@@ -381,14 +408,6 @@ func CreateKey(ctx context.Context, store *db.Store, org uuid.UUID, name, keyPla
 		}
 		if keyPlan == "" {
 			keyPlan = orgPlan
-		}
-		for _, sc := range scopes {
-			if sc != string(auth.ScopeAdmin) && sc != string(auth.ScopeChat) {
-				return apperr.InvalidField("scopes", "%q is not a scope: use admin and/or chat", sc)
-			}
-		}
-		if len(scopes) == 0 {
-			return apperr.InvalidField("scopes", "name at least one scope")
 		}
 		_, secret, err = issue(ctx, q, org, orgPlan, name, keyPlan, scopes, nil, commandLine)
 		return err

@@ -220,6 +220,9 @@ func worker(ctx context.Context, args []string, stderr io.Writer) error {
 	if cfg.Workers == 0 {
 		return errors.New("parley worker runs jobs only: --workers (PARLEY_WORKERS) must be 1 or more")
 	}
+	// A worker listens on no API address (--addr is the server's), so its
+	// metrics may take the port a server's API would: :8080 included.
+	cfg.Addr = ""
 	if err := setupLogging(cfg.LogLevel, stderr); err != nil {
 		return err
 	}
@@ -454,12 +457,16 @@ func createKey(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if *p != "" && !plan.Valid(*p) {
 		return fmt.Errorf("--plan %q: use free, starter, pro or enterprise", *p)
 	}
+	keyScopes := strings.Split(*scopes, ",")
+	if err := account.CheckNewKey(*name, keyScopes); err != nil {
+		return fmt.Errorf("--%w", err) // "--name: ...", "--scopes: ..."
+	}
 	store, closeFn, err := openStore(ctx, *url)
 	if err != nil {
 		return err
 	}
 	defer closeFn()
-	key, err := account.CreateKey(ctx, store, id, *name, *p, strings.Split(*scopes, ","))
+	key, err := account.CreateKey(ctx, store, id, *name, *p, keyScopes)
 	if err != nil {
 		return err
 	}

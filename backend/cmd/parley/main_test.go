@@ -81,6 +81,12 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 	// A worker with no workers would run nothing: refused before it starts.
 	err = run(context.Background(), []string{"worker", "--database-url", u, "--workers", "0"}, &out, &errOut)
 	require.ErrorContains(t, err, "--workers (PARLEY_WORKERS) must be 1 or more")
+	// A worker serves no API, so its metrics may take the API's default
+	// port: it was refused as "the API's address". It goes on to the
+	// database, which is nowhere here.
+	err = run(context.Background(), []string{"worker", "--database-url", "postgres://parley@nowhere.invalid/parley", "--workers", "1", "--metrics-addr", ":8080"}, &out, &errOut)
+	require.Error(t, err)
+	require.NotContains(t, err.Error(), "--metrics-addr")
 }
 
 // The command serves, answers with the bootstrap key, and when its context
@@ -554,6 +560,12 @@ func TestAdminCommandsCheckTheirFlags(t *testing.T) {
 		{[]string{"signin-link", "--org", org, "--email", "a@example.com", "--public-url", "localhost:8080"}, "--public-url"},
 		{[]string{"signin-link", "--org", org}, "--email"},
 		{[]string{"create-key", "--org", org, "--plan", "gold"}, `--plan "gold"`},
+		// The API's rules for a key's name and scopes hold here too: a
+		// blank or 1,000-character name and a scope named twice were stored.
+		{[]string{"create-key", "--org", org, "--name", " "}, "--name: must be 1 to 100 characters"},
+		{[]string{"create-key", "--org", org, "--name", strings.Repeat("k", 101)}, "--name: must be 1 to 100 characters"},
+		{[]string{"create-key", "--org", org, "--scopes", "chat,chat"}, `--scopes: "chat" is named twice`},
+		{[]string{"create-key", "--org", org, "--scopes", ""}, `--scopes: "" is not a scope`},
 		{[]string{"operator", "--email", "@example.com"}, "--email"},
 		{[]string{"set-limits", "--org", org, "--per-minute", "60"}, "--per-day 0"},
 		{[]string{"set-limits", "--org", org, "--per-minute", "-1", "--per-day", "100"}, "--per-minute -1"},
