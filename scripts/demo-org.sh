@@ -35,6 +35,15 @@ MSG
   fi
 fi
 
+# Where `parley serve` will listen (PARLEY_ADDR, :8080 by default), for the
+# example below: an address without a host, or on every interface, is asked
+# on localhost.
+addr=${PARLEY_ADDR:-:8080}
+case $addr in
+  :* | 0.0.0.0:* | "[::]:"*) api=localhost:${addr##*:} ;;
+  *) api=$addr ;;
+esac
+
 out=$("$parley" admin bootstrap --org "Demo" --plan pro --json)
 field() { printf '%s' "$out" | sed -E "s/.*\"$1\":\"([^\"]+)\".*/\\1/"; }
 mkdir -p "$(dirname "$state")"
@@ -53,7 +62,7 @@ cat <<MSG
     export PARLEY_KEY=$(field apiKey)
 
   Then, for example:
-    curl -s localhost:8080/api/agents -H "Authorization: Bearer \$PARLEY_KEY"
+    curl -s $api/api/agents -H "Authorization: Bearer \$PARLEY_KEY"
 
   A new sign-in link later: $parley admin signin-link --org $(field organizationId) --email $(field ownerEmail)
 
