@@ -113,7 +113,8 @@ func testPasswords(t *testing.T, e *env) {
 
 	// An outside destination is not followed.
 	b := e.anon(t)
-	for _, next := range []string{"//evil.example/", "/console/..//evil.example/", "/console/%2e%2e//evil.example/", "/console/./../x"} {
+	for _, next := range []string{"//evil.example/", "/console/..//evil.example/", "/console/%2e%2e//evil.example/", "/console/./../x",
+		"/console/.\t./\t/evil.example/", "/console/\x7f"} { // a browser drops the tab: /console/..//evil.example/
 		p = b.post("/console/signin", url.Values{"email": {c.Member.Email}, "password": {Password}, "next": {next}})
 		require.Equal(t, "/console/", p.Header.Get("Location"), next)
 	}

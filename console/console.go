@@ -367,9 +367,12 @@ func (c *Console) flash(ctx context.Context, msg string) { c.sessions.Put(ctx, s
 // safeNext keeps a post-sign-in destination inside the console.
 // A dot segment, even percent-encoded, is refused: a browser resolves
 // /console/..//evil.example to //evil.example's path on this host, and
-// %2e%2e as it resolves "..".
+// %2e%2e as it resolves "..". So is any control character: a browser
+// drops a tab from a URL (/console/.<tab>./ is /console/../), and
+// http.Redirect, failing to parse such a URL, sends it as it is.
 func safeNext(next string) string {
-	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\\r\n") {
+	if !strings.HasPrefix(next, "/console/") || strings.HasPrefix(next, "//") || strings.ContainsAny(next, "\\") ||
+		strings.ContainsFunc(next, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
 		return "/console/"
 	}
 	p, _, _ := strings.Cut(next, "?")
