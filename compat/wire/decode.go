@@ -52,7 +52,25 @@ func DecodeStrict(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.InvalidField("body", "must hold a single JSON object")
 	}
-	return nil
+	return duplicateKey(body)
+}
+
+// duplicateKey refuses an object, at any depth, that names a key twice:
+// encoding/json keeps the last silently, where Connect's decoder (and so
+// the same request over Connect) refuses it, and a proxy or log reading
+// the first would see another request than the one served. body has
+// decoded already: it is valid JSON.
+func duplicateKey(body []byte) error {
+	w := newWalker(body)
+	for {
+		ev, again := w.next()
+		switch {
+		case ev == walkDone:
+			return nil
+		case ev == walkKey && again:
+			return apperr.InvalidField(w.path().String(), "named twice in one object")
+		}
+	}
 }
 
 // CheckText refuses a JSON body holding text that is not valid UTF-8: bytes
@@ -188,64 +206,107 @@ func (p jsonPath) String() string { return strings.TrimPrefix(strings.Join(p.seg
 // it is in (attachments.size, not attachments[1].size): a client with
 // several could not tell which one is refused.
 func pathAt(body []byte, offset int64) (jsonPath, bool) {
-	type frame struct {
-		array   bool
-		index   int
-		key     string
-		wantKey bool
-	}
-	var stack []*frame
-	path := func() jsonPath {
-		var p jsonPath
-		for _, f := range stack {
-			if f.array {
-				p.segs = append(p.segs, "["+strconv.Itoa(f.index)+"]")
-			} else {
-				p.names = append(p.names, f.key)
-				p.segs = append(p.segs, "."+f.key)
+	w := newWalker(body)
+	for {
+		switch ev, _ := w.next(); ev {
+		case walkDone:
+			return jsonPath{}, false
+		case walkValue:
+			if w.dec.InputOffset() >= offset {
+				return w.path(), true
 			}
 		}
-		return p
 	}
+}
+
+// walker reads a JSON document token by token, knowing the path to where
+// it is: pathAt and duplicateKey walk with it.
+type walker struct {
+	dec   *json.Decoder
+	stack []*frame
+	// opened is the object or array whose value started last: it is
+	// entered on the next token, so that the value's path is its parent's.
+	opened *frame
+}
+
+type frame struct {
+	array   bool
+	index   int
+	key     string
+	wantKey bool
+	keys    map[string]bool // an object's keys so far
+}
+
+type walkEvent int
+
+const (
+	walkDone  walkEvent = iota // the end, or a token that cannot be read
+	walkKey                    // an object's key, now the path's last
+	walkValue                  // a value starts, at the path
+	walkOther                  // an object or array ends
+)
+
+func newWalker(body []byte) *walker {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.UseNumber()
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return jsonPath{}, false
+	return &walker{dec: dec}
+}
+
+// next reads a token and says what it was; again is true for a key its
+// object named before.
+func (w *walker) next() (ev walkEvent, again bool) {
+	if w.opened != nil {
+		w.stack, w.opened = append(w.stack, w.opened), nil
+	}
+	tok, err := w.dec.Token()
+	if err != nil {
+		return walkDone, false
+	}
+	var top *frame
+	if len(w.stack) > 0 {
+		top = w.stack[len(w.stack)-1]
+	}
+	if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
+		w.stack = w.stack[:len(w.stack)-1]
+		if len(w.stack) > 0 && !w.stack[len(w.stack)-1].array {
+			w.stack[len(w.stack)-1].wantKey = true
 		}
-		var top *frame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			stack = stack[:len(stack)-1]
-			if len(stack) > 0 && !stack[len(stack)-1].array {
-				stack[len(stack)-1].wantKey = true
-			}
-			continue
-		}
-		if top != nil && !top.array && top.wantKey {
-			key, _ := tok.(string) // the decoder takes only strings as keys
-			top.key, top.wantKey = key, false
-			continue
-		}
-		// A value starts: an array's next item, or an object's key's.
-		if top != nil && top.array {
-			top.index++
-		}
-		if dec.InputOffset() >= offset {
-			return path(), true
-		}
-		switch tok {
-		case json.Delim('{'):
-			stack = append(stack, &frame{wantKey: true})
-		case json.Delim('['):
-			stack = append(stack, &frame{array: true, index: -1})
-		default:
-			if top != nil && !top.array {
-				top.wantKey = true
-			}
+		return walkOther, false
+	}
+	if top != nil && !top.array && top.wantKey {
+		key, _ := tok.(string) // the decoder takes only strings as keys
+		again = top.keys[key]
+		top.keys[key] = true
+		top.key, top.wantKey = key, false
+		return walkKey, again
+	}
+	// A value starts: an array's next item, or an object's key's.
+	if top != nil && top.array {
+		top.index++
+	}
+	switch tok {
+	case json.Delim('{'):
+		w.opened = &frame{wantKey: true, keys: map[string]bool{}}
+	case json.Delim('['):
+		w.opened = &frame{array: true, index: -1}
+	default:
+		if top != nil && !top.array {
+			top.wantKey = true
 		}
 	}
+	return walkValue, false
+}
+
+// path is where the walk is: the key just read, or the value that started.
+func (w *walker) path() jsonPath {
+	var p jsonPath
+	for _, f := range w.stack {
+		if f.array {
+			p.segs = append(p.segs, "["+strconv.Itoa(f.index)+"]")
+		} else {
+			p.names = append(p.names, f.key)
+			p.segs = append(p.segs, "."+f.key)
+		}
+	}
+	return p
 }

@@ -108,3 +108,38 @@ func TestTypeErrorsNameTheArrayItem(t *testing.T) {
 	require.ErrorAs(t, err, &e)
 	require.Equal(t, "fields[1].options[2]", e.Field)
 }
+
+// A key named twice in one object is refused naming it, at any depth, as
+// Connect's decoder refuses it: encoding/json kept the last silently. The
+// same key in two objects, and keys differing in case in a free-form
+// object, are no duplicates.
+func TestDecodeStrictRefusesDuplicateKeys(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body  string
+		field string // "" when accepted
+	}{
+		{`{"name":"a","name":"b"}`, "name"},
+		{`{"name":"a","tags":{"k":1,"k":2}}`, "tags.k"},
+		{`{"name":"a","items":[{"k":1},{"k":2,"x":{},"k":3}]}`, "items[1].k"},
+		{`{"name":"a","items":[{"k":1},{"k":2}],"tags":{"k":[],"K":{}}}`, ""},
+		{`{"tags":{"a":{"b":1}},"name":"x"}`, ""},
+		{`{"name":"a","tags":{},"tags":{}}`, "tags"},
+	} {
+		var v struct {
+			Name  string           `json:"name"`
+			Tags  map[string]any   `json:"tags"`
+			Items []map[string]any `json:"items"`
+		}
+		err := DecodeStrict([]byte(tc.body), &v)
+		if tc.field == "" {
+			require.NoError(t, err, tc.body)
+			continue
+		}
+		var e *apperr.Error
+		require.True(t, errors.As(err, &e), "%s: %v", tc.body, err)
+		require.Equal(t, apperr.Invalid, e.Code, tc.body)
+		require.Equal(t, tc.field, e.Field, tc.body)
+		require.Equal(t, tc.field+": named twice in one object", e.Message, tc.body)
+	}
+}
