@@ -71,6 +71,7 @@ func TestConsole(t *testing.T) {
 		"forms: viewers read":      testFormsViewer,
 		"contacts":                 testContacts,
 		"inbox and handoff":        testInbox,
+		"inbox: id started again":  testInboxRecreatedConversation,
 		"multipart form bound":     testMultipartFormBound,
 		"password bytes":           testPasswordBytes,
 		"datastores: long text":    testDatastoreLongText,

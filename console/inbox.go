@@ -3,6 +3,7 @@ package console
 import (
 	"net/http"
 	"net/url"
+	"time"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/conversation"
@@ -92,9 +93,13 @@ func (c *Console) convMessages(w http.ResponseWriter, r *http.Request) {
 func (c *Console) convReply(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id := r.PathValue("id")
-	p, err := conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	read, err := formCreated(r)
+	var p *conversation.Party
 	if err == nil {
-		_, _, err = c.conversations().Reply(ctx, p, id, r.FormValue("text"), "dashboard")
+		p, err = conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	}
+	if err == nil {
+		_, _, err = c.conversations().Reply(ctx, p, id, read, r.FormValue("text"), "dashboard")
 	}
 	switch {
 	case apperr.CodeOf(err) == apperr.Invalid:
@@ -113,9 +118,13 @@ func (c *Console) convReply(w http.ResponseWriter, r *http.Request) {
 func (c *Console) convSetStatus(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	id, status := r.PathValue("id"), r.FormValue("status")
-	p, err := conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	read, err := formCreated(r)
+	var p *conversation.Party
 	if err == nil {
-		_, err = c.conversations().Update(ctx, p, id, conversation.Change{Status: &status, Reason: r.FormValue("reason")})
+		p, err = conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	}
+	if err == nil {
+		_, err = c.conversations().Update(ctx, p, id, conversation.Change{Status: &status, Reason: r.FormValue("reason"), Created: read})
 	}
 	if err != nil {
 		c.errorPage(w, r, err)
@@ -133,10 +142,14 @@ func (c *Console) convSetStatus(w http.ResponseWriter, r *http.Request) {
 // convDelete deletes a conversation with its messages (admins).
 func (c *Console) convDelete(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	p, err := conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	read, err := formCreated(r)
+	var p *conversation.Party
+	if err == nil {
+		p, err = conversation.MemberParty(ctx, viewOf(ctx).Member.Email)
+	}
 	if err == nil {
 		// SECURITY: the member's organization's conversation only.
-		err = c.conversations().Delete(ctx, p, r.PathValue("id"))
+		err = c.conversations().Delete(ctx, p, r.PathValue("id"), read)
 	}
 	if err != nil {
 		c.errorPage(w, r, err)
@@ -144,6 +157,32 @@ func (c *Console) convDelete(w http.ResponseWriter, r *http.Request) {
 	}
 	c.flash(ctx, "The conversation was deleted, with its messages.")
 	http.Redirect(w, r, "/console/conversations", http.StatusSeeOther)
+}
+
+// createdField is the field of a transcript's forms that carries the
+// creation time of the conversation the member read: ids are the
+// clients' own, and a conversation deleted meanwhile may have been started
+// again under its id by another visitor, whom a reply typed for the first
+// must not reach (conversation.Service refuses it, 409).
+const createdField = "created"
+
+// convCreated is a conversation's creation time as its forms carry it.
+func convCreated(s *parleyv1.ConversationSummary) string {
+	return s.GetCreateTime().AsTime().Format(time.RFC3339Nano)
+}
+
+// formCreated is the creation time a transcript's form carries; zero when
+// it carries none (a form without it acts on the conversation of that id).
+func formCreated(r *http.Request) (time.Time, error) {
+	v := r.FormValue(createdField)
+	if v == "" {
+		return time.Time{}, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return t, apperr.InvalidField(createdField, "must be the conversation's creation time (RFC 3339)")
+	}
+	return t, nil
 }
 
 // statusSetBy says who last changed a conversation's status, and why.

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
@@ -155,4 +156,64 @@ func testInbox(t *testing.T, e *env) {
 	row := admin.get("/console/inbox/list").Doc.Find(`[data-testid=inbox-row][data-id="desk-1"]`)
 	require.Equal(t, 1, row.Length())
 	require.Contains(t, row.Text(), "Desk")
+}
+
+// formValues are the hidden fields of the form s, as a browser sends them.
+func formValues(s *goquery.Selection) url.Values {
+	v := url.Values{}
+	s.Find(`input[type=hidden]`).Each(func(_ int, in *goquery.Selection) {
+		v.Add(in.AttrOr("name", ""), in.AttrOr("value", ""))
+	})
+	return v
+}
+
+// A transcript's forms act on the conversation the member read: deleted
+// and started again under its id by another visitor meanwhile (ids are
+// the clients' own), a reply typed for the first visitor does not reach
+// the second, and neither a status change nor a deletion touches theirs.
+func testInboxRecreatedConversation(t *testing.T, e *env) {
+	org := e.Bootstrap("Same Id Co", "pro")
+	admin := e.as(t, org.ID, member.Admin)
+	agent := apiID(t, e, "/api/agents", org.Key, map[string]any{"name": "Desk", "instructions": "Help.", "visibility": "public"})
+	chat(t, e, "", agent, "same-1", "ada", "I need a person")
+
+	p := admin.get("/console/conversations/same-1")
+	require.Equal(t, http.StatusOK, p.Status, p.Body)
+	reply := formValues(p.Doc.Find("[data-testid=reply-form]"))
+	reply.Set("text", "Ada, your order number is 1234")
+	takeOver := formValues(p.Doc.Find("[data-testid=take-over]").Closest("form"))
+	del := formValues(p.Doc.Find("[data-testid=delete-conversation]"))
+	require.NotEmpty(t, reply.Get("created"), p.Body)
+
+	// Ada's conversation goes; Bob starts one under the same id.
+	r := e.api(t, "DELETE", "/api/v2/conversations/same-1", org.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	chat(t, e, "", agent, "same-1", "bob", "Hello")
+
+	p = admin.post("/console/conversations/same-1/reply", reply)
+	require.Equal(t, http.StatusConflict, p.Status, p.Body)
+	require.Contains(t, p.Body, "started again")
+	p = admin.post("/console/conversations/same-1/status", takeOver)
+	require.Equal(t, http.StatusConflict, p.Status, p.Body)
+	p = admin.post("/console/conversations/same-1/delete", del)
+	require.Equal(t, http.StatusConflict, p.Status, p.Body)
+
+	r = e.api(t, "GET", "/api/v2/conversations/same-1?agentId="+agent+"&visitorId=bob", "", nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.NotContains(t, string(r.Body), "1234", "Ada's reply reached Bob")
+	p = admin.get("/console/conversations/same-1")
+	require.Equal(t, "unresolved", p.Text("[data-testid=status]"), "Bob's conversation taken over")
+	require.Zero(t, p.Doc.Find(`[data-testid=message][data-role=human]`).Length())
+
+	// Read again, Bob's conversation's forms act on it.
+	p = admin.get("/console/conversations/same-1")
+	reply = formValues(p.Doc.Find("[data-testid=reply-form]"))
+	reply.Set("text", "Hello Bob")
+	p = admin.post("/console/conversations/same-1/reply", reply)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	r = e.api(t, "GET", "/api/v2/conversations/same-1?agentId="+agent+"&visitorId=bob", "", nil)
+	require.Contains(t, string(r.Body), "Hello Bob")
+	// A form's creation time that is not one is refused.
+	p = admin.post("/console/conversations/same-1/status", url.Values{"status": {"resolved"}, "created": {"yesterday"}})
+	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
 }

@@ -200,7 +200,7 @@ func (s *Service) PostMessage(ctx context.Context, req *parleyv1.PostMessageRequ
 	if err != nil {
 		return nil, err
 	}
-	m, sum, err := s.Reply(ctx, p, req.GetConversationId(), req.GetText(), "api")
+	m, sum, err := s.Reply(ctx, p, req.GetConversationId(), time.Time{}, req.GetText(), "api")
 	if err != nil {
 		return nil, err
 	}
@@ -213,7 +213,7 @@ func (s *Service) DeleteConversation(ctx context.Context, req *parleyv1.DeleteCo
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Delete(ctx, p, req.GetConversationId()); err != nil {
+	if err := s.Delete(ctx, p, req.GetConversationId(), time.Time{}); err != nil {
 		return nil, err
 	}
 	return &parleyv1.DeleteConversationResponse{}, nil

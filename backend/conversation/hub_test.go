@@ -244,7 +244,7 @@ func TestWatchRunAndRequestHuman(t *testing.T) {
 	require.ErrorIs(t, err, handoff.ErrNotFound)
 
 	// A member's reply, signed with its email.
-	m, sum, err := svc.Reply(ctx, p, "c1", "Hello, I am Ada from support.", "dashboard")
+	m, sum, err := svc.Reply(ctx, p, "c1", time.Time{}, "Hello, I am Ada from support.", "dashboard")
 	require.NoError(t, err)
 	require.Equal(t, "ada@example.com", m.Author)
 	require.Equal(t, "human_requested", sum.GetStatus())
@@ -264,7 +264,7 @@ func TestWatchRunAndRequestHuman(t *testing.T) {
 	// A viewer (no admin scope) neither replies nor changes a status.
 	viewer, err := conversation.MemberParty(auth.WithPrincipal(ctx, &auth.Principal{OrgID: s.org}), "v@example.com")
 	require.NoError(t, err)
-	_, _, err = svc.Reply(ctx, viewer, "c1", "hi", "dashboard")
+	_, _, err = svc.Reply(ctx, viewer, "c1", time.Time{}, "hi", "dashboard")
 	require.Error(t, err)
 	resolved := "resolved"
 	_, err = svc.Update(ctx, viewer, "c1", conversation.Change{Status: &resolved})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -31,6 +32,24 @@ type Change struct {
 	Reason string
 	// Rating is 1 to 5.
 	Rating *int32
+	// Created, when set, is the creation time of the conversation the
+	// person read (see sameConversation).
+	Created time.Time
+}
+
+// sameConversation checks that conversation id, created at created, is the
+// one a person read, created at read (the console's forms carry it): ids
+// are the clients' own, and a conversation deleted may be started again
+// under its id by another visitor. A reply, a status change or a deletion
+// sent with read acts on that conversation only: one made since under the
+// same id is refused (Conflict), so that words typed for one visitor never
+// reach another. read zero: not checked.
+func sameConversation(id string, created, read time.Time) error {
+	if read.IsZero() || created.Equal(read) {
+		return nil
+	}
+	return apperr.New(apperr.Conflict,
+		"conversation %q was deleted and started again since you read it: nothing was done; read it again", id)
 }
 
 // MaxReply bounds a person's reply, as a chat message is bounded.
@@ -68,6 +87,9 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 		if err != nil {
 			return err
 		}
+		if err := sameConversation(id, c.CreatedAt, ch.Created); err != nil {
+			return err
+		}
 		if err := lockAgent(ctx, q, p.Org, c.ID); err != nil {
 			return err
 		}
@@ -85,8 +107,12 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 				return err
 			}
 		}
-		out, _, err = summary(ctx, q, p, c.ID)
-		return err
+		if out, _, err = summary(ctx, q, p, c.ID); err != nil {
+			return err
+		}
+		// Read again after the writes, which hold the row they wrote: the
+		// conversation deleted and started again meanwhile is refused too.
+		return sameConversation(id, out.GetCreateTime().AsTime(), ch.Created)
 	})
 	if err != nil {
 		return nil, err
@@ -97,8 +123,10 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 // Reply adds a person's reply (role human, signed with the party's
 // author) to one of the party's conversations, received on channel. People
 // take the conversation over: its status becomes human_requested if it was
-// not, so that the model does not answer over them.
-func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string) (*Message, *parleyv1.ConversationSummary, error) {
+// not, so that the model does not answer over them. read, when set, is the
+// creation time of the conversation the person read: a conversation
+// started since under the same id is refused (Conflict, see sameConversation).
+func (s *Service) Reply(ctx context.Context, p *Party, id string, read time.Time, text, channel string) (*Message, *parleyv1.ConversationSummary, error) {
 	if err := p.mayManage(); err != nil {
 		return nil, nil, err
 	}
@@ -113,6 +141,9 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 	err := s.Store.TenantTx(ctx, p.Org, func(tx pgx.Tx, q *dbq.Queries) error {
 		c, err := p.own(ctx, q, id)
 		if err != nil {
+			return err
+		}
+		if err := sameConversation(id, c.CreatedAt, read); err != nil {
 			return err
 		}
 		if err := lockAgent(ctx, q, p.Org, c.ID); err != nil {
@@ -145,8 +176,13 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 		if err != nil {
 			return err
 		}
-		sum, _, err = summary(ctx, q, p, c.ID)
-		return err
+		if sum, _, err = summary(ctx, q, p, c.ID); err != nil {
+			return err
+		}
+		// Read again after the writes, which hold the row they wrote: a
+		// deletion and a new start between the first read and them are
+		// refused too, and nothing is kept.
+		return sameConversation(id, sum.GetCreateTime().AsTime(), read)
 	})
 	if err != nil {
 		return nil, nil, err
@@ -155,8 +191,10 @@ func (s *Service) Reply(ctx context.Context, p *Party, id, text, channel string)
 }
 
 // Delete deletes one of the party's organization's conversations with its
-// messages (admin scope, as replies). NotFound when it has none of that id.
-func (s *Service) Delete(ctx context.Context, p *Party, id string) error {
+// messages (admin scope, as replies). NotFound when it has none of that id;
+// with read set, Conflict when its conversation of that id was started
+// since (see sameConversation).
+func (s *Service) Delete(ctx context.Context, p *Party, id string, read time.Time) error {
 	if err := p.mayManage(); err != nil {
 		return err
 	}
@@ -167,11 +205,26 @@ func (s *Service) Delete(ctx context.Context, p *Party, id string) error {
 		if err := lockAgent(ctx, q, p.Org, id); err != nil {
 			return err
 		}
-		n, err := q.DeleteConversation(ctx, dbq.DeleteConversationParams{OrgID: p.Org, ID: id})
-		if err == nil && n == 0 {
+		params := dbq.DeleteConversationParams{OrgID: p.Org, ID: id}
+		if !read.IsZero() {
+			params.CreatedAt = &read
+		}
+		n, err := q.DeleteConversation(ctx, params)
+		if err != nil || n > 0 {
+			return err
+		}
+		c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: p.Org, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
 			return notFound(id)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		if err := sameConversation(id, c.CreatedAt, read); err != nil {
+			return err
+		}
+		// Started after the deletion looked (a concurrent first message).
+		return notFound(id)
 	})
 }
 

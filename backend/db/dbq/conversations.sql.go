@@ -321,16 +321,20 @@ func (q *Queries) CreateHumanMessage(ctx context.Context, arg CreateHumanMessage
 
 const deleteConversation = `-- name: DeleteConversation :execrows
 DELETE FROM conversations WHERE org_id = $1 AND id = $2
+  AND ($3::timestamptz IS NULL OR created_at = $3)
 `
 
 type DeleteConversationParams struct {
-	OrgID uuid.UUID
-	ID    string
+	OrgID     uuid.UUID
+	ID        string
+	CreatedAt *time.Time
 }
 
-// Its messages, events and follows go by the cascade.
+// Its messages, events and follows go by the cascade. created_at, when
+// given, is the creation time of the conversation the caller read: one
+// started since under the same id is not deleted.
 func (q *Queries) DeleteConversation(ctx context.Context, arg DeleteConversationParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteConversation, arg.OrgID, arg.ID)
+	result, err := q.db.Exec(ctx, deleteConversation, arg.OrgID, arg.ID, arg.CreatedAt)
 	if err != nil {
 		return 0, err
 	}

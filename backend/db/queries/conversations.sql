@@ -169,5 +169,8 @@ WHERE c.org_id = sqlc.arg(org_id) AND c.id = ANY (sqlc.arg(ids)::text[])
 ON CONFLICT (org_id, conversation_id) DO UPDATE SET until = greatest(conversation_follows.until, excluded.until);
 
 -- name: DeleteConversation :execrows
--- Its messages, events and follows go by the cascade.
-DELETE FROM conversations WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
+-- Its messages, events and follows go by the cascade. created_at, when
+-- given, is the creation time of the conversation the caller read: one
+-- started since under the same id is not deleted.
+DELETE FROM conversations WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+  AND (sqlc.narg(created_at)::timestamptz IS NULL OR created_at = sqlc.narg(created_at));
