@@ -75,7 +75,7 @@ func TestReadAttachmentsHoldsImageBytes(t *testing.T) {
 	}
 	budget := s.Queue.attachmentBytes
 	atts := []*parleyv1.Attachment{{Url: files.URL + "/a.png", Type: "image/png"}, {Url: files.URL + "/notes.txt"}}
-	text, images, held, err := s.readAttachments(context.Background(), atts, 0)
+	text, images, held, err := s.readAttachments(context.Background(), atts, &turn{})
 	require.NoError(t, err)
 	require.Contains(t, text, "Order 4417 shipped.")
 	require.Len(t, images, 1)
@@ -86,7 +86,7 @@ func TestReadAttachmentsHoldsImageBytes(t *testing.T) {
 	budget.Release(AttachmentsInFlight)
 
 	// A failed read gives everything back.
-	_, _, _, err = s.readAttachments(context.Background(), append(atts, &parleyv1.Attachment{Url: files.URL + "/missing.txt"}), 0)
+	_, _, _, err = s.readAttachments(context.Background(), append(atts, &parleyv1.Attachment{Url: files.URL + "/missing.txt"}), &turn{})
 	require.Error(t, err)
 	require.True(t, budget.TryAcquire(AttachmentsInFlight), "all given back")
 }

@@ -74,21 +74,38 @@ const attachmentNote = "Files the visitor attached reach you between <attachment
 // Each attachment holds AttachmentMaxBytes of the queue's attachment budget
 // while it is fetched and read (TurnQueue.LimitAttachments); the images
 // keep their size of it in held until the turn releases it. It waits for
-// room at most wait (0: no bound), what is left of the turn's time.
-func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachment, wait time.Duration) (docsText string, images []llm.Image, held *heldBytes, err error) {
+// room at most what is left of t's time (t.left).
+//
+// The turn's deadline bounds the fetching and reading too, beside each
+// fetch's AttachmentTimeout: a server sending a file a byte at a time held
+// the turn, its slot in the Queue and its attachment budget up to
+// AttachmentTimeout past the deadline (a turn that had waited for its
+// slot), and for all of it under a --turn-timeout shorter than that. Past
+// the deadline the turn fails with apperr.Timeout, before anything is
+// stored, as the model's calls do.
+func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachment, t *turn) (docsText string, images []llm.Image, held *heldBytes, err error) {
 	if len(atts) == 0 {
 		return "", nil, &heldBytes{}, nil
 	}
 	if s.Fetch == nil {
 		return "", nil, nil, apperr.InvalidField(fieldOf(0), "this server reads no attachments")
 	}
-	held, err = s.Queue.holdBytes(ctx, s.Drain, wait, int64(len(atts))*AttachmentMaxBytes)
+	held, err = s.Queue.holdBytes(ctx, s.Drain, t.left(), int64(len(atts))*AttachmentMaxBytes)
 	if err != nil {
 		return "", nil, nil, err
 	}
-	docsText, images, err = s.fetchAttachments(ctx, atts)
+	fetchCtx := ctx
+	if !t.deadline.IsZero() {
+		var cancel context.CancelFunc
+		fetchCtx, cancel = context.WithDeadlineCause(ctx, t.deadline, errTurnDeadline)
+		defer cancel()
+	}
+	docsText, images, err = s.fetchAttachments(fetchCtx, atts)
 	if err != nil {
 		held.release()
+		if ctx.Err() == nil && errors.Is(context.Cause(fetchCtx), errTurnDeadline) {
+			return "", nil, nil, apperr.New(apperr.Timeout, "the attachments were not fetched and read within the turn's %s; try again", s.TurnTimeout)
+		}
 		return "", nil, nil, err
 	}
 	var kept int64

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -188,4 +190,43 @@ func TestTurnDeadlineCountsTheWaitForASlot(t *testing.T) {
 	require.Equal(t, http.StatusOK, <-done)
 	require.Equal(t, http.StatusGatewayTimeout, status, "%s", raw.Body)
 	require.Less(t, took, deadline+deadline/2, "the turn outlived its deadline by its wait for a slot")
+}
+
+// A turn's deadline bounds fetching its attachments: a server sending a
+// file a byte at a time held the turn, its slot and its attachment budget
+// for the fetch's own 15 s timeout, past a shorter deadline. The turn fails
+// with 504 UPSTREAM_TIMEOUT at its deadline, before anything is stored.
+func TestTurnDeadlineBoundsAttachments(t *testing.T) {
+	t.Parallel()
+	const deadline = time.Second
+	fake := testenv.NewFakeProvider(t)
+	e := testenv.New(t, testenv.WithFakeModels(fake), func(c *server.Config) {
+		c.TurnTimeout = deadline
+		c.AttachmentFetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	f := &fixture{Env: e, fake: fake}
+	f.private = f.agent(t, `{"name":"Private","instructions":"i"}`)
+	drip := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		for range 300 {
+			if _, err := w.Write([]byte("a")); err != nil {
+				return
+			}
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}))
+	t.Cleanup(drip.Close)
+	start := time.Now()
+	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"dl-att","attachments":[{"url":"`+drip.URL+`/slow.txt"}]}`)
+	took := time.Since(start)
+	require.Equal(t, http.StatusGatewayTimeout, status, "%s", raw.Body)
+	require.Equal(t, "UPSTREAM_TIMEOUT", raw.Err(t).Error.Code)
+	require.Less(t, took, deadline+deadline/2, "the attachment's fetch outlived the turn's deadline")
+	require.Empty(t, messagesOf(t, f, "dl-att"))
+	require.Empty(t, fake.Requests())
 }

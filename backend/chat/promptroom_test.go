@@ -79,3 +79,31 @@ func vaultPassages(n int) []knowledge.Result {
 	}
 	return found
 }
+
+// A message's images take room in the window (llm.ImageTokens each): the
+// history that fits beside them is shorter, and the prompt they are in
+// leaves the answer its room. Uncounted, ten images (some 16,000 tokens)
+// came on top of a history that filled the window.
+func TestPromptCountsTheImages(t *testing.T) {
+	t.Parallel()
+	const window = 16000
+	var history []dbq.ListMessagesRow // newest first
+	for i := range 200 {
+		role := "user"
+		if i%2 == 0 {
+			role = "assistant"
+		}
+		history = append(history, dbq.ListMessagesRow{Role: role, Content: strings.Repeat("words of a long conversation ", 20)})
+	}
+	tn := &turn{
+		a:       &Admitted{Agent: dbq.Agent{Instructions: "Describe what you are shown."}},
+		req:     &parleyv1.ChatRequest{Query: "What are these?"},
+		route:   llm.Route{Name: "small", ContextTokens: window, NoTools: true},
+		history: history,
+	}
+	_, plain := (&Service{}).buildPrompt(tn)
+	tn.images = make([]llm.Image, 4)
+	_, req := (&Service{}).buildPrompt(tn)
+	require.Less(t, len(req.Messages), len(plain.Messages), "less history fits beside the images")
+	require.LessOrEqual(t, llm.PromptTokens(req)+llm.MaxOutputTokens, window)
+}

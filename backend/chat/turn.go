@@ -103,7 +103,7 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 		return nil, err
 	}
 	var images *heldBytes
-	if t.documents, t.images, images, err = s.readAttachments(ctx, req.GetAttachments(), t.left()); err != nil {
+	if t.documents, t.images, images, err = s.readAttachments(ctx, req.GetAttachments(), t); err != nil {
 		return nil, err
 	}
 	defer images.release()

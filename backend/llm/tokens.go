@@ -50,9 +50,17 @@ func CountTokens(text string) int {
 // prompt), each message's text, the tool calls it made and their results,
 // and the tools offered (name, description, parameters' schema as JSON:
 // providers bill them as prompt, and on a small window they take room
-// from the answer). Images are not counted. It is the count of a call whose provider reports
+// from the answer), and each image at ImageTokens. It is the count of a call whose provider reports
 // no usage (cut mid-answer, a server that reports none).
 func PromptTokens(req Request) int { return promptSize(req, CountTokens) }
+
+// ImageTokens is what an image is counted in a prompt: about the most any
+// provider here bills for one it scales down (Anthropic's ~1,600 for 1.15
+// megapixels; OpenAI's high detail at most ~1,100; Gemini's 258 a 768-pixel
+// tile). Left out, a message's ten images (some 16,000 tokens) left the
+// window arithmetic (Route.HistoryBudget, AnswerRoom) a history that did
+// not fit beside them, and a small window's server refused the turn.
+const ImageTokens = 1600
 
 // promptBytes is the size in bytes of what PromptTokens counts: never less
 // than its tokens (a token is at least a byte).
@@ -62,7 +70,8 @@ func promptBytes(req Request) int { return promptSize(req, func(s string) int { 
 func promptSize(req Request, size func(string) int) int {
 	n := size(systemWithKnowledge(req))
 	for _, m := range req.Messages {
-		n += size(m.Content)
+		// Counted as tokens in bytes too: promptBytes is never less.
+		n += size(m.Content) + len(m.Images)*ImageTokens
 		for _, c := range m.ToolCalls {
 			n += size(c.Name) + size(c.Arguments)
 		}

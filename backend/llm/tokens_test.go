@@ -122,3 +122,17 @@ func TestPromptTokensCountsTheToolsOffered(t *testing.T) {
 	small := Route{ContextTokens: 8000}
 	require.Less(t, small.HistoryBudget(small.WindowTokens(0, req)), small.HistoryBudget(without), "the history makes room for them")
 }
+
+// Images are prompt: each counts ImageTokens, in the window arithmetic as
+// in the count of a call without usage. Left out, a message's images took
+// a small window's room unseen, the history filled it, and the server
+// refused the turn.
+func TestPromptTokensCountsImages(t *testing.T) {
+	req := Request{System: "Answer.", Messages: []Message{{Role: RoleUser, Content: "What is in these?"}}}
+	without := PromptTokens(req)
+	req.Messages[0].Images = []Image{{MIMEType: "image/png", Data: []byte("a")}, {MIMEType: "image/png", Data: []byte("b")}}
+	require.Equal(t, without+2*ImageTokens, PromptTokens(req))
+	require.GreaterOrEqual(t, promptBytes(req), PromptTokens(req), "bytes are never fewer than tokens")
+	small := Route{ContextTokens: 8000}
+	require.Equal(t, small.HistoryBudget(without)-2*ImageTokens, small.HistoryBudget(small.WindowTokens(0, req)), "the history makes room for them")
+}
