@@ -12,6 +12,7 @@ package conversation
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"connectrpc.com/connect"
@@ -51,8 +52,13 @@ type Service struct {
 	Heartbeat time.Duration
 	// StreamLife is how long a stream stays open; 0 means StreamLife.
 	StreamLife time.Duration
+	// OrgStreams bounds the streams one organization's keys hold open on
+	// this instance at once (DefaultOrgStreams in the server); 0 or less:
+	// no bound. A visitor's are bounded by address instead
+	// (MaxVisitorStreams).
+	OrgStreams int
 
-	streams slots // visitors' open streams, by agent and address
+	streams slots // open streams: visitors' by agent and address, keys' by organization
 }
 
 var _ parleyv1connect.ConversationServiceHandler = (*Service)(nil)
@@ -134,9 +140,17 @@ func (s *Service) Watch(ctx context.Context, c chat.Caller, req *parleyv1.WatchC
 		return nil, rateOf(p), err
 	}
 	release := func() {}
-	if p.IsVisitor() {
+	switch {
+	case p.IsVisitor():
 		// SECURITY: a visitor's streams are bounded by address (streams.go).
-		if release, err = s.streams.take(visitorKey(p.Agent, c.ClientIP), MaxVisitorStreams); err != nil {
+		if release, err = s.streams.take(visitorKey(p.Agent, c.ClientIP), MaxVisitorStreams,
+			"too many streams open from this address; close one, or retry later"); err != nil {
+			return nil, p.Rate, err
+		}
+	case s.OrgStreams > 0:
+		// SECURITY: a key's by its organization (DefaultOrgStreams).
+		if release, err = s.streams.take(orgKey(p.Org), s.OrgStreams, fmt.Sprintf(
+			"this organization's keys already hold %d conversation streams open on this server, its limit; close one, or retry later", s.OrgStreams)); err != nil {
 			return nil, p.Rate, err
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/chat"
+	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/embed"
 	"github.com/parleyhq/parley/backend/knowledge"
@@ -69,7 +70,11 @@ type Config struct {
 	// OrgTurnShare is the percentage of those slots and waiting places
 	// together that one organization's turns may hold (chat.TurnQueue.
 	// ShareByOrg); 0: chat.DefaultOrgShare, 100: no bound.
-	OrgTurnShare  int
+	OrgTurnShare int
+	// OrgStreams bounds the conversation event streams one organization's
+	// keys hold open on this instance (conversation.Service.OrgStreams); 0:
+	// no bound.
+	OrgStreams    int
 	LogLevel      string
 	LastUsedFlush time.Duration
 	ModelsFile    string
@@ -213,6 +218,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"chat turns that may wait for one of those slots (at most --turn-timeout) before more are refused with 503 OVERLOADED; 0: as many as --max-turns (PARLEY_TURN_QUEUE)")
 	fs.IntVar(&c.OrgTurnShare, "org-turn-share", c.envInt("PARLEY_ORG_TURN_SHARE", chat.DefaultOrgShare),
 		"percent of --max-turns plus --turn-queue that one organization's chat turns may hold, running and waiting; past it its turns are refused with 503 OVERLOADED; 100: no bound, for a deployment serving one organization (PARLEY_ORG_TURN_SHARE)")
+	fs.IntVar(&c.OrgStreams, "org-streams", c.envInt("PARLEY_ORG_STREAMS", conversation.DefaultOrgStreams),
+		"conversation event streams one organization's API keys may hold open on this instance at once; past it, 429 RATE_LIMIT_EXCEEDED (Connect: resource_exhausted); 0: no bound (PARLEY_ORG_STREAMS)")
 	fs.StringVar(&c.LogLevel, "log-level", env("PARLEY_LOG_LEVEL", "info"), "debug, info, warn or error (PARLEY_LOG_LEVEL)")
 	fs.StringVar(&c.ModelsFile, "models-file", env("PARLEY_MODELS_FILE", ""),
 		"JSON file mapping model names to providers and upstream models, see docs/models.md (PARLEY_MODELS_FILE)")

@@ -115,6 +115,9 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 	if cfg.OrgTurnShare < 0 || cfg.OrgTurnShare > 100 {
 		return nil, fmt.Errorf("--org-turn-share %d: give a percentage from 1 to 100 (100: no bound), or 0 for the default", cfg.OrgTurnShare)
 	}
+	if cfg.OrgStreams < 0 {
+		return nil, fmt.Errorf("--org-streams %d: give a positive count, or 0 for no bound", cfg.OrgStreams)
+	}
 	a := &App{cfg: cfg, pendingCheck: make(chan struct{}, 1)}
 	a.turnQueue = chat.NewTurnQueue(cfg.TurnLimits()).ShareByOrg(cfg.OrgShare()).LimitLoads(cfg.LoadLimit()).LimitAttachments(chat.AttachmentsInFlight)
 	a.drain, a.startDrain = context.WithCancel(context.Background())
@@ -355,7 +358,8 @@ func (a *App) routes() (http.Handler, error) {
 	}
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
-	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.stopping, Hooks: a.hooks, Heartbeat: a.cfg.WatchHeartbeat}
+	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.stopping, Hooks: a.hooks, Heartbeat: a.cfg.WatchHeartbeat,
+		OrgStreams: a.cfg.OrgStreams}
 	contacts := &contact.Service{Store: a.Store}
 	webhooks := &webhook.Service{
 		Store: a.Store, Sealer: a.sealer, Hooks: a.hooks,
