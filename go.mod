@@ -39,6 +39,7 @@ require (
 	github.com/rs/cors v1.11.1
 	github.com/standard-webhooks/standard-webhooks/libraries v0.0.1
 	github.com/stretchr/testify v1.12.1
+	github.com/temoto/robotstxt v1.1.2
 	github.com/tiktoken-go/tokenizer v0.10.0
 	github.com/tmaxmax/go-sse v0.11.0
 	github.com/ulule/limiter/v3 v3.11.2

@@ -2,6 +2,7 @@ package knowledge
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/xml"
 	"errors"
@@ -40,7 +41,8 @@ const (
 // crawl reads a site: the pages its sitemap lists when the URL is a sitemap,
 // else the pages reachable by links from the URL within its host,
 // breadth first, up to maxPages and k.SiteBytes of text (the crawl stops,
-// logged, before the page that would pass it). Pages that fail are skipped
+// logged, before the page that would pass it), none that the site's
+// robots.txt disallows (robotsOf). Pages that fail are skipped
 // (and logged, whatever the reason); the site fails only if no page could
 // be read. It fails with a plain error, which the ingest worker retries,
 // when the start page, or a page of a site none of whose pages could be
@@ -56,15 +58,66 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	if err != nil {
 		return nil, permanent("invalid URL %q", start)
 	}
-	first, err := k.Guard.Get(ctx, start)
-	if err != nil {
+	// failed is why a fetch of the start (its robots.txt, itself) failed.
+	failed := func(err error) error {
 		if ctx.Err() != nil {
-			return nil, stopped(ctx, start) // cancelled or out of time: not a site that cannot be read
+			return stopped(ctx, start) // cancelled or out of time: not a site that cannot be read
 		}
 		if temporary(err) {
-			return nil, fmt.Errorf("crawling %s: %w", start, err)
+			return fmt.Errorf("crawling %s: %w", start, err)
 		}
-		return nil, permanent("%s: %v", start, err)
+		return permanent("%s: %v", start, err)
+	}
+	// The site's robots.txt, read once for each of its hosts (the start
+	// URL's and the one it redirects to), before any other page of the
+	// host. A robots.txt that cannot be read for now (a 5xx, a 429, no
+	// answer) allows nothing of its host (RFC 9309, as Google does): a
+	// crawl whose start URL's cannot be read fails, retried when the
+	// failure may pass.
+	fetches := 0 // fetches made, read or not: robots.txt and sitemaps included
+	rules := map[string]*robots{}
+	var robotsErr error // a robots.txt that could not be read, of a host other than the start's
+	robotsFor := func(u *url.URL) *robots {
+		o := origin(u)
+		if r, ok := rules[o]; ok {
+			return r
+		}
+		if fetches++; fetches > maxFetches(maxPages) {
+			return &robots{none: true} // the crawl stops at its next fetch
+		}
+		r, err := k.robotsOf(ctx, u)
+		if err != nil {
+			slog.WarnContext(ctx, "crawl: robots.txt not read; the host's pages are not fetched", "site", start, "host", u.Host, "err", err)
+			robotsErr = fmt.Errorf("the robots.txt of %s could not be read: %w", u.Host, err)
+			r = &robots{none: true}
+		}
+		rules[o] = r
+		return r
+	}
+	if err := k.Guard.CheckDestination(ctx, start); err != nil {
+		return nil, failed(err) // refused, not a robots.txt that cannot be read
+	}
+	fetches++
+	rootRules, err := k.robotsOf(ctx, root)
+	if err != nil {
+		return nil, failed(fmt.Errorf("its robots.txt could not be read: %w", err))
+	}
+	rules[origin(root)] = rootRules
+	if !rootRules.allowed(root) {
+		return nil, permanent("%s: the site's robots.txt does not allow crawling it", start)
+	}
+	fetches++
+	first, err := k.Guard.Get(ctx, start)
+	if err != nil {
+		return nil, failed(err)
+	}
+	if !robotsFor(first.URL).allowed(first.URL) {
+		// The start URL redirected to a page its host's robots.txt
+		// does not allow (or whose robots.txt cannot be read for now).
+		if robotsErr != nil {
+			return nil, failed(robotsErr)
+		}
+		return nil, permanent("%s: the robots.txt of %s does not allow crawling %s", start, first.URL.Host, first.URL.Redacted())
 	}
 	// The site is the start URL's host and the one it redirected to
 	// (example.com to www.example.com): its links name the latter.
@@ -73,14 +126,36 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	// read is a page already read, the queue's first: the start page,
 	// which is not fetched a second time.
 	var read *netguard.Page
-	sitemap, isSitemap := sitemapOf(first.Body)
+	// allowed: a page of the site its host's robots.txt allows.
+	allowed := func(u *url.URL) bool { return site(u) && robotsFor(u).allowed(u) }
+	// get fetches a page or a sitemap within the crawl's fetch budget.
+	get := func(u string) (*netguard.Page, error) {
+		// SECURITY: a page that fails (fetched or read) is not one of
+		// maxPages, but its links are followed: a site of pages without
+		// text, each linking to new ones (a calendar, a crawler trap),
+		// was fetched until the attempt's time ran out (2 min + 30 s a
+		// page: 8 hours for 1,000 pages), 10 MiB a page, on every retry.
+		// A sitemap index's sitemaps count too: 50 of 10 MiB each.
+		if fetches++; fetches > maxFetches(maxPages) {
+			return nil, errFetchBudget
+		}
+		return k.Guard.Get(ctx, u)
+	}
+	body, err := sitemapBody(first.Body)
+	if err != nil {
+		return nil, permanent("%s: %v", start, err)
+	}
+	sitemap, isSitemap := sitemapOf(body)
 	if isSitemap {
-		queue = k.sitemapPages(ctx, sitemap, site, maxPages)
+		queue = k.sitemapPages(ctx, sitemap, allowed, maxPages, get)
 		if len(queue) == 0 {
 			if ctx.Err() != nil {
 				return nil, stopped(ctx, start)
 			}
-			return nil, permanent("the sitemap %s lists no page of %s", start, first.URL.Host)
+			if robotsErr != nil {
+				return nil, failed(robotsErr)
+			}
+			return nil, permanent("the sitemap %s lists no page of %s that its robots.txt allows", start, first.URL.Host)
 		}
 	} else {
 		queue = []string{canonical(first.URL)}
@@ -91,7 +166,7 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 	var lastErr error
 	var tempErr error // the last fetch that failed for a reason that may pass
 	kept := 0         // bytes of text in docs
-	fetches := 1      // pages fetched, read or not: the start page first
+	skipped := 0      // pages fetched that were not read (failed, or redirected away)
 	for len(queue) > 0 && len(docs) < maxPages {
 		if ctx.Err() != nil {
 			return nil, stopped(ctx, start) // an attempt that ran out of time, not a site that cannot be read
@@ -105,17 +180,12 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		p := read
 		read = nil
 		if p == nil {
-			// SECURITY: a page that fails (fetched or read) is not one of
-			// maxPages, but its links are followed: a site of pages without
-			// text, each linking to new ones (a calendar, a crawler trap),
-			// was fetched until the attempt's time ran out (2 min + 30 s a
-			// page: 8 hours for 1,000 pages), 10 MiB a page, on every retry.
-			if fetches++; fetches > maxFetches(maxPages) {
-				slog.WarnContext(ctx, "crawl: too many pages fetched; the pages left are not read",
-					"site", start, "fetched", fetches-1, "read", len(docs))
-				break
-			}
-			if p, err = k.Guard.Get(ctx, u); err != nil {
+			if p, err = get(u); err != nil {
+				if errors.Is(err, errFetchBudget) {
+					slog.WarnContext(ctx, "crawl: too many pages fetched; the pages left are not read",
+						"site", start, "fetched", fetches-1, "read", len(docs))
+					break
+				}
 				if ctx.Err() != nil {
 					// The fetch was cut by the job's end (a shutdown,
 					// the attempt's timeout): the page is not at fault.
@@ -125,6 +195,7 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 				if temporary(err) {
 					tempErr = err
 				}
+				skipped++
 				slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", err)
 				continue
 			}
@@ -133,6 +204,15 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 				// redirector) is another site's page: not read, as its
 				// links are not followed. (http to https is the site.)
 				lastErr = fmt.Errorf("%s redirects off the site, to %s", u, p.URL.Redacted())
+				skipped++
+				slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", lastErr)
+				continue
+			}
+			if !robotsFor(p.URL).allowed(p.URL) {
+				// A page that redirects to one robots.txt does not allow
+				// is not read, nor are its links followed.
+				lastErr = fmt.Errorf("%s redirects to %s, which robots.txt does not allow", u, p.URL.Redacted())
+				skipped++
 				slog.WarnContext(ctx, "crawl: page skipped", "url", u, "err", lastErr)
 				continue
 			}
@@ -153,6 +233,7 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			docs = append(docs, d)
 		} else {
 			lastErr = err
+			skipped++
 		}
 		if isSitemap {
 			continue // a sitemap's pages are the ones it lists
@@ -161,12 +242,15 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			if len(queue) >= maxPages*4 {
 				break
 			}
-			if c := canonical(l); site(l) && !seen[c] {
+			if c := canonical(l); !seen[c] && allowed(l) {
 				queue = append(queue, c)
 			}
 		}
 	}
 	if len(docs) == 0 {
+		if tempErr == nil && robotsErr != nil && temporary(robotsErr) {
+			tempErr = robotsErr // the pages of a host whose robots.txt may be read on a retry
+		}
 		if tempErr != nil {
 			// A retry may read the page that failed for now.
 			return nil, fmt.Errorf("no page of %s could be read: %w", start, tempErr)
@@ -176,8 +260,14 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 		}
 		return nil, permanent("no page of %s could be read: %v", start, lastErr)
 	}
+	if skipped > 0 {
+		slog.InfoContext(ctx, "crawl: pages skipped", "site", start, "read", len(docs), "skipped", skipped)
+	}
 	return docs, nil
 }
+
+// errFetchBudget ends a crawl that made maxFetches fetches.
+var errFetchBudget = errors.New("the crawl's fetch budget is spent")
 
 // maxFetches bounds the pages a crawl of maxPages fetches, those that fail
 // included.
@@ -275,18 +365,19 @@ type sitemap struct{ pages, sitemaps []string }
 // maxSitemaps bounds the sitemaps of an index that are read.
 const maxSitemaps = 50
 
-// sitemapPages are the pages of the site a sitemap lists, up to maxPages:
-// those of a urlset, or those of the urlsets a sitemap index lists (one
-// level; sitemaps of the site only, fetched through the guard, and one that
+// sitemapPages are the pages a sitemap lists that allowed takes (pages of
+// the site its robots.txt allows), up to maxPages: those of a urlset, or
+// those of the urlsets a sitemap index lists (one level; sitemaps allowed
+// only, fetched by get, within the crawl's fetch budget, and one that
 // fails is skipped).
-func (k *Knowledge) sitemapPages(ctx context.Context, m sitemap, site func(*url.URL) bool, maxPages int) []string {
+func (k *Knowledge) sitemapPages(ctx context.Context, m sitemap, allowed func(*url.URL) bool, maxPages int, get func(string) (*netguard.Page, error)) []string {
 	var out []string
 	add := func(pages []string) {
 		for _, u := range pages {
 			if len(out) >= maxPages {
 				return
 			}
-			if pu, err := url.Parse(u); err == nil && site(pu) {
+			if pu, err := url.Parse(u); err == nil && allowed(pu) {
 				out = append(out, canonical(pu))
 			}
 		}
@@ -296,19 +387,56 @@ func (k *Knowledge) sitemapPages(ctx context.Context, m sitemap, site func(*url.
 		if len(out) >= maxPages || ctx.Err() != nil {
 			break
 		}
-		if u, err := url.Parse(loc); err != nil || !site(u) {
+		if u, err := url.Parse(loc); err != nil || !allowed(u) {
 			continue
 		}
-		p, err := k.Guard.Get(ctx, loc)
+		p, err := get(loc)
+		if errors.Is(err, errFetchBudget) {
+			slog.WarnContext(ctx, "crawl: too many sitemaps fetched; the sitemaps left are not read", "url", loc)
+			break
+		}
 		if err != nil {
 			slog.WarnContext(ctx, "crawl: sitemap skipped", "url", loc, "err", err)
 			continue
 		}
-		if child, ok := sitemapOf(p.Body); ok {
+		body, err := sitemapBody(p.Body)
+		if err != nil {
+			slog.WarnContext(ctx, "crawl: sitemap skipped", "url", loc, "err", err)
+			continue
+		}
+		if child, ok := sitemapOf(body); ok {
 			add(child.pages)
 		}
 	}
 	return out
+}
+
+// maxSitemapBytes bounds a gzipped sitemap once decompressed, as the
+// guard bounds a plain one (10 MiB): a gzip bomb of a few KiB would
+// otherwise inflate to gigabytes in the worker every tenant's ingestion
+// shares.
+const maxSitemapBytes = 10 << 20
+
+// sitemapBody is b decompressed when it is gzip (a sitemap.xml.gz, which
+// sites serve as application/gzip, not as a Content-Encoding the
+// transport undoes), up to maxSitemapBytes; else b. Gzip that cannot be
+// read is returned as it is (not a sitemap, then).
+func sitemapBody(b []byte) ([]byte, error) {
+	if len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
+		return b, nil
+	}
+	zr, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		return b, nil
+	}
+	out, err := io.ReadAll(io.LimitReader(zr, maxSitemapBytes+1))
+	if len(out) > maxSitemapBytes {
+		return nil, fmt.Errorf("the sitemap is larger than %d bytes uncompressed", maxSitemapBytes)
+	}
+	if err != nil {
+		return b, nil
+	}
+	return out, nil
 }
 
 // sameHost reports whether a and b name the same host (in any case) and

@@ -1,8 +1,11 @@
 package knowledge
 
 import (
+	"bytes"
+	"compress/gzip"
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -294,4 +297,123 @@ func TestCrawlPageRedirectedOffSiteNotRead(t *testing.T) {
 		require.True(t, strings.HasPrefix(d.URL, srv.URL), "read %s, off the site", d.URL)
 	}
 	require.Len(t, docs, 1)
+}
+
+func gzipped(t *testing.T, write func(w io.Writer)) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	require.NoError(t, err)
+	write(zw)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// A gzipped sitemap (sitemap.xml.gz, served as application/gzip) is read,
+// as the start URL and as a sitemap index's sitemap.
+func TestCrawlSitemapGzipped(t *testing.T) {
+	t.Parallel()
+	site := http.NewServeMux()
+	urlset := func(host string, pages ...string) []byte {
+		return gzipped(t, func(w io.Writer) {
+			fmt.Fprint(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`)
+			for _, p := range pages {
+				fmt.Fprintf(w, "<url><loc>http://%s%s</loc></url>", host, p)
+			}
+			fmt.Fprint(w, `</urlset>`)
+		})
+	}
+	site.HandleFunc("/sitemap.xml.gz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/gzip")
+		w.Write(urlset(r.Host, "/p/1", "/p/2"))
+	})
+	site.HandleFunc("/index.xml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><sitemap><loc>http://%s/child.xml.gz</loc></sitemap></sitemapindex>`, r.Host)
+	})
+	site.HandleFunc("/child.xml.gz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/x-gzip")
+		w.Write(urlset(r.Host, "/p/3"))
+	})
+	site.HandleFunc("/p/", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><p>Page %s of the handbook.</p></body></html>`, r.URL.Path)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	docs, err := loopbackKnowledge().crawl(context.Background(), srv.URL+"/sitemap.xml.gz", 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"/p/1", "/p/2"}, docPaths(docs, srv.URL))
+	docs, err = loopbackKnowledge().crawl(context.Background(), srv.URL+"/index.xml", 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"/p/3"}, docPaths(docs, srv.URL))
+}
+
+// A gzipped sitemap is decompressed up to maxSitemapBytes: a gzip bomb (a
+// few hundred KiB inflating to 200 MiB) is refused as the start URL and
+// skipped as an index's sitemap, without inflating in memory.
+func TestCrawlSitemapGzipBomb(t *testing.T) {
+	bomb := gzipped(t, func(w io.Writer) {
+		fmt.Fprint(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>`)
+		zeros := make([]byte, 1<<20)
+		for range 200 {
+			w.Write(zeros)
+		}
+		fmt.Fprint(w, `</loc></url></urlset>`)
+	})
+	site := http.NewServeMux()
+	site.HandleFunc("/bomb.xml.gz", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/gzip")
+		w.Write(bomb)
+	})
+	site.HandleFunc("/index.xml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`+
+			`<sitemap><loc>http://%s/bomb.xml.gz</loc></sitemap><sitemap><loc>http://%s/ok.xml</loc></sitemap></sitemapindex>`, r.Host, r.Host)
+	})
+	site.HandleFunc("/ok.xml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintf(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://%s/p/1</loc></url></urlset>`, r.Host)
+	})
+	site.HandleFunc("/p/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><body><p>The handbook.</p></body></html>`)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	k := loopbackKnowledge()
+	var err error
+	n := allocated(func() { _, err = k.crawl(context.Background(), srv.URL+"/bomb.xml.gz", 10) })
+	msg, perm := Permanent(err)
+	require.True(t, perm, "%v", err)
+	require.Contains(t, msg, "uncompressed")
+	require.Less(t, n, uint64(80<<20), "allocated %d MiB", n>>20)
+
+	var docs []Document
+	n = allocated(func() { docs, err = k.crawl(context.Background(), srv.URL+"/index.xml", 10) })
+	require.NoError(t, err)
+	require.Equal(t, []string{"/p/1"}, docPaths(docs, srv.URL))
+	require.Less(t, n, uint64(80<<20), "allocated %d MiB", n>>20)
+}
+
+// The sitemaps of a sitemap index count against the crawl's fetch budget:
+// an index of 50 sitemaps that list no page of the site was 50 fetches of
+// up to 10 MiB whatever maxPages asked.
+func TestCrawlSitemapIndexFetchesBudgeted(t *testing.T) {
+	t.Parallel()
+	var children atomic.Int64
+	site := http.NewServeMux()
+	site.HandleFunc("/index.xml", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<?xml version="1.0"?><sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">`)
+		for i := range maxSitemaps {
+			fmt.Fprintf(w, "<sitemap><loc>http://%s/s/%d.xml</loc></sitemap>", r.Host, i)
+		}
+		fmt.Fprint(w, `</sitemapindex>`)
+	})
+	site.HandleFunc("/s/", func(w http.ResponseWriter, r *http.Request) {
+		children.Add(1)
+		fmt.Fprint(w, `<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"><url><loc>http://elsewhere.example/x</loc></url></urlset>`)
+	})
+	srv := httptest.NewServer(site)
+	defer srv.Close()
+	_, err := loopbackKnowledge().crawl(context.Background(), srv.URL+"/index.xml", 1)
+	require.Error(t, err)
+	require.LessOrEqual(t, children.Load(), int64(maxFetches(1)-2), "robots.txt and the index are fetches too")
+	require.Less(t, children.Load(), int64(maxSitemaps))
 }

@@ -115,6 +115,15 @@ func New(cfg Config) *Client {
 	return c
 }
 
+// Limited is c reading at most n bytes of a response body (and never more
+// than c itself reads): the same guard, transport, timeout and redirect
+// rules, for a response that must be smaller than a page (robots.txt).
+func (c *Client) Limited(n int64) *Client {
+	l := *c
+	l.cfg.MaxBytes = min(n, c.cfg.MaxBytes)
+	return &l
+}
+
 // CheckURL refuses what the guard never fetches, before any lookup: schemes
 // other than http and https, URLs with credentials, and ports outside 1 to
 // 65535 (url.Parse checks only that a port is digits).

@@ -1,0 +1,231 @@
+package knowledge
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/embed"
+	"github.com/parleyhq/parley/backend/netguard"
+)
+
+// robotsSite serves robots (a status and body) at /robots.txt and, at any
+// other path, an HTML page linking to links; fetched counts requests by
+// path (with its query).
+type robotsSite struct {
+	srv     *httptest.Server
+	fetched sync.Map // path -> *atomic.Int64
+}
+
+func newRobotsSite(t *testing.T, status int, robots string, links ...string) *robotsSite {
+	t.Helper()
+	s := &robotsSite{}
+	s.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		n, _ := s.fetched.LoadOrStore(r.URL.RequestURI(), &atomic.Int64{})
+		n.(*atomic.Int64).Add(1)
+		if r.URL.Path == "/robots.txt" {
+			w.WriteHeader(status)
+			fmt.Fprint(w, robots)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprintf(w, `<html><body><p>Page %s of the handbook, about sourdough.</p>`, r.URL.RequestURI())
+		for _, l := range links {
+			fmt.Fprintf(w, `<a href="%s">link</a>`, l)
+		}
+		fmt.Fprint(w, `</body></html>`)
+	}))
+	t.Cleanup(s.srv.Close)
+	return s
+}
+
+func (s *robotsSite) hits(path string) int64 {
+	n, ok := s.fetched.Load(path)
+	if !ok {
+		return 0
+	}
+	return n.(*atomic.Int64).Load()
+}
+
+func docPaths(docs []Document, base string) []string {
+	var out []string
+	for _, d := range docs {
+		out = append(out, strings.TrimPrefix(d.URL, base))
+	}
+	return out
+}
+
+// A crawl reads the site's robots.txt once and fetches no page it does not
+// allow the crawler: the group naming Parley (in any case) rather than
+// "*", the longest matching rule deciding, Allow on a tie, wildcards and
+// queries matched; lines the parser cannot read (a Crawl-delay of "1s")
+// do not lose the others.
+func TestCrawlRobotsTxtDisallowedPagesNotFetched(t *testing.T) {
+	t.Parallel()
+	robots := strings.Join([]string{
+		"\ufeff# the site's rules",
+		"User-agent: *",
+		"Disallow: /",
+		"",
+		"User-agent: otherbot",
+		"User-agent: PARLEY",
+		"Crawl-delay: 1s",
+		"Disallow: /private/",
+		"Allow: /private/public",
+		"Disallow: /*.pdf$",
+		"Disallow: /search?",
+		"Disallow: /same",
+		"Allow: /same",
+	}, "\r\n")
+	s := newRobotsSite(t, 200, robots,
+		"/private/secret", "/private/public", "/guide.pdf", "/search?q=rye", "/search", "/same", "/about")
+	docs, err := loopbackKnowledge().crawl(context.Background(), s.srv.URL+"/", 50)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"/", "/private/public", "/search", "/same", "/about"}, docPaths(docs, s.srv.URL))
+	for _, p := range []string{"/private/secret", "/guide.pdf", "/search?q=rye"} {
+		require.Zero(t, s.hits(p), "%s was fetched, which robots.txt disallows", p)
+	}
+	require.EqualValues(t, 1, s.hits("/robots.txt"), "robots.txt is read once a crawl")
+
+	// Without a group of its own, the crawler keeps to "*"'s.
+	s = newRobotsSite(t, 200, "User-agent: googlebot\nDisallow: /about\n\nUser-agent: *\nDisallow: /private\n", "/private/x", "/about")
+	docs, err = loopbackKnowledge().crawl(context.Background(), s.srv.URL+"/", 50)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"/", "/about"}, docPaths(docs, s.srv.URL))
+	require.Zero(t, s.hits("/private/x"))
+}
+
+// A robots.txt that is not there (a 404, a 403) allows every page; one the
+// site cannot serve for now (a 5xx, a 429) allows none: the crawl fetches
+// no page and fails, retried. One that disallows the start URL fails the
+// crawl for good, its start page not fetched.
+func TestCrawlRobotsTxtStatus(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		status    int
+		robots    string
+		read      bool
+		permanent bool
+	}{
+		{404, "User-agent: *\nDisallow: /", true, false},
+		{403, "", true, false},
+		{503, "", false, false},
+		{500, "", false, false},
+		{429, "", false, false},
+		{200, "User-agent: *\nDisallow: /", false, true},
+		{200, "User-agent: parley\nDisallow: /\nAllow: /$", true, false},
+	} {
+		t.Run(fmt.Sprint(c.status, " ", c.robots), func(t *testing.T) {
+			t.Parallel()
+			s := newRobotsSite(t, c.status, c.robots, "/about")
+			docs, err := loopbackKnowledge().crawl(context.Background(), s.srv.URL+"/", 10)
+			if c.read {
+				require.NoError(t, err)
+				require.NotEmpty(t, docs)
+				return
+			}
+			require.Error(t, err)
+			require.Zero(t, s.hits("/"), "the start page was fetched")
+			require.Contains(t, err.Error(), "robots.txt")
+			_, perm := Permanent(err)
+			require.Equal(t, c.permanent, perm, "%v", err)
+		})
+	}
+}
+
+// robots.txt is fetched through the guard like any page: one that
+// redirects to an address the guard refuses is not read (and the crawl,
+// which cannot know the site's rules, reads nothing), and only its first
+// 500 KiB are read.
+func TestCrawlRobotsTxtThroughGuardAndBounded(t *testing.T) {
+	t.Parallel()
+	var private atomic.Int64
+	l, err := net.Listen("tcp", "127.0.0.2:0")
+	require.NoError(t, err)
+	other := &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		private.Add(1)
+		fmt.Fprint(w, "User-agent: *\nAllow: /\n")
+	})}}
+	other.Start()
+	defer other.Close()
+	var pages atomic.Int64
+	mux := http.NewServeMux()
+	mux.Handle("/robots.txt", http.RedirectHandler(other.URL+"/robots.txt", http.StatusFound))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		pages.Add(1)
+		fmt.Fprint(w, `<html><body><p>The handbook.</p></body></html>`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	k := New(nil, embed.Lexical{}, netguard.New(netguard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}))
+	_, err = k.crawl(context.Background(), srv.URL+"/", 10)
+	require.Error(t, err)
+	msg, perm := Permanent(err)
+	require.True(t, perm, "%v", err)
+	require.Contains(t, msg, "robots.txt")
+	require.Contains(t, msg, "not a public address")
+	require.Zero(t, private.Load(), "the guard let robots.txt redirect to a refused address")
+	require.Zero(t, pages.Load())
+
+	// Rules past the first 500 KiB are not read.
+	robots := "User-agent: *\nDisallow: /early\n" + strings.Repeat("# padding padding padding padding\n", 20_000) + "Disallow: /late\n"
+	require.Greater(t, len(robots), maxRobotsBytes)
+	s := newRobotsSite(t, 200, robots, "/early", "/late")
+	docs, err := loopbackKnowledge().crawl(context.Background(), s.srv.URL+"/", 10)
+	require.NoError(t, err)
+	require.ElementsMatch(t, []string{"/", "/late"}, docPaths(docs, s.srv.URL))
+	require.Zero(t, s.hits("/early"))
+}
+
+// A page that redirects, within the site, to one robots.txt disallows is
+// not read.
+func TestCrawlRobotsTxtRedirectToDisallowed(t *testing.T) {
+	t.Parallel()
+	var hidden atomic.Int64
+	mux := http.NewServeMux()
+	mux.HandleFunc("/robots.txt", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, "User-agent: *\nDisallow: /hidden\n")
+	})
+	mux.Handle("/go", http.RedirectHandler("/hidden", http.StatusFound))
+	mux.HandleFunc("/hidden", func(w http.ResponseWriter, r *http.Request) {
+		hidden.Add(1)
+		fmt.Fprint(w, `<html><body><p>Hidden page.</p></body></html>`)
+	})
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprint(w, `<html><body><p>The handbook.</p><a href="/go">go</a></body></html>`)
+	})
+	srv := httptest.NewServer(mux)
+	defer srv.Close()
+	docs, err := loopbackKnowledge().crawl(context.Background(), srv.URL+"/", 10)
+	require.NoError(t, err)
+	require.Equal(t, []string{"/"}, docPaths(docs, srv.URL))
+}
+
+func TestParseRobots(t *testing.T) {
+	r := parseRobots([]byte("Disallow: /before-any-agent\nUser-agent: *\nDisallow: /p\nAllow: /p\nDisallow: /a/\nAllow: /a/b\nDisallow: /a/b/c\n"))
+	for path, want := range map[string]bool{
+		"/before-any-agent": true,
+		"/p":                true, // a tie: allow
+		"/px":               true,
+		"/a/":               false,
+		"/a/b":              true,
+		"/a/b/c/d":          false,
+		"/elsewhere":        true,
+	} {
+		u, err := url.Parse("http://example.com" + path)
+		require.NoError(t, err)
+		require.Equal(t, want, r.allowed(u), path)
+	}
+	require.True(t, parseRobots(nil).allowed(&url.URL{Path: "/x"}))
+	require.False(t, (&robots{none: true}).allowed(&url.URL{Path: "/"}))
+}
