@@ -145,7 +145,13 @@ func JSONError(body []byte, err error) error {
 		if p, ok := pathAt(body, typ.Offset); ok && strings.EqualFold(strings.Join(p.names, "."), field) {
 			field = p.String()
 		}
-		return apperr.InvalidField(field, "must be %s, not %s", describe(typ.Type.String()), typ.Value)
+		want := describe(typ.Type.String())
+		if want == "a number" && strings.HasPrefix(typ.Value, "number") {
+			// A number, but past what a 64-bit float holds (1e309): say
+			// so, rather than "must be a number, not number 1e309".
+			want = "a number from -1.7976931348623157e308 to 1.7976931348623157e308"
+		}
+		return apperr.InvalidField(field, "must be %s, not %s", want, typ.Value)
 	case errors.Is(err, io.ErrUnexpectedEOF):
 		return apperr.InvalidField("body", "malformed JSON: unexpected end")
 	}

@@ -68,10 +68,12 @@ func TestTypeErrorsSayWhatJSONIsWanted(t *testing.T) {
 		Price  *float64       `json:"price"`
 	}
 	for body, want := range map[string]string{
-		`{"n":10.5}`:           "n: must be a whole number that fits in 32 bits, not number 10.5",
-		`{"n":99999999999}`:    "n: must be a whole number that fits in 32 bits, not number 99999999999",
-		`{"customFields":"x"}`: "customFields: must be an object, not string",
-		`{"price":"9"}`:        "price: must be a number, not string",
+		`{"n":10.5}`:                    "n: must be a whole number that fits in 32 bits, not number 10.5",
+		`{"n":99999999999}`:             "n: must be a whole number that fits in 32 bits, not number 99999999999",
+		`{"customFields":"x"}`:          "customFields: must be an object, not string",
+		`{"price":"9"}`:                 "price: must be a number, not string",
+		`{"price":1e309}`:               "price: must be a number from -1.7976931348623157e308 to 1.7976931348623157e308, not number 1e309",
+		`{"customFields":{"n":-1e309}}`: "customFields: must be a number from -1.7976931348623157e308 to 1.7976931348623157e308, not number -1e309",
 	} {
 		err := DecodeStrict([]byte(body), &v)
 		require.Error(t, err, body)
