@@ -2,6 +2,7 @@ package chat
 
 import (
 	"context"
+	"errors"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -34,10 +35,15 @@ func (s *Service) answerForPeople(ctx context.Context, t *turn) (*parleyv1.ChatR
 			return err
 		}
 		resp.MessageId = id.String()
-		row, err := q.CreateMessage(storeCtx, dbq.CreateMessageParams{
-			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Role: "assistant", Content: text, Channel: t.channel,
-			Attachments: []byte("[]"), Sources: []byte("[]"),
+		// Only in the conversation the question went to: one deleted
+		// meanwhile and started again under its id is another's.
+		row, err := q.CreateTurnMessage(storeCtx, dbq.CreateTurnMessageParams{
+			OrgID: t.org, ID: id, ConversationID: t.conv.ID, ConversationCreatedAt: t.conv.CreatedAt,
+			Content: text, Channel: t.channel,
 		})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return errConversationGone
+		}
 		if err != nil {
 			return err
 		}

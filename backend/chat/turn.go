@@ -546,7 +546,7 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	if !t.route.NoTools {
 		kit = tool.NewKit(deps, &tool.Turn{
 			Profile: tool.Profile{Tools: t.a.Agent.Tools, Settings: tool.ParseSettings(t.a.Agent.ToolSettings), HasDatastores: len(t.stores) > 0},
-			Org:     t.org, Agent: t.a.Agent.ID, ConversationID: t.conv.ID, HandoffMessage: t.a.Agent.HandoffMessage, Stores: t.stores, Filter: t.filter,
+			Org:     t.org, Agent: t.a.Agent.ID, ConversationID: t.conv.ID, ConversationCreatedAt: t.conv.CreatedAt, HandoffMessage: t.a.Agent.HandoffMessage, Stores: t.stores, Filter: t.filter,
 		})
 	}
 	system := t.a.Agent.Instructions
@@ -887,7 +887,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	insert := func(q *dbq.Queries) error {
 		var err error
 		row, err = q.CreateAnswer(storeCtx, dbq.CreateAnswerParams{
-			OrgID: t.org, ID: id, ConversationID: t.conv.ID, Content: g.text, Channel: t.channel,
+			OrgID: t.org, ID: id, ConversationID: t.conv.ID, ConversationCreatedAt: t.conv.CreatedAt, Content: g.text, Channel: t.channel,
 			Sources: srcJSON, Model: &t.modelName, Provider: &provider,
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
 			ToolCalls: callsJSON, HandedOver: g.handedOver,
@@ -921,7 +921,19 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		err = nil
 	}
 	tookOver := errors.Is(err, pgx.ErrNoRows)
-	if tookOver || db.ForeignKeyViolation(err, "messages_org_id_conversation_id_fkey") {
+	if tookOver {
+		// No row: people have the conversation, or it is no longer the
+		// one the question went to (deleted, perhaps started again under
+		// its id by someone else).
+		var gone bool
+		if gone, err = s.replaced(storeCtx, t); err != nil {
+			return nil, err
+		}
+		if gone {
+			tookOver, err = false, errConversationGone
+		}
+	}
+	if tookOver || errors.Is(err, errConversationGone) || db.ForeignKeyViolation(err, "messages_org_id_conversation_id_fkey") {
 		// The conversation was deleted while the model answered (the
 		// client hears NotFound), or people took it over, or another turn
 		// handed it to them (CreateAnswer: the answer would come after
@@ -950,6 +962,28 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		return nil, err
 	}
 	return resp, nil
+}
+
+// errConversationGone is a turn's answer refused because its conversation
+// was deleted meanwhile, as db.Store words a deleted parent.
+var errConversationGone = apperr.New(apperr.NotFound, "the conversation this request refers to no longer exists (deleted meanwhile)")
+
+// replaced reports whether the turn's conversation is gone: deleted, or
+// deleted and started again under its id (another conversation, perhaps
+// another visitor's, which none of the turn's messages may join).
+func (s *Service) replaced(ctx context.Context, t *turn) (bool, error) {
+	var c dbq.Conversation
+	err := s.Store.Tenant(ctx, t.org, func(q *dbq.Queries) (err error) {
+		c, err = q.GetConversation(ctx, dbq.GetConversationParams{OrgID: t.org, ID: t.conv.ID})
+		return err
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		return true, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	return !c.CreatedAt.Equal(t.conv.CreatedAt), nil
 }
 
 // emitMessage emits message.created for a message stored in tx, its data

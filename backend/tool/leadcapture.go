@@ -105,7 +105,11 @@ func (l *Lead) Run(ctx context.Context, call Call) (Result, error) {
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 				return err
 			}
-			prefer = c.ContactID
+			// SECURITY: only the turn's conversation's contact, not that
+			// of one started again under its id.
+			if err == nil && c.CreatedAt.Equal(l.ConversationCreatedAt) {
+				prefer = c.ContactID
+			}
 		}
 		id, created, err := contact.Merge(ctx, tx, l.Org, f, prefer)
 		if err != nil {
@@ -119,7 +123,9 @@ func (l *Lead) Run(ctx context.Context, call Call) (Result, error) {
 		if l.ConversationID == "" {
 			return nil
 		}
-		return q.LinkConversationContact(ctx, dbq.LinkConversationContactParams{OrgID: l.Org, ConversationID: l.ConversationID, ContactID: &id})
+		return q.LinkConversationContact(ctx, dbq.LinkConversationContactParams{
+			OrgID: l.Org, ConversationID: l.ConversationID, ConversationCreatedAt: l.ConversationCreatedAt, ContactID: &id,
+		})
 	})
 	if err != nil {
 		return Result{}, err

@@ -3,6 +3,7 @@ package tool
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -72,8 +73,17 @@ func (h *Handoff) Run(ctx context.Context, call Call) (Result, error) {
 	}
 	reason := clip(strings.TrimSpace(args.Reason), maxReason)
 	// SECURITY: the turn's organization and conversation only.
-	err := h.Store.TenantTx(ctx, h.Org, func(tx pgx.Tx, _ *dbq.Queries) error {
-		_, err := handoff.RequestHuman(ctx, tx, h.Hooks, h.Org, h.ConversationID, reason)
+	err := h.Store.TenantTx(ctx, h.Org, func(tx pgx.Tx, q *dbq.Queries) error {
+		if _, err := handoff.RequestHuman(ctx, tx, h.Hooks, h.Org, h.ConversationID, reason); err != nil {
+			return err
+		}
+		// SECURITY: only the turn's conversation: one deleted meanwhile and
+		// started again under its id (another visitor's) is rolled back
+		// to as it was. Read after the update, which holds the row.
+		c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: h.Org, ID: h.ConversationID})
+		if errors.Is(err, pgx.ErrNoRows) || err == nil && !c.CreatedAt.Equal(h.ConversationCreatedAt) {
+			return handoff.ErrNotFound
+		}
 		return err
 	})
 	if err != nil {

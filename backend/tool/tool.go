@@ -17,6 +17,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -153,8 +154,12 @@ type Turn struct {
 	// Agent is the agent's id (its stored secrets are bound to it).
 	Agent uuid.UUID
 	// ConversationID is the turn's conversation (stored before the model
-	// is called).
-	ConversationID string
+	// is called), and ConversationCreatedAt when it was created: a
+	// conversation deleted meanwhile and started again under its id
+	// (another visitor's, perhaps) is not the turn's, and no tool writes
+	// to it or reads from it.
+	ConversationID        string
+	ConversationCreatedAt time.Time
 	// HandoffMessage is the agent's: what the visitor reads once
 	// request_human has handed the conversation to people (empty: the
 	// default, see handoff.Message).

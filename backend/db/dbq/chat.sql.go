@@ -16,6 +16,7 @@ const createAnswer = `-- name: CreateAnswer :one
 WITH conv AS (
   SELECT c.status, c.status_by FROM conversations c
   WHERE c.org_id = $1 AND c.id = $3
+    AND c.created_at = $16
   FOR UPDATE
 )
 INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
@@ -24,27 +25,29 @@ SELECT $1, $2, $3, 'assistant', $4,
        $5, '[]', $6, $7, $8,
        $9, $10, $11, $12,
        $13, coalesce($14::jsonb, '[]')
-WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
+WHERE EXISTS (SELECT 1 FROM conv)
+  AND NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
                   AND (conv.status_by <> 'agent' OR NOT $15::boolean))
 RETURNING id, created_at
 `
 
 type CreateAnswerParams struct {
-	OrgID            uuid.UUID
-	ID               uuid.UUID
-	ConversationID   string
-	Content          string
-	Channel          string
-	Sources          []byte
-	Model            *string
-	Provider         *string
-	LatencyMs        *int32
-	PromptTokens     *int32
-	CompletionTokens *int32
-	Cost             *float64
-	Incomplete       bool
-	ToolCalls        []byte
-	HandedOver       bool
+	OrgID                 uuid.UUID
+	ID                    uuid.UUID
+	ConversationID        string
+	Content               string
+	Channel               string
+	Sources               []byte
+	Model                 *string
+	Provider              *string
+	LatencyMs             *int32
+	PromptTokens          *int32
+	CompletionTokens      *int32
+	Cost                  *float64
+	Incomplete            bool
+	ToolCalls             []byte
+	HandedOver            bool
+	ConversationCreatedAt time.Time
 }
 
 type CreateAnswerRow struct {
@@ -61,9 +64,11 @@ type CreateAnswerRow struct {
 // took it (a person's reply leaves status_by as the agent set it). Then no
 // row, and nothing is stored. The conversation's row is locked first, so
 // that a person's reply or change of status is either committed before
-// (read here, newest version) or waits for the answer. A conversation
-// deleted meanwhile leaves the insert to refuse the answer (its foreign
-// key), as CreateMessage does.
+// (read here, newest version) or waits for the answer. The answer goes
+// only to the conversation its question went to, the one created at
+// conversation_created_at: one deleted meanwhile, or deleted and started
+// again under its id (by anyone, a visitor's contact on it), gets no row
+// either (chat tells the two cases apart).
 func (q *Queries) CreateAnswer(ctx context.Context, arg CreateAnswerParams) (CreateAnswerRow, error) {
 	row := q.db.QueryRow(ctx, createAnswer,
 		arg.OrgID,
@@ -81,6 +86,7 @@ func (q *Queries) CreateAnswer(ctx context.Context, arg CreateAnswerParams) (Cre
 		arg.Incomplete,
 		arg.ToolCalls,
 		arg.HandedOver,
+		arg.ConversationCreatedAt,
 	)
 	var i CreateAnswerRow
 	err := row.Scan(&i.ID, &i.CreatedAt)
@@ -239,6 +245,49 @@ func (q *Queries) CreateQuestion(ctx context.Context, arg CreateQuestionParams) 
 		arg.VisitorID,
 	)
 	var i CreateQuestionRow
+	err := row.Scan(&i.ID, &i.CreatedAt)
+	return i, err
+}
+
+const createTurnMessage = `-- name: CreateTurnMessage :one
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources)
+SELECT c.org_id, $1, c.id, 'assistant', $2, $3, '[]', '[]'
+FROM conversations c
+WHERE c.org_id = $4 AND c.id = $5
+  AND c.created_at = $6
+FOR KEY SHARE OF c
+RETURNING id, created_at
+`
+
+type CreateTurnMessageParams struct {
+	ID                    uuid.UUID
+	Content               string
+	Channel               string
+	OrgID                 uuid.UUID
+	ConversationID        string
+	ConversationCreatedAt time.Time
+}
+
+type CreateTurnMessageRow struct {
+	ID        uuid.UUID
+	CreatedAt time.Time
+}
+
+// Stores a turn's message (the handoff message answering for people) as
+// CreateMessage does, only in the conversation the turn's question went to
+// (created at conversation_created_at, as CreateAnswer); no row otherwise.
+// The row is locked (FOR KEY SHARE, as the foreign key would) so that it
+// cannot be deleted and made again between the check and the insert.
+func (q *Queries) CreateTurnMessage(ctx context.Context, arg CreateTurnMessageParams) (CreateTurnMessageRow, error) {
+	row := q.db.QueryRow(ctx, createTurnMessage,
+		arg.ID,
+		arg.Content,
+		arg.Channel,
+		arg.OrgID,
+		arg.ConversationID,
+		arg.ConversationCreatedAt,
+	)
+	var i CreateTurnMessageRow
 	err := row.Scan(&i.ID, &i.CreatedAt)
 	return i, err
 }

@@ -259,16 +259,25 @@ func (q *Queries) InsertContact(ctx context.Context, arg InsertContactParams) (u
 const linkConversationContact = `-- name: LinkConversationContact :exec
 UPDATE conversations SET contact_id = $1, updated_at = now()
 WHERE org_id = $2 AND id = $3
+  AND created_at = $4
 `
 
 type LinkConversationContactParams struct {
-	ContactID      *uuid.UUID
-	OrgID          uuid.UUID
-	ConversationID string
+	ContactID             *uuid.UUID
+	OrgID                 uuid.UUID
+	ConversationID        string
+	ConversationCreatedAt time.Time
 }
 
+// Only the conversation created at conversation_created_at: one deleted and
+// started again under its id is another's.
 func (q *Queries) LinkConversationContact(ctx context.Context, arg LinkConversationContactParams) error {
-	_, err := q.db.Exec(ctx, linkConversationContact, arg.ContactID, arg.OrgID, arg.ConversationID)
+	_, err := q.db.Exec(ctx, linkConversationContact,
+		arg.ContactID,
+		arg.OrgID,
+		arg.ConversationID,
+		arg.ConversationCreatedAt,
+	)
 	return err
 }
 

@@ -69,12 +69,15 @@ RETURNING id, created_at;
 -- took it (a person's reply leaves status_by as the agent set it). Then no
 -- row, and nothing is stored. The conversation's row is locked first, so
 -- that a person's reply or change of status is either committed before
--- (read here, newest version) or waits for the answer. A conversation
--- deleted meanwhile leaves the insert to refuse the answer (its foreign
--- key), as CreateMessage does.
+-- (read here, newest version) or waits for the answer. The answer goes
+-- only to the conversation its question went to, the one created at
+-- conversation_created_at: one deleted meanwhile, or deleted and started
+-- again under its id (by anyone, a visitor's contact on it), gets no row
+-- either (chat tells the two cases apart).
 WITH conv AS (
   SELECT c.status, c.status_by FROM conversations c
   WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(conversation_id)
+    AND c.created_at = sqlc.arg(conversation_created_at)
   FOR UPDATE
 )
 INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
@@ -83,8 +86,23 @@ SELECT sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), 'assistant', s
        sqlc.arg(channel), '[]', sqlc.arg(sources), sqlc.narg(model), sqlc.narg(provider),
        sqlc.narg(latency_ms), sqlc.narg(prompt_tokens), sqlc.narg(completion_tokens), sqlc.narg(cost),
        sqlc.arg(incomplete), coalesce(sqlc.narg(tool_calls)::jsonb, '[]')
-WHERE NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
+WHERE EXISTS (SELECT 1 FROM conv)
+  AND NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
                   AND (conv.status_by <> 'agent' OR NOT sqlc.arg(handed_over)::boolean))
+RETURNING id, created_at;
+
+-- name: CreateTurnMessage :one
+-- Stores a turn's message (the handoff message answering for people) as
+-- CreateMessage does, only in the conversation the turn's question went to
+-- (created at conversation_created_at, as CreateAnswer); no row otherwise.
+-- The row is locked (FOR KEY SHARE, as the foreign key would) so that it
+-- cannot be deleted and made again between the check and the insert.
+INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources)
+SELECT c.org_id, sqlc.arg(id), c.id, 'assistant', sqlc.arg(content), sqlc.arg(channel), '[]', '[]'
+FROM conversations c
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(conversation_id)
+  AND c.created_at = sqlc.arg(conversation_created_at)
+FOR KEY SHARE OF c
 RETURNING id, created_at;
 
 -- name: CreateQuestion :one

@@ -149,8 +149,11 @@ WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 RETURNING id;
 
 -- name: LinkConversationContact :exec
+-- Only the conversation created at conversation_created_at: one deleted and
+-- started again under its id is another's.
 UPDATE conversations SET contact_id = sqlc.arg(contact_id), updated_at = now()
-WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(conversation_id);
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(conversation_id)
+  AND created_at = sqlc.arg(conversation_created_at);
 
 -- name: ListContacts :many
 -- A page of contacts, newest first: optionally one email, a text in the
