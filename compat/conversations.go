@@ -182,6 +182,9 @@ func (h *Handler) postMessage(w http.ResponseWriter, r *http.Request) error {
 	}
 	var b struct {
 		Text *string `json:"text"`
+		// The conversation's createdAt as the caller read it (see
+		// readCreatedAt).
+		ConversationCreatedAt string `json:"conversationCreatedAt"`
 	}
 	if err := wire.DecodeStrict(body, &b); err != nil {
 		return err
@@ -189,7 +192,11 @@ func (h *Handler) postMessage(w http.ResponseWriter, r *http.Request) error {
 	if b.Text == nil {
 		return apperr.InvalidField("text", "required")
 	}
-	req := &parleyv1.PostMessageRequest{ConversationId: r.PathValue("id"), Text: *b.Text}
+	created, err := readCreatedAt("conversationCreatedAt", b.ConversationCreatedAt)
+	if err != nil {
+		return err
+	}
+	req := &parleyv1.PostMessageRequest{ConversationId: r.PathValue("id"), Text: *b.Text, ConversationCreateTime: created}
 	if err := h.validate(req); err != nil {
 		return err
 	}
@@ -265,6 +272,22 @@ func (h *Handler) watchConversation(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
+// readCreatedAt reads the createdAt of the conversation a reply or a
+// deletion is meant for, as a summary gives it (RFC 3339): a conversation
+// deleted and started again under its id since (another visitor's,
+// perhaps) is then refused with 409, nothing done. Empty: none given, the
+// conversation of that id.
+func readCreatedAt(field, v string) (*timestamppb.Timestamp, error) {
+	if v == "" {
+		return nil, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		return nil, apperr.InvalidField(field, "must be the conversation's createdAt (RFC 3339), as its summary gives it")
+	}
+	return timestamppb.New(t), nil
+}
+
 func timeJSON(t *timestamppb.Timestamp) string {
 	return t.AsTime().UTC().Format(time.RFC3339Nano)
 }
@@ -327,8 +350,14 @@ func messageJSON(m *parleyv1.ConversationMessage) map[string]any {
 }
 
 // deleteConversation is DELETE /api/v2/conversations/{id} → {id, deleted}.
+// ?createdAt= is the conversation's createdAt as the caller read it (see
+// readCreatedAt).
 func (h *Handler) deleteConversation(w http.ResponseWriter, r *http.Request) error {
-	req := &parleyv1.DeleteConversationRequest{ConversationId: r.PathValue("id")}
+	created, err := readCreatedAt("createdAt", r.URL.Query().Get("createdAt"))
+	if err != nil {
+		return err
+	}
+	req := &parleyv1.DeleteConversationRequest{ConversationId: r.PathValue("id"), ConversationCreateTime: created}
 	return respond(h, w, r, req, h.convs.DeleteConversation, http.StatusOK,
 		func(*parleyv1.DeleteConversationResponse) any {
 			return map[string]any{"id": req.GetConversationId(), "deleted": true}

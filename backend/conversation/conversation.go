@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/chat"
@@ -214,7 +215,7 @@ func (s *Service) PostMessage(ctx context.Context, req *parleyv1.PostMessageRequ
 	if err != nil {
 		return nil, err
 	}
-	m, sum, err := s.Reply(ctx, p, req.GetConversationId(), time.Time{}, req.GetText(), "api")
+	m, sum, err := s.Reply(ctx, p, req.GetConversationId(), readTime(req.GetConversationCreateTime()), req.GetText(), "api")
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +228,7 @@ func (s *Service) DeleteConversation(ctx context.Context, req *parleyv1.DeleteCo
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Delete(ctx, p, req.GetConversationId(), time.Time{}); err != nil {
+	if err := s.Delete(ctx, p, req.GetConversationId(), readTime(req.GetConversationCreateTime())); err != nil {
 		return nil, err
 	}
 	return &parleyv1.DeleteConversationResponse{}, nil
@@ -259,4 +260,14 @@ func deref[T any](p *T) T {
 		return zero
 	}
 	return *p
+}
+
+// readTime is the creation time of the conversation a caller read, which
+// a reply or a deletion carries (conversation_create_time, see
+// sameConversation); zero when it carries none.
+func readTime(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
 }

@@ -42,13 +42,13 @@ type Change struct {
 // are the clients' own, and a conversation deleted may be started again
 // under its id by another visitor. A reply, a status change or a deletion
 // sent with read acts on that conversation only: one made since under the
-// same id is refused (Conflict), so that words typed for one visitor never
+// same id is refused (Aborted, REST 409), so that words typed for one visitor never
 // reach another. read zero: not checked.
 func sameConversation(id string, created, read time.Time) error {
 	if read.IsZero() || created.Equal(read) {
 		return nil
 	}
-	return apperr.New(apperr.Conflict,
+	return apperr.New(apperr.Aborted,
 		"conversation %q was deleted and started again since you read it: nothing was done; read it again", id)
 }
 
@@ -125,7 +125,7 @@ func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*
 // take the conversation over: its status becomes human_requested if it was
 // not, so that the model does not answer over them. read, when set, is the
 // creation time of the conversation the person read: a conversation
-// started since under the same id is refused (Conflict, see sameConversation).
+// started since under the same id is refused (Aborted, see sameConversation).
 func (s *Service) Reply(ctx context.Context, p *Party, id string, read time.Time, text, channel string) (*Message, *parleyv1.ConversationSummary, error) {
 	if err := p.mayManage(); err != nil {
 		return nil, nil, err
@@ -192,7 +192,7 @@ func (s *Service) Reply(ctx context.Context, p *Party, id string, read time.Time
 
 // Delete deletes one of the party's organization's conversations with its
 // messages (admin scope, as replies). NotFound when it has none of that id;
-// with read set, Conflict when its conversation of that id was started
+// with read set, Aborted when its conversation of that id was started
 // since (see sameConversation).
 func (s *Service) Delete(ctx context.Context, p *Party, id string, read time.Time) error {
 	if err := p.mayManage(); err != nil {

@@ -736,8 +736,13 @@ type PostMessageRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
 	Text           string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The create_time of the conversation the caller read (its summary's).
+	// When set, a conversation deleted and started again under this id since
+	// then (another visitor's, perhaps: ids are the clients' own) is refused
+	// with aborted (REST: 409), and nothing is done.
+	ConversationCreateTime *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=conversation_create_time,json=conversationCreateTime,proto3" json:"conversation_create_time,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *PostMessageRequest) Reset() {
@@ -782,6 +787,13 @@ func (x *PostMessageRequest) GetText() string {
 		return x.Text
 	}
 	return ""
+}
+
+func (x *PostMessageRequest) GetConversationCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConversationCreateTime
+	}
+	return nil
 }
 
 type PostMessageResponse struct {
@@ -840,8 +852,13 @@ func (x *PostMessageResponse) GetConversation() *ConversationSummary {
 type DeleteConversationRequest struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	ConversationId string                 `protobuf:"bytes,1,opt,name=conversation_id,json=conversationId,proto3" json:"conversation_id,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The create_time of the conversation the caller read (its summary's).
+	// When set, a conversation deleted and started again under this id since
+	// then (another visitor's, perhaps: ids are the clients' own) is refused
+	// with aborted (REST: 409), and nothing is done.
+	ConversationCreateTime *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=conversation_create_time,json=conversationCreateTime,proto3" json:"conversation_create_time,omitempty"`
+	unknownFields          protoimpl.UnknownFields
+	sizeCache              protoimpl.SizeCache
 }
 
 func (x *DeleteConversationRequest) Reset() {
@@ -879,6 +896,13 @@ func (x *DeleteConversationRequest) GetConversationId() string {
 		return x.ConversationId
 	}
 	return ""
+}
+
+func (x *DeleteConversationRequest) GetConversationCreateTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ConversationCreateTime
+	}
+	return nil
 }
 
 type DeleteConversationResponse struct {
@@ -1295,19 +1319,21 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\a_statusB\t\n" +
 	"\a_rating\"`\n" +
 	"\x1aUpdateConversationResponse\x12B\n" +
-	"\fconversation\x18\x01 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xf3\x01\n" +
+	"\fconversation\x18\x01 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xc9\x02\n" +
 	"\x12PostMessageRequest\x123\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
 	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12\xa7\x01\n" +
 	"\x04text\x18\x02 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x04text\"\x93\x01\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x04text\x12T\n" +
+	"\x18conversation_create_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x16conversationCreateTime\"\x93\x01\n" +
 	"\x13PostMessageResponse\x128\n" +
 	"\amessage\x18\x01 \x01(\v2\x1e.parley.v1.ConversationMessageR\amessage\x12B\n" +
-	"\fconversation\x18\x02 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"P\n" +
+	"\fconversation\x18\x02 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xa6\x01\n" +
 	"\x19DeleteConversationRequest\x123\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\"\x1c\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12T\n" +
+	"\x18conversation_create_time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x16conversationCreateTime\"\x1c\n" +
 	"\x1aDeleteConversationResponse\"\xe9\x01\n" +
 	"\x18WatchConversationRequest\x123\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
@@ -1387,29 +1413,31 @@ var file_parley_v1_conversation_proto_depIdxs = []int32{
 	1,  // 8: parley.v1.GetConversationResponse.conversation:type_name -> parley.v1.ConversationSummary
 	3,  // 9: parley.v1.GetConversationResponse.messages:type_name -> parley.v1.ConversationMessage
 	1,  // 10: parley.v1.UpdateConversationResponse.conversation:type_name -> parley.v1.ConversationSummary
-	3,  // 11: parley.v1.PostMessageResponse.message:type_name -> parley.v1.ConversationMessage
-	1,  // 12: parley.v1.PostMessageResponse.conversation:type_name -> parley.v1.ConversationSummary
-	16, // 13: parley.v1.WatchConversationResponse.create_time:type_name -> google.protobuf.Timestamp
-	3,  // 14: parley.v1.WatchConversationResponse.message:type_name -> parley.v1.ConversationMessage
-	14, // 15: parley.v1.WatchConversationResponse.status:type_name -> parley.v1.StatusChange
-	15, // 16: parley.v1.WatchConversationResponse.heartbeat:type_name -> parley.v1.Heartbeat
-	0,  // 17: parley.v1.ConversationService.ListConversations:input_type -> parley.v1.ListConversationsRequest
-	4,  // 18: parley.v1.ConversationService.GetConversation:input_type -> parley.v1.GetConversationRequest
-	6,  // 19: parley.v1.ConversationService.UpdateConversation:input_type -> parley.v1.UpdateConversationRequest
-	8,  // 20: parley.v1.ConversationService.PostMessage:input_type -> parley.v1.PostMessageRequest
-	10, // 21: parley.v1.ConversationService.DeleteConversation:input_type -> parley.v1.DeleteConversationRequest
-	12, // 22: parley.v1.ConversationService.WatchConversation:input_type -> parley.v1.WatchConversationRequest
-	2,  // 23: parley.v1.ConversationService.ListConversations:output_type -> parley.v1.ListConversationsResponse
-	5,  // 24: parley.v1.ConversationService.GetConversation:output_type -> parley.v1.GetConversationResponse
-	7,  // 25: parley.v1.ConversationService.UpdateConversation:output_type -> parley.v1.UpdateConversationResponse
-	9,  // 26: parley.v1.ConversationService.PostMessage:output_type -> parley.v1.PostMessageResponse
-	11, // 27: parley.v1.ConversationService.DeleteConversation:output_type -> parley.v1.DeleteConversationResponse
-	13, // 28: parley.v1.ConversationService.WatchConversation:output_type -> parley.v1.WatchConversationResponse
-	23, // [23:29] is the sub-list for method output_type
-	17, // [17:23] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	16, // 11: parley.v1.PostMessageRequest.conversation_create_time:type_name -> google.protobuf.Timestamp
+	3,  // 12: parley.v1.PostMessageResponse.message:type_name -> parley.v1.ConversationMessage
+	1,  // 13: parley.v1.PostMessageResponse.conversation:type_name -> parley.v1.ConversationSummary
+	16, // 14: parley.v1.DeleteConversationRequest.conversation_create_time:type_name -> google.protobuf.Timestamp
+	16, // 15: parley.v1.WatchConversationResponse.create_time:type_name -> google.protobuf.Timestamp
+	3,  // 16: parley.v1.WatchConversationResponse.message:type_name -> parley.v1.ConversationMessage
+	14, // 17: parley.v1.WatchConversationResponse.status:type_name -> parley.v1.StatusChange
+	15, // 18: parley.v1.WatchConversationResponse.heartbeat:type_name -> parley.v1.Heartbeat
+	0,  // 19: parley.v1.ConversationService.ListConversations:input_type -> parley.v1.ListConversationsRequest
+	4,  // 20: parley.v1.ConversationService.GetConversation:input_type -> parley.v1.GetConversationRequest
+	6,  // 21: parley.v1.ConversationService.UpdateConversation:input_type -> parley.v1.UpdateConversationRequest
+	8,  // 22: parley.v1.ConversationService.PostMessage:input_type -> parley.v1.PostMessageRequest
+	10, // 23: parley.v1.ConversationService.DeleteConversation:input_type -> parley.v1.DeleteConversationRequest
+	12, // 24: parley.v1.ConversationService.WatchConversation:input_type -> parley.v1.WatchConversationRequest
+	2,  // 25: parley.v1.ConversationService.ListConversations:output_type -> parley.v1.ListConversationsResponse
+	5,  // 26: parley.v1.ConversationService.GetConversation:output_type -> parley.v1.GetConversationResponse
+	7,  // 27: parley.v1.ConversationService.UpdateConversation:output_type -> parley.v1.UpdateConversationResponse
+	9,  // 28: parley.v1.ConversationService.PostMessage:output_type -> parley.v1.PostMessageResponse
+	11, // 29: parley.v1.ConversationService.DeleteConversation:output_type -> parley.v1.DeleteConversationResponse
+	13, // 30: parley.v1.ConversationService.WatchConversation:output_type -> parley.v1.WatchConversationResponse
+	25, // [25:31] is the sub-list for method output_type
+	19, // [19:25] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_parley_v1_conversation_proto_init() }
