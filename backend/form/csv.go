@@ -4,6 +4,7 @@ import (
 	"encoding/csv"
 	"encoding/json"
 	"io"
+	"slices"
 	"strings"
 	"time"
 )
@@ -16,14 +17,25 @@ type CSV struct {
 }
 
 // NewCSV starts an export of a form with these field names and writes its
-// header row.
+// header row. A field may be named submitted_at or id itself: the trailing
+// columns are then _submitted_at and _id (no field's name starts with an
+// underscore), so that every column keeps a header of its own.
 func NewCSV(w io.Writer, names []string) (*CSV, error) {
 	c := &CSV{w: csv.NewWriter(w), names: names}
-	header := append(append([]string{}, names...), "submitted_at", "id")
+	header := append(append([]string{}, names...), trailing("submitted_at", names), trailing("id", names))
 	for i, h := range header {
 		header[i] = Cell(h)
 	}
 	return c, c.w.Write(header)
+}
+
+// trailing is the header of the column after the fields named col:
+// _col when a field has that name.
+func trailing(col string, names []string) string {
+	if slices.Contains(names, col) {
+		return "_" + col
+	}
+	return col
 }
 
 // Row writes one submission: its stored values (a JSON object), the time

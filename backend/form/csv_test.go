@@ -62,3 +62,28 @@ func TestCSVExport(t *testing.T) {
 		{"", "", "", "", "", "2025-03-31T09:00:00Z", "id-3"},
 	}, rows)
 }
+
+// A field may be named as a trailing column (id, submitted_at): every
+// column still has a header of its own, and the field's values stay under
+// the field's name.
+func TestCSVHeaderKeepsFieldsNamedLikeItsOwnColumns(t *testing.T) {
+	t.Parallel()
+	var buf bytes.Buffer
+	out, err := form.NewCSV(&buf, []string{"id", "submitted_at", "name"})
+	require.NoError(t, err)
+	at := time.Date(2025, 3, 31, 9, 0, 0, 0, time.UTC)
+	require.NoError(t, out.Row([]byte(`{"id":"customer-7","submitted_at":"yesterday","name":"Ada"}`), at, "sub-1"))
+	require.NoError(t, out.Flush())
+
+	rows, err := csv.NewReader(&buf).ReadAll()
+	require.NoError(t, err)
+	require.Equal(t, [][]string{
+		{"id", "submitted_at", "name", "_submitted_at", "_id"},
+		{"customer-7", "yesterday", "Ada", "2025-03-31T09:00:00Z", "sub-1"},
+	}, rows)
+	seen := map[string]bool{}
+	for _, h := range rows[0] {
+		require.False(t, seen[h], "header %q is repeated", h)
+		seen[h] = true
+	}
+}

@@ -60,6 +60,10 @@ func (s *Service) CreateForm(ctx context.Context, req *parleyv1.CreateFormReques
 	if err != nil {
 		return nil, err
 	}
+	name, err := formName(req.GetName())
+	if err != nil {
+		return nil, err
+	}
 	fields, err := storedFields(req.GetFields())
 	if err != nil {
 		return nil, err
@@ -72,7 +76,7 @@ func (s *Service) CreateForm(ctx context.Context, req *parleyv1.CreateFormReques
 	// SECURITY: written in the principal's organization only.
 	err = s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
 		f, err := q.CreateForm(ctx, dbq.CreateFormParams{
-			OrgID: p.OrgID, ID: id, Name: strings.TrimSpace(req.GetName()), Description: req.GetDescription(),
+			OrgID: p.OrgID, ID: id, Name: name, Description: req.GetDescription(),
 			Fields: fields, Published: req.GetPublished(), SuccessMessage: req.GetSuccessMessage(),
 		})
 		if err != nil {
@@ -85,6 +89,17 @@ func (s *Service) CreateForm(ctx context.Context, req *parleyv1.CreateFormReques
 		return nil, err
 	}
 	return &parleyv1.CreateFormResponse{Form: out}, nil
+}
+
+// formName is a form's name as stored: trimmed. The schema's not-blank
+// rule reads \S as RE2 does, ASCII only, so a name of a vertical tab or a
+// no-break space passes it and trims to nothing: Invalid.
+func formName(s string) (string, error) {
+	name := strings.TrimSpace(s)
+	if name == "" {
+		return "", apperr.InvalidField("name", "must not be blank")
+	}
+	return name, nil
 }
 
 // storedFields checks fields beyond the schema (Compile) and returns them
@@ -240,7 +255,13 @@ func (s *Service) UpdateForm(ctx context.Context, req *parleyv1.UpdateFormReques
 		switch path {
 		case "name":
 			missing = req.Name == nil
-			params.Name = ptr(strings.TrimSpace(req.GetName()))
+			if !missing {
+				name, err := formName(req.GetName())
+				if err != nil {
+					return nil, err
+				}
+				params.Name = &name
+			}
 		case "description":
 			missing, params.Description = req.Description == nil, req.Description
 		case "fields":

@@ -443,3 +443,35 @@ func TestPublicSubmissionsOfMalformedValuesStoreNothing(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, subs.GetSubmissions(), 1, "only the well-formed submission was stored")
 }
+
+// A name the schema's not-blank rule lets through (its \S is ASCII: a
+// vertical tab, a no-break space) but that trims to nothing is refused, on
+// creation and on update, rather than stored empty.
+func TestFormNamesThatTrimToNothingAreRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	c := client(e, e.A.Key)
+	for _, blank := range []string{"\v", "\u00a0", "\u3000 \u0085"} {
+		req := contactForm()
+		req.Name = blank
+		_, err := c.CreateForm(ctx, req)
+		require.Equal(t, connect.CodeInvalidArgument, code(err), "%q: %v", blank, err)
+		require.Equal(t, "name", badField(t, err))
+	}
+	created, err := c.CreateForm(ctx, contactForm())
+	require.NoError(t, err)
+	id := created.GetForm().GetId()
+	blank := "\u00a0"
+	_, err = c.UpdateForm(ctx, &parleyv1.UpdateFormRequest{Id: id, Name: &blank, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name"}}})
+	require.Equal(t, connect.CodeInvalidArgument, code(err), "%v", err)
+	require.Equal(t, "name", badField(t, err))
+	got, err := c.GetForm(ctx, &parleyv1.GetFormRequest{Id: id})
+	require.NoError(t, err)
+	require.Equal(t, "Contact us", got.GetForm().GetName(), "the name is unchanged")
+	spaced := "  Renamed\u00a0"
+	_, err = c.UpdateForm(ctx, &parleyv1.UpdateFormRequest{Id: id, Name: &spaced, UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name"}}})
+	require.NoError(t, err)
+	got, err = c.GetForm(ctx, &parleyv1.GetFormRequest{Id: id})
+	require.NoError(t, err)
+	require.Equal(t, "Renamed", got.GetForm().GetName())
+}
