@@ -159,7 +159,7 @@ func (h *Handler) updateConversation(w http.ResponseWriter, r *http.Request) err
 		req.Rating = &v
 	}
 	if req.Status == nil && req.Rating == nil {
-		return apperr.InvalidField("body", "names no field to update (writable: status, rating)")
+		return apperr.InvalidField("body", "names no field to update (writable: status, with its reason, and rating)")
 	}
 	if err := h.validate(req); err != nil {
 		return err

@@ -65,7 +65,7 @@ const MaxReason = 500
 // otherwise); a rating, any party that may read it (its visitor too).
 func (s *Service) Update(ctx context.Context, p *Party, id string, ch Change) (*parleyv1.ConversationSummary, error) {
 	if ch.Status == nil && ch.Rating == nil {
-		return nil, apperr.InvalidField("body", "names no field to update (writable: status, rating)")
+		return nil, apperr.InvalidField("body", "names no field to update (writable: status, with its reason, and rating)")
 	}
 	if ch.Status != nil {
 		if !handoff.IsStatus(*ch.Status) {

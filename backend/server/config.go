@@ -217,7 +217,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.TurnQueue, "turn-queue", c.envInt("PARLEY_TURN_QUEUE", 0),
 		"chat turns that may wait for one of those slots (at most --turn-timeout) before more are refused with 503 OVERLOADED; 0: as many as --max-turns (PARLEY_TURN_QUEUE)")
 	fs.IntVar(&c.OrgTurnShare, "org-turn-share", c.envInt("PARLEY_ORG_TURN_SHARE", chat.DefaultOrgShare),
-		"percent of --max-turns plus --turn-queue that one organization's chat turns may hold, running and waiting; past it its turns are refused with 503 OVERLOADED; 100: no bound, for a deployment serving one organization (PARLEY_ORG_TURN_SHARE)")
+		"percent of --max-turns plus --turn-queue that one organization's chat turns may hold, running and waiting; past it its turns are refused with 503 OVERLOADED; 100: no bound, for a deployment serving one organization; 0: the default (PARLEY_ORG_TURN_SHARE)")
 	fs.IntVar(&c.OrgStreams, "org-streams", c.envInt("PARLEY_ORG_STREAMS", conversation.DefaultOrgStreams),
 		"conversation event streams one organization's API keys may hold open on this instance at once; past it, 429 RATE_LIMIT_EXCEEDED (Connect: resource_exhausted); 0: no bound (PARLEY_ORG_STREAMS)")
 	fs.StringVar(&c.LogLevel, "log-level", env("PARLEY_LOG_LEVEL", "info"), "debug, info, warn or error (PARLEY_LOG_LEVEL)")
