@@ -23,7 +23,8 @@ import (
 var errUnavailable = &apperr.Error{Code: apperr.Unavailable, Message: "the database is unavailable; try again", RetryAfter: time.Second}
 
 // errNotText is what a caller is told when Postgres refuses a text holding
-// NUL or bytes that are not UTF-8 (SQLSTATE 22021), which the API's
+// NUL or bytes that are not UTF-8 (SQLSTATE 22021; 22P05 for a \u0000 in
+// JSON stored as jsonb), which the API's
 // validation did not catch (wire.Validate refuses them with the field
 // named): 400, never a 500.
 var errNotText = apperr.New(apperr.Invalid, "a text holds a NUL character or bytes that are not UTF-8")
@@ -117,7 +118,7 @@ func (b bounded) Begin(ctx context.Context) (pgx.Tx, error) {
 // every other error as it is.
 func unavailable(ctx context.Context, err error) error {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "22021" {
+	if errors.As(err, &pgErr) && (pgErr.Code == "22021" || pgErr.Code == "22P05") {
 		return errNotText
 	}
 	if e := raced(ctx, pgErr); e != nil {

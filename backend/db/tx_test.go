@@ -304,6 +304,12 @@ func TestTextPostgresRefusesIsInvalid(t *testing.T) {
 		return err
 	})
 	require.NoError(t, err)
+	// A \u0000 in JSON stored as jsonb (SQLSTATE 22P05) is the same text.
+	err = store.Scoped(ctx, db.Scope{Name: "app.org_id", Value: org.String()}, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(ctx, `SELECT $1::jsonb`, `{"note":"a\u0000b"}`)
+		return err
+	})
+	require.Equal(t, apperr.Invalid, apperr.CodeOf(err), "%v", err)
 }
 
 // A write Postgres refuses because another request changed the same rows
