@@ -68,6 +68,11 @@ func origin(u *url.URL) string {
 func (k *Knowledge) robotsOf(ctx context.Context, u *url.URL) (*robots, error) {
 	ru := url.URL{Scheme: u.Scheme, Host: u.Host, Path: "/robots.txt"}
 	resp, err := k.Guard.Limited(maxRobotsBytes).Send(ctx, netguard.Request{Method: http.MethodGet, URL: ru.String()})
+	if netguard.TooManyRedirects(err) {
+		// Not reached within five redirects: unavailable, as a 4xx
+		// (RFC 9309, 2.3.1.2), not a site that cannot be read for now.
+		return &robots{}, nil
+	}
 	if err != nil {
 		return nil, err
 	}

@@ -143,6 +143,24 @@ func TestCrawlRobotsTxtStatus(t *testing.T) {
 	}
 }
 
+// A robots.txt not reached within five redirects is taken as none there
+// (RFC 9309, 2.3.1.2): every page is allowed. It failed the crawl for good.
+func TestCrawlRobotsTxtRedirectLoopAllowsAll(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/robots.txt" {
+			http.Redirect(w, r, "/robots.txt?again="+r.URL.RawQuery+"x", http.StatusFound)
+			return
+		}
+		w.Header().Set("Content-Type", "text/html")
+		fmt.Fprint(w, `<html><body><p>The handbook's first page, about sourdough.</p></body></html>`)
+	}))
+	t.Cleanup(srv.Close)
+	docs, err := loopbackKnowledge().crawl(context.Background(), srv.URL+"/", 10)
+	require.NoError(t, err)
+	require.Len(t, docs, 1)
+}
+
 // robots.txt is fetched through the guard like any page: one that
 // redirects to an address the guard refuses is not read (and the crawl,
 // which cannot know the site's rules, reads nothing), and only its first

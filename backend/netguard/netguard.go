@@ -30,6 +30,10 @@ var ErrBlocked = errors.New("destination not allowed")
 // errRedirects ends a request redirected too many times.
 var errRedirects = errors.New("redirects")
 
+// TooManyRedirects reports whether err ended a request redirected more
+// than MaxRedirects times.
+func TooManyRedirects(err error) bool { return errors.Is(err, errRedirects) }
+
 // errDialBlocked refuses a dial: the address is not named, since the
 // caller may have named a host whose address is not theirs to learn.
 var errDialBlocked = fmt.Errorf("%w: not a public address", ErrBlocked)
