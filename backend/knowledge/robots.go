@@ -51,7 +51,35 @@ func (r *robots) allowed(u *url.URL) bool {
 	if u.RawQuery != "" {
 		p += "?" + u.RawQuery
 	}
-	return r.group.Test(p)
+	return r.group.Test(octets(p))
+}
+
+// octets is a path as RFC 9309 compares them (2.2.2): every byte outside
+// ASCII percent-encoded, and every escape in upper case, so that a rule
+// written in UTF-8 ("Disallow: /café") or with lower-case escapes
+// (/caf%c3%a9) matches the path a URL gives (/caf%C3%A9).
+func octets(s string) string {
+	const hex = "0123456789ABCDEF"
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 0x80:
+			b.WriteByte('%')
+			b.WriteByte(hex[c>>4])
+			b.WriteByte(hex[c&15])
+		case c == '%' && i+2 < len(s) && isHex(s[i+1]) && isHex(s[i+2]):
+			b.WriteByte('%')
+			b.WriteString(strings.ToUpper(s[i+1 : i+3]))
+			i += 2
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
 }
 
 // origin is the key of u's robots.txt: its scheme, host and port.
@@ -132,11 +160,11 @@ func parseRobots(b []byte) *robots {
 			out.WriteString("User-agent: " + v + "\n")
 		case "allow":
 			if agent {
-				allows = append(allows, "Allow: "+v+"\n")
+				allows = append(allows, "Allow: "+octets(v)+"\n")
 			}
 		case "disallow":
 			if agent {
-				disallows = append(disallows, "Disallow: "+v+"\n")
+				disallows = append(disallows, "Disallow: "+octets(v)+"\n")
 			}
 		}
 	}

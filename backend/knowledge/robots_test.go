@@ -244,6 +244,21 @@ func TestParseRobots(t *testing.T) {
 		require.NoError(t, err)
 		require.Equal(t, want, r.allowed(u), path)
 	}
+	// Paths compare as octets (RFC 9309 2.2.2): a rule in UTF-8 or with
+	// lower-case escapes matches the URL's upper-case escapes.
+	r = parseRobots([]byte("User-agent: *\nDisallow: /café\nDisallow: /%e2%82%ac\n"))
+	for path, want := range map[string]bool{
+		"/caf%C3%A9/menu": false,
+		"/café/menu":      false,
+		"/caf%c3%a9":      false,
+		"/%E2%82%AC":      false,
+		"/€":              false,
+		"/cafe":           true,
+	} {
+		u, err := url.Parse("http://example.com" + path)
+		require.NoError(t, err)
+		require.Equal(t, want, r.allowed(u), path)
+	}
 	require.True(t, parseRobots(nil).allowed(&url.URL{Path: "/x"}))
 	require.False(t, (&robots{none: true}).allowed(&url.URL{Path: "/"}))
 }
