@@ -73,6 +73,8 @@ test: db redis chromium ## Run the whole suite against the real Postgres, Redis 
 test-race: db redis chromium ## The whole suite under the race detector, with coverage
 	go test $(TESTFLAGS) -race -cover -timeout 30m ./...
 
+# FuzzExtract (backend/knowledge) is left out: its inputs are whole PDF, DOCX
+# and HTML files, far slower than these; run it by hand with -fuzztime 10m.
 .PHONY: fuzz
 fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 	go test -run '^$$' -fuzz '^FuzzDecodeAgentBodies$$' -fuzztime $(FUZZTIME) ./compat/wire
@@ -80,6 +82,7 @@ fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 	go test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./compat/wire
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/apikey
 	go test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime $(FUZZTIME) ./backend/form
+	go test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./backend/phone
 
 .PHONY: bench
 bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)
