@@ -172,23 +172,45 @@ func unspaced(r rune) bool {
 	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana)
 }
 
+// sentences cuts text into sentences: at a line end, at a full stop,
+// exclamation or question mark of Chinese or Japanese, and at '.', '!' or
+// '?' followed by a space, the end of the text or a Chinese or Japanese
+// character (after any closing quotes or brackets). A '.' within a word
+// does not end a sentence: cut there, an answer told a price of "$19."
+// for $19.99, a site "docs." for docs.example.com.
 func sentences(text string) []string {
 	var out []string
 	start := 0
 	for i, r := range text {
-		if r == '.' || r == '!' || r == '?' || r == '\n' || r == '。' || r == '！' || r == '？' {
-			end := i + utf8.RuneLen(r)
-			if s := strings.TrimSpace(text[start:end]); len(s) > 1 {
-				out = append(out, s)
-			}
-			start = end
+		if i < start {
+			continue // the closing quotes or brackets of the last sentence
 		}
+		end := i + utf8.RuneLen(r)
+		switch r {
+		case '\n', '。', '！', '？':
+		case '.', '!', '?':
+			for end < len(text) && strings.ContainsRune(sentenceClosers, rune(text[end])) {
+				end++
+			}
+			if next, _ := utf8.DecodeRuneInString(text[end:]); end < len(text) && !unicode.IsSpace(next) && !unspaced(next) {
+				continue
+			}
+		default:
+			continue
+		}
+		if s := strings.TrimSpace(text[start:end]); len(s) > 1 {
+			out = append(out, s)
+		}
+		start = end
 	}
 	if s := strings.TrimSpace(text[start:]); s != "" {
 		out = append(out, s)
 	}
 	return out
 }
+
+// sentenceClosers may follow a sentence's last mark within it.
+const sentenceClosers = `"')]}`
 
 // splitTokens cuts text into streaming pieces: each word with the space
 // before it, so that the pieces concatenate back to the text.
