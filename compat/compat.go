@@ -29,7 +29,7 @@ import (
 	"github.com/parleyhq/parley/compat/wire"
 )
 
-// MaxBodyBytes bounds a management request body (documented in openapi.json).
+// MaxBodyBytes bounds a REST JSON body (documented in openapi.json).
 const MaxBodyBytes = wire.MaxBodyBytes
 
 //go:embed openapi.json

@@ -266,7 +266,7 @@ func (h *Handler) submitForm(w http.ResponseWriter, r *http.Request) error {
 
 // decodeSubmission reads a submission's body into the request.
 func decodeSubmission(w http.ResponseWriter, r *http.Request) (*parleyv1.SubmitFormRequest, error) {
-	body, err := wire.ReadBodyMax(w, r, wire.MaxMessageBytes)
+	body, err := wire.ReadBody(w, r)
 	if err != nil {
 		return nil, err
 	}

@@ -436,9 +436,9 @@ func TestPublicFormLimitsPerVisitorAndIP(t *testing.T) {
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 }
 
-// A body larger than its route takes is 413 naming the body: 64 KiB for
-// management, 1 MiB for a form submission, whose values a form may let run
-// well past 64 KiB (ten textareas of 10,000 characters).
+// A body larger than 1 MiB is 413 naming the body; a form submission
+// whose values the form allows is taken whole (ten textareas of 10,000
+// characters).
 func TestLargeBodies(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)

@@ -189,13 +189,17 @@ func describe(goType string) string {
 	return "an object"
 }
 
-// MaxBodyBytes bounds a management request body (documented in openapi.json).
-const MaxBodyBytes = 64 << 10
-
-// MaxMessageBytes bounds a Connect or gRPC request message, and a REST
-// form submission, whose values a form may let run to 50 fields of 10,000
-// characters.
+// MaxMessageBytes bounds a Connect or gRPC request message.
 const MaxMessageBytes = 1 << 20
+
+// MaxBodyBytes bounds a REST JSON body (documented in openapi.json): the
+// Connect message's bound, as a body carries the same message. Any less
+// refused values the schema allows once a client writes them escaped, as
+// Python's json does by default (\u4e2d, six bytes a character): a chat
+// query of 32,000 characters, an agent's 20,000 characters of
+// instructions or a form's 50 fields of 10,000 characters. A datasource's
+// upload has a bound of its own.
+const MaxBodyBytes = MaxMessageBytes
 
 // jsonPath is where a value is in a JSON document: its keys (names) and,
 // in String, the index of each array item on the way.
