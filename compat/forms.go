@@ -46,6 +46,14 @@ type formBody struct {
 	Fields         *[]fieldBody `json:"fields"`
 	Published      *bool        `json:"published"`
 	SuccessMessage *string      `json:"successMessage"`
+	AllowedOrigins *[]string    `json:"allowedOrigins"`
+}
+
+func (b *formBody) origins() []string {
+	if b.AllowedOrigins == nil {
+		return nil
+	}
+	return *b.AllowedOrigins
 }
 
 func (b *formBody) fields() []*parleyv1.FormField {
@@ -104,6 +112,7 @@ func formJSON(f *parleyv1.Form) map[string]any {
 		"id": f.GetId(), "name": f.GetName(), "description": f.GetDescription(), "fields": fieldsJSON(f),
 		"published": f.GetPublished(), "successMessage": f.GetSuccessMessage(),
 		"submissionCount": f.GetSubmissionCount(), "createdAt": ts(f.GetCreateTime()), "updatedAt": ts(f.GetUpdateTime()),
+		"allowedOrigins": nonNil(f.GetAllowedOrigins()),
 	}
 }
 
@@ -155,6 +164,7 @@ func (h *Handler) createForm(w http.ResponseWriter, r *http.Request) error {
 	req := &parleyv1.CreateFormRequest{
 		Name: deref(b.Name), Description: deref(b.Description), Fields: b.fields(),
 		Published: b.Published != nil && *b.Published, SuccessMessage: deref(b.SuccessMessage),
+		AllowedOrigins: b.origins(),
 	}
 	if err := h.validate(req); err != nil {
 		return err
@@ -213,17 +223,19 @@ func (h *Handler) updateForm(w http.ResponseWriter, r *http.Request) error {
 	req := &parleyv1.UpdateFormRequest{
 		Id: r.PathValue("formId"), UpdateMask: &fieldmaskpb.FieldMask{}, Name: b.Name, Description: b.Description,
 		Fields: b.fields(), Published: b.Published, SuccessMessage: b.SuccessMessage,
+		AllowedOrigins: b.origins(),
 	}
 	for path, set := range map[string]bool{
 		"name": b.Name != nil, "description": b.Description != nil, "fields": b.Fields != nil,
 		"published": b.Published != nil, "success_message": b.SuccessMessage != nil,
+		"allowed_origins": b.AllowedOrigins != nil,
 	} {
 		if set {
 			req.UpdateMask.Paths = append(req.UpdateMask.Paths, path)
 		}
 	}
 	if len(req.UpdateMask.Paths) == 0 {
-		return apperr.InvalidField("body", "nothing to change: send name, description, fields, published or successMessage")
+		return apperr.InvalidField("body", "nothing to change: send name, description, fields, published, successMessage or allowedOrigins")
 	}
 	return respond(h, w, r, req, h.forms.UpdateForm, http.StatusOK,
 		func(resp *parleyv1.UpdateFormResponse) any { return formJSON(resp.GetForm()) })

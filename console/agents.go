@@ -156,8 +156,12 @@ func (f agentForm) updateRequest(id string) (*parleyv1.UpdateAgentRequest, error
 }
 
 // origins splits the allowed origins field into its origins.
-func (f agentForm) origins() []string {
-	return strings.FieldsFunc(f.AllowedOrigins, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
+func (f agentForm) origins() []string { return splitOrigins(f.AllowedOrigins) }
+
+// splitOrigins splits an allowed origins field (of an agent or a form) into
+// its origins, separated by spaces, commas or lines.
+func splitOrigins(s string) []string {
+	return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || unicode.IsSpace(r) })
 }
 
 func nonNil(s []string) []string {

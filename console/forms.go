@@ -126,14 +126,15 @@ func (c *Console) formsSave(w http.ResponseWriter, r *http.Request) {
 	sent := &parleyv1.Form{
 		Id: r.PathValue("id"), Name: strings.TrimSpace(p.Get("name")), Description: strings.TrimSpace(p.Get("description")),
 		SuccessMessage: strings.TrimSpace(p.Get("success_message")), Published: published,
+		AllowedOrigins: splitOrigins(p.Get("allowed_origins")),
 	}
 	fields, err := builderFields(p)
 	sent.Fields = fields
 	if err == nil {
 		req := &parleyv1.UpdateFormRequest{
 			Id: sent.GetId(), Name: &sent.Name, Description: &sent.Description, Fields: fields,
-			Published: &published, SuccessMessage: &sent.SuccessMessage,
-			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name", "description", "fields", "published", "success_message"}},
+			Published: &published, SuccessMessage: &sent.SuccessMessage, AllowedOrigins: nonNil(sent.AllowedOrigins),
+			UpdateMask: &fieldmaskpb.FieldMask{Paths: []string{"name", "description", "fields", "published", "success_message", "allowed_origins"}},
 		}
 		if err = c.validate(req); err == nil {
 			_, err = c.formsService().UpdateForm(r.Context(), req)

@@ -109,6 +109,30 @@ func testForms(t *testing.T, e *env) {
 	p = admin.get(builder)
 	require.Equal(t, []string{"first_name", "plan", "phone"}, fieldNames(p))
 
+	// The origins whose pages may use it without a key: saved, shown, and a
+	// bad one refused as typed.
+	withOrigins := func(origins string) url.Values {
+		v := builderPost(name, true,
+			map[string]string{"name": "first_name", "label": "First name", "type": "text", "required": "on", "max": "50"},
+			map[string]string{"name": "plan", "type": "select", "options": "free\npro"},
+			map[string]string{"name": "phone", "type": "phone"},
+		)
+		v.Set("allowed_origins", origins)
+		return v
+	}
+	p = admin.post(builder, withOrigins("https://ok.example shop.example"))
+	require.Equal(t, http.StatusBadRequest, p.Status, p.Body)
+	require.Contains(t, p.Text("[data-testid=error]"), "allowed_origins[1]")
+	require.Equal(t, "https://ok.example shop.example", p.Doc.Find("#form-origins").AttrOr("value", ""))
+	p = admin.post(builder, withOrigins("https://shop.example,\n https://*.shop.example"))
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	r := e.api(t, "GET", "/api/forms/"+id, org.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"allowedOrigins":["https://shop.example","https://*.shop.example"]`)
+	p = admin.get(builder)
+	require.Equal(t, "https://shop.example https://*.shop.example", p.Doc.Find("#form-origins").AttrOr("value", ""))
+	require.Equal(t, []string{"first_name", "plan", "phone"}, fieldNames(p))
+
 	// Visitors send it; the table shows their values, escaped, newest first.
 	for _, v := range []map[string]any{
 		{"first_name": "=HYPERLINK(\"http://evil.example\")", "plan": "pro", "phone": "+33 6 12 34 56 78"},
@@ -168,7 +192,7 @@ func testForms(t *testing.T, e *env) {
 		map[string]string{"name": "tier", "type": "select", "options": p.Doc.Find("textarea[name='field.1.options']").Text()},
 	))
 	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
-	r := e.api(t, "GET", "/api/forms/"+apiForm, org.Key, nil)
+	r = e.api(t, "GET", "/api/forms/"+apiForm, org.Key, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	require.Contains(t, string(r.Body), `"label":" Code "`)
 	require.Contains(t, string(r.Body), `"pattern":" [a-z]+"`)

@@ -3,6 +3,7 @@ package form
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +21,7 @@ import (
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/origin"
 	"github.com/parleyhq/parley/backend/page"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
@@ -68,6 +70,10 @@ func (s *Service) CreateForm(ctx context.Context, req *parleyv1.CreateFormReques
 	if err != nil {
 		return nil, err
 	}
+	origins, err := allowedOrigins(req.GetAllowedOrigins())
+	if err != nil {
+		return nil, err
+	}
 	id, err := uuid.NewV7()
 	if err != nil {
 		return nil, err
@@ -78,6 +84,7 @@ func (s *Service) CreateForm(ctx context.Context, req *parleyv1.CreateFormReques
 		f, err := q.CreateForm(ctx, dbq.CreateFormParams{
 			OrgID: p.OrgID, ID: id, Name: name, Description: req.GetDescription(),
 			Fields: fields, Published: req.GetPublished(), SuccessMessage: req.GetSuccessMessage(),
+			AllowedOrigins: origins,
 		})
 		if err != nil {
 			return err
@@ -102,6 +109,24 @@ func formName(s string) (string, error) {
 	return name, nil
 }
 
+// allowedOrigins checks a form's allowed origins (origin.Check) and
+// returns them as stored: never nil (an empty list is a value).
+func allowedOrigins(in []string) ([]string, error) {
+	for i, o := range in {
+		if err := origin.Check(o); err != nil {
+			return nil, apperr.InvalidField(fmt.Sprintf("allowed_origins[%d]", i), "%v", err)
+		}
+	}
+	return nonNil(in), nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
 // storedFields checks fields beyond the schema (Compile) and returns them
 // as stored.
 func storedFields(fields []*parleyv1.FormField) ([]byte, error) {
@@ -122,8 +147,9 @@ func (s *Service) GetForm(ctx context.Context, req *parleyv1.GetFormRequest) (*p
 // organization, whole (another organization's is Forbidden, an unknown id
 // NotFound). Without one: a published form's public view (id, name,
 // description, fields, success message), counted on the owner's plan per
-// client IP; any other id is NotFound, whoever owns it. The rate state is
-// that of the count, nil with a principal.
+// client IP; any other id is NotFound, whoever owns it, and a browser page
+// on an origin the form does not list (origin.AdmitForm) is Forbidden. The
+// rate state is that of the count, nil with a principal.
 func (s *Service) Form(ctx context.Context, c Caller, req *parleyv1.GetFormRequest) (*parleyv1.GetFormResponse, *ratelimit.Result, error) {
 	if p, err := auth.FromContext(ctx); err == nil {
 		var out *parleyv1.Form
@@ -142,6 +168,11 @@ func (s *Service) Form(ctx context.Context, c Caller, req *parleyv1.GetFormReque
 	}
 	f, lim, err := s.published(ctx, req.GetId())
 	if err != nil {
+		return nil, nil, err
+	}
+	// SECURITY: a page on an origin the deployment does not list reads the
+	// form only if its owner lists the origin.
+	if err := origin.AdmitForm(ctx, f.ID.String(), f.AllowedOrigins); err != nil {
 		return nil, nil, err
 	}
 	reqinfo.SetCaller(ctx, f.OrgID, uuid.Nil)
@@ -189,6 +220,7 @@ func (s *Service) published(ctx context.Context, rawID string) (dbq.Form, plan.L
 	f := dbq.Form{
 		OrgID: row.OrgID, ID: row.ID, Name: row.Name, Description: row.Description, Fields: row.Fields,
 		Published: row.Published, SuccessMessage: row.SuccessMessage, CreatedAt: row.CreatedAt, UpdatedAt: row.UpdatedAt,
+		AllowedOrigins: row.AllowedOrigins,
 	}
 	return f, plan.Limits{PerMinute: int64(row.OrgRequestsPerMinute), PerDay: int64(row.OrgRequestsPerDay)}, nil
 }
@@ -272,6 +304,10 @@ func (s *Service) UpdateForm(ctx context.Context, req *parleyv1.UpdateFormReques
 			missing, params.Published = req.Published == nil, req.Published
 		case "success_message":
 			missing, params.SuccessMessage = req.SuccessMessage == nil, req.SuccessMessage
+		case "allowed_origins": // an empty list is a value: it clears them
+			if params.AllowedOrigins, err = allowedOrigins(req.GetAllowedOrigins()); err != nil {
+				return nil, err
+			}
 		default:
 			return nil, apperr.InvalidField("update_mask", "unknown path %q", path)
 		}
@@ -323,8 +359,9 @@ func (s *Service) SubmitForm(ctx context.Context, req *parleyv1.SubmitFormReques
 
 // Submit checks a submission's values against its form and stores them.
 // With a principal in ctx: any form of its organization (another's is
-// Forbidden). Without one: a published form (NotFound otherwise), with a
-// visitor id; the call counts on the owner's plan per visitor and per
+// Forbidden). Without one: a published form (NotFound otherwise) from an
+// origin it accepts (origin.AdmitForm; Forbidden otherwise, nothing
+// stored), with a visitor id; the call counts on the owner's plan per visitor and per
 // client IP before anything is checked. A value at fault is Invalid with
 // the field values.<name> (Schema.Decode).
 func (s *Service) Submit(ctx context.Context, c Caller, req *parleyv1.SubmitFormRequest) (*parleyv1.SubmitFormResponse, *ratelimit.Result, error) {
@@ -344,6 +381,11 @@ func (s *Service) Submit(ctx context.Context, c Caller, req *parleyv1.SubmitForm
 	} else {
 		f, lim, err := s.published(ctx, req.GetFormId())
 		if err != nil {
+			return nil, nil, err
+		}
+		// SECURITY: a page on an origin the deployment does not list
+		// submits the form only if its owner lists the origin.
+		if err := origin.AdmitForm(ctx, f.ID.String(), f.AllowedOrigins); err != nil {
 			return nil, nil, err
 		}
 		if req.GetVisitorId() == "" {
@@ -568,7 +610,7 @@ func toProto(f dbq.Form, submissions int64) (*parleyv1.Form, error) {
 	return &parleyv1.Form{
 		Id: f.ID.String(), Name: f.Name, Description: f.Description, Fields: fields, Published: f.Published,
 		SuccessMessage: f.SuccessMessage, CreateTime: timestamppb.New(f.CreatedAt), UpdateTime: timestamppb.New(f.UpdatedAt),
-		SubmissionCount: submissions,
+		SubmissionCount: submissions, AllowedOrigins: nonNil(f.AllowedOrigins),
 	}, nil
 }
 

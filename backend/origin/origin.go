@@ -1,15 +1,16 @@
-// Package origin decides which web pages may call a public agent from a
-// browser without a key.
+// Package origin decides which web pages may call a public agent or a
+// published form from a browser without a key.
 //
 // The deployment's own allow-list (--cors-origin) is handled whole by the
 // server's CORS middleware: a listed origin may call anything a key allows.
 // Any other origin may reach only the paths of public agents (chat and a
-// visitor's own conversation), and only without a key: the server answers
-// its preflight without allowing Authorization, and marks the request
-// (With). Once the agent is known, the chat admitter asks Admit, which
-// refuses an origin the agent's owner did not list (nothing runs, nothing
-// is stored) and otherwise grants the response the headers a browser
-// needs to read it.
+// visitor's own conversation) and of published forms (GetForm and
+// SubmitForm), and only without a key: the server answers its preflight
+// without allowing Authorization, and marks the request (With). Once the
+// agent or form is known, its service asks Admit (AdmitForm), which
+// refuses an origin the owner did not list (nothing runs, nothing is
+// stored) and otherwise grants the response the headers a browser needs
+// to read it.
 package origin
 
 import (
@@ -80,12 +81,12 @@ func Match(patterns []string, origin string) bool {
 }
 
 // Request is a browser request from an origin outside the deployment's
-// allow-list, to a public agent's path.
+// allow-list, to a public agent's or a published form's path.
 type Request struct {
 	// Origin is the request's Origin header.
 	Origin string
 	// Grant adds the CORS response headers that let the page read the
-	// reply; called once the agent accepts the origin.
+	// reply; called once the agent or form accepts the origin.
 	Grant func()
 }
 
@@ -98,7 +99,7 @@ func With(ctx context.Context, r *Request) context.Context {
 
 // Of is the origin a request was marked with (With), and whether it was:
 // a page on an origin the deployment does not list, which reaches a public
-// agent only while its owner lists that origin.
+// agent or a published form only while its owner lists that origin.
 func Of(ctx context.Context) (string, bool) {
 	r, _ := ctx.Value(key{}).(*Request)
 	if r == nil {
@@ -112,12 +113,22 @@ func Of(ctx context.Context) (string, bool) {
 // request the server did not mark (no Origin, the same origin, or a listed
 // one) passes as it is. A refusal is Forbidden and names the origin.
 func Admit(ctx context.Context, agent string, allowed []string) error {
+	return admit(ctx, "agent", agent, allowed)
+}
+
+// AdmitForm is Admit for a published form's keyless GetForm and
+// SubmitForm: form is named in the error.
+func AdmitForm(ctx context.Context, form string, allowed []string) error {
+	return admit(ctx, "form", form, allowed)
+}
+
+func admit(ctx context.Context, kind, id string, allowed []string) error {
 	r, _ := ctx.Value(key{}).(*Request)
 	if r == nil {
 		return nil
 	}
 	if !Match(allowed, r.Origin) {
-		return apperr.New(apperr.Forbidden, "agent %s does not accept browser calls from %s: its owner can add the origin to the agent's allowedOrigins", agent, r.Origin)
+		return apperr.New(apperr.Forbidden, "%s %s does not accept browser calls from %s: its owner can add the origin to the %s's allowedOrigins", kind, id, r.Origin, kind)
 	}
 	if r.Grant != nil {
 		r.Grant()

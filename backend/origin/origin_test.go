@@ -67,4 +67,12 @@ func TestAdmit(t *testing.T) {
 	require.Zero(t, granted)
 	require.NoError(t, Admit(ctx, "a1", []string{"https://w.example"}))
 	require.Equal(t, 1, granted)
+
+	// A form is named as one.
+	err := AdmitForm(ctx, "f1", []string{"https://x.example"})
+	require.ErrorContains(t, err, "form f1 does not accept browser calls from https://w.example")
+	require.ErrorContains(t, err, "the form's allowedOrigins")
+	require.Equal(t, 1, granted)
+	require.NoError(t, AdmitForm(ctx, "f1", []string{"*"}))
+	require.Equal(t, 2, granted)
 }

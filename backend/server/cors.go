@@ -28,11 +28,13 @@ const preflightMaxAge = 7200
 // not allowed, so the console's session cookie cannot ride along), and the
 // exposedHeaders are exposed.
 //
-// Any other origin may call a public agent's paths without a key, when the
-// agent's owner lists the origin (Agent.allowed_origins; "*" for any): its
+// Any other origin may call a public agent's paths, and read and submit a
+// published form, without a key, when the owner lists the origin
+// (Agent.allowed_origins, Form.allowed_origins; "*" for any): its
 // preflight is answered without allowing Authorization, and the request
-// is marked for the chat admitter (origin.Admit), which refuses it with
-// 403 or grants the response its CORS headers once the agent is known.
+// is marked for the chat admitter or the form service (origin.Admit,
+// origin.AdmitForm), which refuses it with 403 or grants the response its
+// CORS headers once the agent or form is known.
 // Requests without Origin (servers, curl) and same-origin ones are not
 // concerned.
 func withCORS(origins []string, next http.Handler) http.Handler {
@@ -50,13 +52,13 @@ func withCORS(origins []string, next http.Handler) http.Handler {
 		AllowOriginFunc: func(string) bool { return true },
 		AllowedMethods:  []string{http.MethodGet, http.MethodPost, http.MethodPut},
 		// SECURITY: no Authorization: a page on an origin the deployment
-		// does not list cannot send a key, whatever an agent allows.
+		// does not list cannot send a key, whatever an agent or form allows.
 		AllowedHeaders: append(connectcors.AllowedHeaders(), "Accept", "X-Request-Id", "Last-Event-Id"),
 		MaxAge:         preflightMaxAge,
 	})
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		o := r.Header.Get("Origin")
-		if o == "" || sameOrigin(o, r) || origin.Match(origins, o) || !publicAgentPath(r.URL.Path) {
+		if o == "" || sameOrigin(o, r) || origin.Match(origins, o) || !publicPath(r) {
 			listed.ServeHTTP(w, r)
 			return
 		}
@@ -79,6 +81,30 @@ func withCORS(origins []string, next http.Handler) http.Handler {
 func sameOrigin(o string, r *http.Request) bool {
 	u, err := url.Parse(o)
 	return err == nil && strings.EqualFold(u.Host, r.Host)
+}
+
+// publicPath reports whether r (or the request its preflight announces)
+// reaches a public agent or a published form without a key.
+func publicPath(r *http.Request) bool {
+	method := r.Method
+	if method == http.MethodOptions {
+		method = r.Header.Get("Access-Control-Request-Method")
+	}
+	return publicAgentPath(r.URL.Path) || publicFormPath(method, r.URL.Path)
+}
+
+// publicFormPath reports whether a method call on p reaches a published
+// form without a key: an RPC whose access rule admits keyless form
+// callers (GetForm, SubmitForm), or its REST form (GET and POST
+// /forms/{id}, not its submissions), with or without /api.
+func publicFormPath(method, p string) bool {
+	if strings.HasPrefix(p, "/parley.") {
+		rule, err := access.For(strings.TrimPrefix(p, "/"))
+		return err == nil && rule.PublicForms
+	}
+	p = strings.TrimPrefix(p, "/api")
+	seg := strings.Split(strings.Trim(p, "/"), "/")
+	return len(seg) == 2 && seg[0] == "forms" && seg[1] != "" && (method == http.MethodGet || method == http.MethodPost)
 }
 
 // publicAgentPath reports whether p reaches a public agent without a key:

@@ -10,6 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
@@ -117,6 +118,155 @@ func TestCORS(t *testing.T) {
 	require.Equal(t, allowedOrigin, rresp.Header.Get("Access-Control-Allow-Origin"))
 
 	t.Run("public agents", func(t *testing.T) { publicAgentOrigins(t, e) })
+	t.Run("published forms", func(t *testing.T) { publishedFormOrigins(t, e) })
+}
+
+// A published form's owner lists the origins whose pages may read and
+// submit it without a key, as a public agent's does; any other origin is
+// refused before anything is stored.
+func publishedFormOrigins(t *testing.T, e *testenv.Env) {
+	const site = "https://shop.example"
+	newForm := func(body map[string]any) string {
+		t.Helper()
+		body["name"], body["published"] = "Contact", true
+		body["fields"] = []map[string]any{{"name": "email", "label": "Email", "type": "email", "required": true}}
+		r := e.Do("POST", "/api/forms", e.A.Key, body)
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+		var f struct{ ID string }
+		r.JSON(t, &f)
+		return f.ID
+	}
+	listed := newForm(map[string]any{"allowedOrigins": []string{site, "https://*.site.example"}})
+	unlisted := newForm(map[string]any{})
+
+	// Stored and shown to the owner (not to visitors); a bad origin is a
+	// 400 naming it, nothing changed.
+	r := e.Do("GET", "/api/forms/"+listed, e.A.Key, nil)
+	require.Contains(t, string(r.Body), `"allowedOrigins":["https://shop.example","https://*.site.example"]`)
+	r = e.Do("GET", "/api/forms/"+unlisted, e.A.Key, nil)
+	require.Contains(t, string(r.Body), `"allowedOrigins":[]`)
+	r = e.Do("GET", "/api/forms/"+listed, "", nil)
+	require.NotContains(t, string(r.Body), "allowedOrigins")
+	for _, bad := range []string{"shop.example", "https://shop.example/", "https://shop.example:443"} {
+		r = e.Do("PUT", "/api/forms/"+listed, e.A.Key, map[string]any{"allowedOrigins": []string{site, bad}})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", bad, r.Body)
+		require.Equal(t, "allowedOrigins[1]", r.Err(t).Error.Field, bad)
+	}
+	r = e.Do("POST", "/api/forms", e.A.Key, map[string]any{"name": "Bad", "allowedOrigins": []string{"ftp://x.example"}})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "allowedOrigins[0]", r.Err(t).Error.Field)
+	r = e.Do("GET", "/api/forms/"+listed, e.A.Key, nil)
+	require.Contains(t, string(r.Body), `"allowedOrigins":["https://shop.example","https://*.site.example"]`)
+
+	// Preflights: any origin may ask to read or submit a form, never with
+	// Authorization; its submissions and the listing are not a visitor's.
+	for _, p := range []struct{ path, method string }{
+		{"/api/forms/" + listed, "GET"}, {"/api/forms/" + listed, "POST"}, {"/forms/" + unlisted, "POST"},
+		{"/parley.v1.FormService/GetForm", "POST"}, {"/parley.v1.FormService/SubmitForm", "POST"},
+	} {
+		resp := preflight(t, e.URL+p.path, "https://elsewhere.example", p.method, "content-type")
+		require.Equal(t, http.StatusNoContent, resp.StatusCode, p.path)
+		require.Equal(t, "https://elsewhere.example", resp.Header.Get("Access-Control-Allow-Origin"), p.path)
+		resp = preflight(t, e.URL+p.path, "https://elsewhere.example", p.method, "authorization,content-type")
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"), p.path)
+	}
+	for _, p := range []struct{ path, method string }{
+		{"/api/forms/" + listed + "/submissions", "GET"}, {"/api/forms", "GET"}, {"/api/forms/" + listed, "PUT"},
+		{"/api/forms/" + listed, "DELETE"}, {"/parley.v1.FormService/ListSubmissions", "POST"},
+	} {
+		resp := preflight(t, e.URL+p.path, "https://elsewhere.example", p.method, "content-type")
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"), "%s %s is not a visitor's", p.method, p.path)
+	}
+
+	get := func(id, origin string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequest("GET", e.URL+"/api/forms/"+id, nil)
+		req.Header.Set("Origin", origin)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		return resp
+	}
+	submit := func(id, origin, visitor string) (*http.Response, string) {
+		t.Helper()
+		resp := e.Post("/api/forms/"+id, map[string]string{"Origin": origin},
+			`{"values":{"email":"`+visitor+`@example.com"},"visitorId":"`+visitor+`"}`)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		return resp, string(body)
+	}
+	submissions := func(id string) string {
+		t.Helper()
+		r := e.Do("GET", "/api/forms/"+id+"/submissions", e.A.Key, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		return string(r.Body)
+	}
+
+	// The owner's origins, exact and by subdomain, may read and submit.
+	for _, o := range []string{site, "https://eu.site.example"} {
+		resp := get(listed, o)
+		require.Equal(t, http.StatusOK, resp.StatusCode, o)
+		require.Equal(t, o, resp.Header.Get("Access-Control-Allow-Origin"), o)
+		resp, body := submit(listed, o, "v-ok")
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s: %s", o, body)
+		require.Equal(t, o, resp.Header.Get("Access-Control-Allow-Origin"), o)
+		require.Contains(t, strings.ToLower(resp.Header.Get("Access-Control-Expose-Headers")), "x-ratelimit-remaining")
+	}
+	// Another origin, or any foreign one for a form that lists none, is
+	// refused: 403 naming the origin and the way in, and nothing stored.
+	for _, tc := range []struct{ id, origin string }{
+		{listed, "https://evil.example"}, {listed, "https://site.example"}, {listed, "http://shop.example"},
+		{unlisted, site},
+	} {
+		resp := get(tc.id, tc.origin)
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s", tc.id, tc.origin)
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+		resp, body := submit(tc.id, tc.origin, "v-refused")
+		require.Equal(t, http.StatusForbidden, resp.StatusCode, "%s %s: %s", tc.id, tc.origin, body)
+		require.Contains(t, body, tc.origin)
+		require.Contains(t, body, "allowedOrigins")
+		require.Empty(t, resp.Header.Get("Access-Control-Allow-Origin"))
+		require.NotContains(t, submissions(tc.id), "v-refused")
+	}
+	// The deployment's own origins reach every published form; servers (no
+	// Origin) and same-origin pages are not concerned.
+	for _, o := range []string{allowedOrigin, e.URL, ""} {
+		resp, body := submit(unlisted, o, "v-dep")
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%q: %s", o, body)
+	}
+
+	// "*" opens the form to any page.
+	r = e.Do("PUT", "/api/forms/"+unlisted, e.A.Key, map[string]any{"allowedOrigins": []string{"*"}})
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	resp, body := submit(unlisted, "https://any.example", "v-any")
+	require.Equal(t, http.StatusCreated, resp.StatusCode, body)
+	require.Equal(t, "https://any.example", resp.Header.Get("Access-Control-Allow-Origin"))
+
+	// Over Connect: granted or refused the same way.
+	o := &withOrigin{origin: site}
+	c := parleyv1connect.NewFormServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(o.interceptor()))
+	_, err := c.GetForm(context.Background(), &parleyv1.GetFormRequest{Id: listed})
+	require.NoError(t, err)
+	require.Equal(t, site, o.got.Get("Access-Control-Allow-Origin"))
+	_, err = c.SubmitForm(context.Background(), &parleyv1.SubmitFormRequest{FormId: listed, VisitorId: "v-connect",
+		Values: map[string]*structpb.Value{"email": structpb.NewStringValue("c@example.com")}})
+	require.NoError(t, err)
+	require.Equal(t, site, o.got.Get("Access-Control-Allow-Origin"))
+	o.origin = "https://evil.example"
+	_, err = c.GetForm(context.Background(), &parleyv1.GetFormRequest{Id: listed})
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%v", err)
+	require.Empty(t, o.got.Get("Access-Control-Allow-Origin"))
+	_, err = c.SubmitForm(context.Background(), &parleyv1.SubmitFormRequest{FormId: listed, VisitorId: "v-connect-refused",
+		Values: map[string]*structpb.Value{"email": structpb.NewStringValue("c@example.com")}})
+	require.Equal(t, connect.CodePermissionDenied, connect.CodeOf(err), "%v", err)
+	require.Empty(t, o.got.Get("Access-Control-Allow-Origin"))
+	require.NotContains(t, submissions(listed), "v-connect-refused")
+
+	// With a key, the owner is not concerned by the form's origins.
+	resp = e.Post("/api/forms/"+listed, map[string]string{"Origin": "https://evil.example", "Authorization": "Bearer " + e.A.Key},
+		`{"values":{"email":"k@example.com"}}`)
+	resp.Body.Close()
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
 }
 
 // A public agent's owner lists the origins whose pages may call it without

@@ -52,10 +52,10 @@ func (q *Queries) CountFormSubmissions(ctx context.Context, arg CountFormSubmiss
 
 const createForm = `-- name: CreateForm :one
 
-INSERT INTO forms (org_id, id, name, description, fields, published, success_message)
+INSERT INTO forms (org_id, id, name, description, fields, published, success_message, allowed_origins)
 VALUES ($1, $2, $3, $4, $5,
-        $6, $7)
-RETURNING org_id, id, name, description, fields, published, success_message, created_at, updated_at
+        $6, $7, coalesce($8::text[], '{}'))
+RETURNING org_id, id, name, description, fields, published, success_message, created_at, updated_at, allowed_origins
 `
 
 type CreateFormParams struct {
@@ -66,11 +66,13 @@ type CreateFormParams struct {
 	Fields         []byte
 	Published      bool
 	SuccessMessage string
+	AllowedOrigins []string
 }
 
 // Forms and their submissions (backend/form). Every query names its
 // organization, beside RLS, except GetPublicForm, which runs after
 // SetPublicForm in a transaction that knows no organization yet.
+// A NULL allowed_origins (a caller that has none) is stored as none.
 func (q *Queries) CreateForm(ctx context.Context, arg CreateFormParams) (Form, error) {
 	row := q.db.QueryRow(ctx, createForm,
 		arg.OrgID,
@@ -80,6 +82,7 @@ func (q *Queries) CreateForm(ctx context.Context, arg CreateFormParams) (Form, e
 		arg.Fields,
 		arg.Published,
 		arg.SuccessMessage,
+		arg.AllowedOrigins,
 	)
 	var i Form
 	err := row.Scan(
@@ -92,6 +95,7 @@ func (q *Queries) CreateForm(ctx context.Context, arg CreateFormParams) (Form, e
 		&i.SuccessMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedOrigins,
 	)
 	return i, err
 }
@@ -152,7 +156,7 @@ func (q *Queries) DeleteForm(ctx context.Context, arg DeleteFormParams) (int64, 
 }
 
 const getForm = `-- name: GetForm :one
-SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at FROM forms WHERE org_id = $1 AND id = $2
+SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at, allowed_origins FROM forms WHERE org_id = $1 AND id = $2
 `
 
 type GetFormParams struct {
@@ -173,12 +177,13 @@ func (q *Queries) GetForm(ctx context.Context, arg GetFormParams) (Form, error) 
 		&i.SuccessMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedOrigins,
 	)
 	return i, err
 }
 
 const getFormForSubmission = `-- name: GetFormForSubmission :one
-SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at FROM forms WHERE org_id = $1 AND id = $2 FOR SHARE
+SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at, allowed_origins FROM forms WHERE org_id = $1 AND id = $2 FOR SHARE
 `
 
 type GetFormForSubmissionParams struct {
@@ -201,12 +206,13 @@ func (q *Queries) GetFormForSubmission(ctx context.Context, arg GetFormForSubmis
 		&i.SuccessMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedOrigins,
 	)
 	return i, err
 }
 
 const getPublicForm = `-- name: GetPublicForm :one
-SELECT f.org_id, f.id, f.name, f.description, f.fields, f.published, f.success_message, f.created_at, f.updated_at,
+SELECT f.org_id, f.id, f.name, f.description, f.fields, f.published, f.success_message, f.created_at, f.updated_at, f.allowed_origins,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS org_requests_per_minute,
        coalesce(o.custom_requests_per_day, p.requests_per_day)::int AS org_requests_per_day
 FROM forms f
@@ -225,6 +231,7 @@ type GetPublicFormRow struct {
 	SuccessMessage       string
 	CreatedAt            time.Time
 	UpdatedAt            time.Time
+	AllowedOrigins       []string
 	OrgRequestsPerMinute int32
 	OrgRequestsPerDay    int32
 }
@@ -244,6 +251,7 @@ func (q *Queries) GetPublicForm(ctx context.Context, id uuid.UUID) (GetPublicFor
 		&i.SuccessMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedOrigins,
 		&i.OrgRequestsPerMinute,
 		&i.OrgRequestsPerDay,
 	)
@@ -251,7 +259,7 @@ func (q *Queries) GetPublicForm(ctx context.Context, id uuid.UUID) (GetPublicFor
 }
 
 const listForms = `-- name: ListForms :many
-SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at FROM forms
+SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at, allowed_origins FROM forms
 WHERE org_id = $1
   AND ($2::timestamptz IS NULL
        OR (created_at, id) < ($2::timestamptz, $3::uuid))
@@ -292,6 +300,7 @@ func (q *Queries) ListForms(ctx context.Context, arg ListFormsParams) ([]Form, e
 			&i.SuccessMessage,
 			&i.CreatedAt,
 			&i.UpdatedAt,
+			&i.AllowedOrigins,
 		); err != nil {
 			return nil, err
 		}
@@ -373,9 +382,10 @@ UPDATE forms SET
   fields = coalesce($3, fields),
   published = coalesce($4, published),
   success_message = coalesce($5, success_message),
+  allowed_origins = coalesce($6::text[], allowed_origins),
   updated_at = now()
-WHERE org_id = $6 AND id = $7
-RETURNING org_id, id, name, description, fields, published, success_message, created_at, updated_at
+WHERE org_id = $7 AND id = $8
+RETURNING org_id, id, name, description, fields, published, success_message, created_at, updated_at, allowed_origins
 `
 
 type UpdateFormParams struct {
@@ -384,6 +394,7 @@ type UpdateFormParams struct {
 	Fields         []byte
 	Published      *bool
 	SuccessMessage *string
+	AllowedOrigins []string
 	OrgID          uuid.UUID
 	ID             uuid.UUID
 }
@@ -396,6 +407,7 @@ func (q *Queries) UpdateForm(ctx context.Context, arg UpdateFormParams) (Form, e
 		arg.Fields,
 		arg.Published,
 		arg.SuccessMessage,
+		arg.AllowedOrigins,
 		arg.OrgID,
 		arg.ID,
 	)
@@ -410,6 +422,7 @@ func (q *Queries) UpdateForm(ctx context.Context, arg UpdateFormParams) (Form, e
 		&i.SuccessMessage,
 		&i.CreatedAt,
 		&i.UpdatedAt,
+		&i.AllowedOrigins,
 	)
 	return i, err
 }

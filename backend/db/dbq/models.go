@@ -167,6 +167,7 @@ type Form struct {
 	SuccessMessage string
 	CreatedAt      time.Time
 	UpdatedAt      time.Time
+	AllowedOrigins []string
 }
 
 type FormSubmission struct {

@@ -3,9 +3,10 @@
 -- SetPublicForm in a transaction that knows no organization yet.
 
 -- name: CreateForm :one
-INSERT INTO forms (org_id, id, name, description, fields, published, success_message)
+-- A NULL allowed_origins (a caller that has none) is stored as none.
+INSERT INTO forms (org_id, id, name, description, fields, published, success_message, allowed_origins)
 VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(name), sqlc.arg(description), sqlc.arg(fields),
-        sqlc.arg(published), sqlc.arg(success_message))
+        sqlc.arg(published), sqlc.arg(success_message), coalesce(sqlc.narg(allowed_origins)::text[], '{}'))
 RETURNING *;
 
 -- name: GetForm :one
@@ -57,6 +58,7 @@ UPDATE forms SET
   fields = coalesce(sqlc.narg(fields), fields),
   published = coalesce(sqlc.narg(published), published),
   success_message = coalesce(sqlc.narg(success_message), success_message),
+  allowed_origins = coalesce(sqlc.narg(allowed_origins)::text[], allowed_origins),
   updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 RETURNING *;

@@ -40,8 +40,13 @@ type Form struct {
 	CreateTime      *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=create_time,json=createTime,proto3" json:"create_time,omitempty"`
 	UpdateTime      *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=update_time,json=updateTime,proto3" json:"update_time,omitempty"`
 	SubmissionCount int64                  `protobuf:"varint,9,opt,name=submission_count,json=submissionCount,proto3" json:"submission_count,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Web origins whose pages may GET and submit this form from a browser
+	// without a key while it is published: "https://app.example.com",
+	// "https://*.example.com" or "*" for any. Empty: only the origins the
+	// deployment allows (--cors-origin).
+	AllowedOrigins []string `protobuf:"bytes,10,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Form) Reset() {
@@ -135,6 +140,13 @@ func (x *Form) GetSubmissionCount() int64 {
 		return x.SubmissionCount
 	}
 	return 0
+}
+
+func (x *Form) GetAllowedOrigins() []string {
+	if x != nil {
+		return x.AllowedOrigins
+	}
+	return nil
 }
 
 // FormField is one input of a form.
@@ -350,6 +362,9 @@ type CreateFormRequest struct {
 	Fields         []*FormField `protobuf:"bytes,3,rep,name=fields,proto3" json:"fields,omitempty"`
 	Published      bool         `protobuf:"varint,4,opt,name=published,proto3" json:"published,omitempty"`
 	SuccessMessage string       `protobuf:"bytes,5,opt,name=success_message,json=successMessage,proto3" json:"success_message,omitempty"`
+	// Origins whose pages may GET and submit the form from a browser while
+	// it is published (see Form.allowed_origins).
+	AllowedOrigins []string `protobuf:"bytes,6,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -417,6 +432,13 @@ func (x *CreateFormRequest) GetSuccessMessage() string {
 		return x.SuccessMessage
 	}
 	return ""
+}
+
+func (x *CreateFormRequest) GetAllowedOrigins() []string {
+	if x != nil {
+		return x.AllowedOrigins
+	}
+	return nil
 }
 
 type CreateFormResponse struct {
@@ -670,6 +692,9 @@ type UpdateFormRequest struct {
 	Fields         []*FormField           `protobuf:"bytes,5,rep,name=fields,proto3" json:"fields,omitempty"`
 	Published      *bool                  `protobuf:"varint,6,opt,name=published,proto3,oneof" json:"published,omitempty"`
 	SuccessMessage *string                `protobuf:"bytes,7,opt,name=success_message,json=successMessage,proto3,oneof" json:"success_message,omitempty"`
+	// Replaces the allowed origins when update_mask names allowed_origins
+	// (an empty list clears them).
+	AllowedOrigins []string `protobuf:"bytes,8,rep,name=allowed_origins,json=allowedOrigins,proto3" json:"allowed_origins,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
@@ -751,6 +776,13 @@ func (x *UpdateFormRequest) GetSuccessMessage() string {
 		return *x.SuccessMessage
 	}
 	return ""
+}
+
+func (x *UpdateFormRequest) GetAllowedOrigins() []string {
+	if x != nil {
+		return x.AllowedOrigins
+	}
+	return nil
 }
 
 type UpdateFormResponse struct {
@@ -1122,7 +1154,7 @@ var File_parley_v1_form_proto protoreflect.FileDescriptor
 
 const file_parley_v1_form_proto_rawDesc = "" +
 	"\n" +
-	"\x14parley/v1/form.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\xe6\x02\n" +
+	"\x14parley/v1/form.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a google/protobuf/field_mask.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16parley/v1/access.proto\"\x8f\x03\n" +
 	"\x04Form\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12 \n" +
@@ -1134,7 +1166,9 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x12)\n" +
-	"\x10submission_count\x18\t \x01(\x03R\x0fsubmissionCount\"\xfe\v\n" +
+	"\x10submission_count\x18\t \x01(\x03R\x0fsubmissionCount\x12'\n" +
+	"\x0fallowed_origins\x18\n" +
+	" \x03(\tR\x0eallowedOrigins\"\xfe\v\n" +
 	"\tFormField\x128\n" +
 	"\x04name\x18\x01 \x01(\tB$\xbaH!r\x1f2\x1d^[A-Za-z][A-Za-z0-9_-]{0,63}$R\x04name\x12i\n" +
 	"\x05label\x18\x02 \x01(\tBS\xbaHP\xba\x01H\n" +
@@ -1161,7 +1195,7 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"visitor_id\x18\x04 \x01(\tR\tvisitorId\x12'\n" +
 	"\x0fconversation_id\x18\x05 \x01(\tR\x0econversationId\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\xda\x04\n" +
+	"createTime\"\x98\x05\n" +
 	"\x11CreateFormRequest\x12\xa6\x01\n" +
 	"\x04name\x18\x01 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -1172,7 +1206,8 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"\x13fields.unique_names\x12\x1afield names must be unique\x1a\x1cthis.map(f, f.name).unique()\x92\x01\x02\x102R\x06fields\x12\x1c\n" +
 	"\tpublished\x18\x04 \x01(\bR\tpublished\x12|\n" +
 	"\x0fsuccess_message\x18\x05 \x01(\tBS\xbaHP\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aR\x0esuccessMessage\"9\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aR\x0esuccessMessage\x12<\n" +
+	"\x0fallowed_origins\x18\x06 \x03(\tB\x13\xbaH\x10\x92\x01\r\x10\x14\x18\x01\"\ar\x05\x10\x01\x18\xc8\x01R\x0eallowedOrigins\"9\n" +
 	"\x12CreateFormResponse\x12#\n" +
 	"\x04form\x18\x01 \x01(\v2\x0f.parley.v1.FormR\x04form\"+\n" +
 	"\x0eGetFormRequest\x12\x19\n" +
@@ -1185,11 +1220,11 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"\x11ListFormsResponse\x12%\n" +
 	"\x05forms\x18\x01 \x03(\v2\x0f.parley.v1.FormR\x05forms\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\xfe\a\n" +
+	"nextCursor\"\xe1\b\n" +
 	"\x11UpdateFormRequest\x12\x19\n" +
-	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xb6\x02\n" +
-	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xf8\x01\xbaH\xf4\x01\xba\x01\xed\x01\n" +
-	"\x11update_mask.paths\x12eupdate_mask paths must be a non-empty subset of name, description, fields, published, success_message\x1aqsize(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'fields', 'published', 'success_message'])\xc8\x01\x01R\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xdb\x02\n" +
+	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\x9d\x02\xbaH\x99\x02\xba\x01\x92\x02\n" +
+	"\x11update_mask.paths\x12vupdate_mask paths must be a non-empty subset of name, description, fields, published, success_message, allowed_origins\x1a\x84\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'fields', 'published', 'success_message', 'allowed_origins'])\xc8\x01\x01R\n" +
 	"updateMask\x12\xab\x01\n" +
 	"\x04name\x18\x03 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
 	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
@@ -1200,7 +1235,8 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"\x13fields.unique_names\x12\x1afield names must be unique\x1a\x1cthis.map(f, f.name).unique()\x92\x01\x02\x102R\x06fields\x12!\n" +
 	"\tpublished\x18\x06 \x01(\bH\x02R\tpublished\x88\x01\x01\x12\x81\x01\n" +
 	"\x0fsuccess_message\x18\a \x01(\tBS\xbaHP\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x03R\x0esuccessMessage\x88\x01\x01B\a\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x03R\x0esuccessMessage\x88\x01\x01\x12<\n" +
+	"\x0fallowed_origins\x18\b \x03(\tB\x13\xbaH\x10\x92\x01\r\x10\x14\x18\x01\"\ar\x05\x10\x01\x18\xc8\x01R\x0eallowedOriginsB\a\n" +
 	"\x05_nameB\x0e\n" +
 	"\f_descriptionB\f\n" +
 	"\n" +
