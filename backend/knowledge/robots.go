@@ -8,7 +8,7 @@ import (
 	"net/url"
 	"strings"
 
-	"github.com/temoto/robotstxt"
+	"github.com/jimsmart/grobotstxt"
 
 	"github.com/parleyhq/parley/backend/netguard"
 )
@@ -24,16 +24,24 @@ const maxRobotsBytes = 500 << 10
 
 // robots is what a site's robots.txt lets the crawler fetch.
 type robots struct {
-	// group is the rules for robotsAgent; nil allows everything (no
+	// rules are those of robotsAgent's group; none allows everything (no
 	// robots.txt, or a 4xx).
-	group *robotstxt.Group
+	rules []robotsRule
 	// none allows nothing: a robots.txt that could not be read.
 	none bool
 }
 
+// robotsRule is an Allow or Disallow line: its path (as octets) may hold
+// the wildcards * (any run of characters) and a final $ (the end).
+type robotsRule struct {
+	allow bool
+	path  string
+}
+
 // allowed reports whether the rules let the crawler fetch u: the longest
-// Allow or Disallow path matching u's path and query decides, Allow on a
-// tie, and no match allows.
+// Allow or Disallow path matching u's path and query from its start
+// decides (its octets, wildcards included, as RFC 9309 2.2.2 counts them),
+// Allow on a tie, and no match allows.
 func (r *robots) allowed(u *url.URL) bool {
 	if r == nil {
 		return true
@@ -41,17 +49,37 @@ func (r *robots) allowed(u *url.URL) bool {
 	if r.none {
 		return false
 	}
-	if r.group == nil {
-		return true
-	}
 	p := u.EscapedPath()
-	if p == "" {
-		p = "/"
+	if !strings.HasPrefix(p, "/") {
+		p = "/" + p // Matches takes a path from its root
 	}
 	if u.RawQuery != "" {
 		p += "?" + u.RawQuery
 	}
-	return r.group.Test(octets(p))
+	p = octets(p)
+	best, allow := -1, true
+	for _, rule := range r.rules {
+		n := len(rule.path)
+		// grobotstxt.Matches is Google's robots.txt matcher (RFC 9309's
+		// reference): anchored at the path's start, * any run, a final $
+		// the end, in time bounded by len(p) × len(rule.path). A library
+		// that compiled rules into unanchored regular expressions let
+		// "Allow: /$" allow every path ending in /.
+		if n < best || n == best && !rule.allow || !robotsMatch(p, rule.path) {
+			continue
+		}
+		best, allow = n, rule.allow
+	}
+	return allow
+}
+
+// robotsMatch reports whether a rule's pattern matches path (which
+// starts with /): a plain prefix, or Google's matcher for wildcards.
+func robotsMatch(path, pattern string) bool {
+	if !strings.ContainsAny(pattern, "*$") {
+		return strings.HasPrefix(path, pattern)
+	}
+	return grobotstxt.Matches(path, pattern)
 }
 
 // octets is a path as RFC 9309 compares them (2.2.2): every byte outside
@@ -122,27 +150,18 @@ func (k *Knowledge) robotsOf(ctx context.Context, u *url.URL) (*robots, error) {
 	return parseRobots(body), nil
 }
 
-// parseRobots reads the rules of a robots.txt that apply to robotsAgent.
-// Only the lines the crawler uses are given to the parser (user-agent,
-// allow, disallow; rules before any user-agent line dropped): it refuses a
-// whole file for one line it cannot read (a "Crawl-delay: 1s"), where
-// RFC 9309 asks that such lines be ignored. Within a run of rules, allow
-// lines come first: the parser takes the first of two matching rules of
-// the same length, and RFC 9309 the allow.
+// parseRobots reads the rules of a robots.txt that apply to robotsAgent
+// (RFC 9309 2.2.1): those of every group whose user-agent lines name it (in
+// any case, "Parley/1.0" too), else those of every group of "*". A group
+// is a run of user-agent lines and the rules after them; rules before any
+// user-agent line, and lines other than user-agent, allow and disallow
+// (a "Crawl-delay: 1s", a sitemap), are ignored.
 func parseRobots(b []byte) *robots {
 	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
-	var out bytes.Buffer
-	var allows, disallows []string
-	flush := func() {
-		for _, l := range allows {
-			out.WriteString(l)
-		}
-		for _, l := range disallows {
-			out.WriteString(l)
-		}
-		allows, disallows = allows[:0], disallows[:0]
-	}
-	agent := false
+	var own, star []robotsRule
+	named := false                 // a group names robotsAgent
+	forOwn, forAny := false, false // the group being read names robotsAgent, "*"
+	inRules := false               // the group being read has had a rule: a user-agent line starts another
 	for line := range bytes.Lines(b) {
 		line = bytes.TrimRight(line, "\r\n")
 		if i := bytes.IndexByte(line, '#'); i >= 0 {
@@ -153,27 +172,48 @@ func parseRobots(b []byte) *robots {
 			continue
 		}
 		v := strings.TrimSpace(string(value))
-		switch strings.ToLower(strings.TrimSpace(string(field))) {
+		switch f := strings.ToLower(strings.TrimSpace(string(field))); f {
 		case "user-agent":
-			flush()
-			agent = true
-			out.WriteString("User-agent: " + v + "\n")
-		case "allow":
-			if agent {
-				allows = append(allows, "Allow: "+octets(v)+"\n")
+			if inRules {
+				forOwn, forAny, inRules = false, false, false
 			}
-		case "disallow":
-			if agent {
-				disallows = append(disallows, "Disallow: "+octets(v)+"\n")
+			if strings.EqualFold(productToken(v), robotsAgent) {
+				forOwn, named = true, true
+			}
+			if v == "*" {
+				forAny = true
+			}
+		case "allow", "disallow":
+			inRules = true
+			if v == "" {
+				continue // no path: the line is ignored
+			}
+			if v[0] != '/' && v[0] != '*' {
+				v = "/" + v
+			}
+			r := robotsRule{allow: f == "allow", path: octets(v)}
+			if forOwn {
+				own = append(own, r)
+			}
+			if forAny {
+				star = append(star, r)
 			}
 		}
 	}
-	flush()
-	data, err := robotstxt.FromBytes(out.Bytes())
-	if err != nil {
-		// Not expected of the lines kept; a robots.txt that cannot be
-		// read is taken as none, as RFC 9309 takes unparsable lines.
-		return &robots{}
+	if named {
+		return &robots{rules: own}
 	}
-	return &robots{group: data.FindGroup(robotsAgent)}
+	return &robots{rules: star}
+}
+
+// productToken is the product token a user-agent line names: its leading
+// letters, underscores and hyphens ("Parley" of "Parley/1.0").
+func productToken(v string) string {
+	i := strings.IndexFunc(v, func(r rune) bool {
+		return !('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || r == '_' || r == '-')
+	})
+	if i < 0 {
+		return v
+	}
+	return v[:i]
 }

@@ -260,5 +260,43 @@ func TestParseRobots(t *testing.T) {
 		require.Equal(t, want, r.allowed(u), path)
 	}
 	require.True(t, parseRobots(nil).allowed(&url.URL{Path: "/x"}))
+}
+
+// Wildcard rules match from the path's start, and are as specific as the
+// octets they are written with (RFC 9309 2.2.2): compiled as unanchored
+// regular expressions, "Allow: /$" allowed every path ending in /, and
+// "Allow: /*.css" (6 octets, a 8-character expression) beat "Disallow:
+// /private" (8) on a tie.
+func TestParseRobotsWildcards(t *testing.T) {
+	for _, c := range []struct {
+		robots string
+		paths  map[string]bool
+	}{
+		{"User-agent: *\nDisallow: /\nAllow: /$\n", map[string]bool{
+			"/": true, "/private/": false, "/docs/": false, "/x": false,
+		}},
+		{"User-agent: *\nDisallow: /private\nAllow: /*.css\n", map[string]bool{
+			"/private/site.css": false, "/site.css": true, "/private": false,
+		}},
+		{"User-agent: *\nDisallow: /*.pdf$\nDisallow: /a*b\nDisallow: /end$\n", map[string]bool{
+			"/guide.pdf": false, "/guide.pdf?x=1": true, "/x/guide.pdf": false,
+			"/a/z/b": false, "/x/a/b": true, "/end": false, "/x/end": true, "/end/x": true,
+		}},
+		{"User-agent: *\nDisallow: *\n", map[string]bool{"/": false, "/x": false}},
+		{"User-agent: Parley/1.0\nDisallow: /mine\n\nUser-agent: *\nDisallow: /\n", map[string]bool{
+			"/mine": false, "/other": true,
+		}},
+		{"User-agent: P\nDisallow: /\n", map[string]bool{"/x": true}},
+		{"User-agent: parley\nDisallow: /a\n\nUser-agent: other\nDisallow: /b\n\nUser-agent: parley\nDisallow: /c\n", map[string]bool{
+			"/a": false, "/b": true, "/c": false,
+		}},
+	} {
+		r := parseRobots([]byte(c.robots))
+		for path, want := range c.paths {
+			u, err := url.Parse("http://example.com" + path)
+			require.NoError(t, err)
+			require.Equal(t, want, r.allowed(u), "%q: %s", c.robots, path)
+		}
+	}
 	require.False(t, (&robots{none: true}).allowed(&url.URL{Path: "/"}))
 }
