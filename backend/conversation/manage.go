@@ -43,9 +43,12 @@ type Change struct {
 // under its id by another visitor. A reply, a status change or a deletion
 // sent with read acts on that conversation only: one made since under the
 // same id is refused (Aborted, REST 409), so that words typed for one visitor never
-// reach another. read zero: not checked.
+// reach another. read zero: not checked. read is compared to the
+// microsecond, as Postgres keeps created (and as DeleteConversation's
+// statement compares it): digits past it do not make a conversation
+// another, refused here and deleted there.
 func sameConversation(id string, created, read time.Time) error {
-	if read.IsZero() || created.Equal(read) {
+	if read.IsZero() || created.Equal(read.Truncate(time.Microsecond)) {
 		return nil
 	}
 	return apperr.New(apperr.Aborted,

@@ -67,6 +67,14 @@ func TestReplyAndDeleteNameTheConversationRead(t *testing.T) {
 	r = f.Do("POST", "/api/v2/conversations/reused/messages", f.A.Key,
 		map[string]any{"text": "Hi Bob.", "conversationCreatedAt": bob.CreatedAt.Format(time.RFC3339Nano)})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	// Digits past the microsecond Postgres keeps name it too, as they do
+	// for a deletion (its statement compares to the microsecond): a reply
+	// was refused as to a conversation started again, where a deletion
+	// with the same time went through.
+	nanos := bob.CreatedAt.Truncate(time.Microsecond).Add(789 * time.Nanosecond)
+	r = f.Do("POST", "/api/v2/conversations/reused/messages", f.A.Key,
+		map[string]any{"text": "Hi again, Bob.", "conversationCreatedAt": nanos.Format(time.RFC3339Nano)})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	_, err = convs.DeleteConversation(ctx, &parleyv1.DeleteConversationRequest{ConversationId: "reused", ConversationCreateTime: timestamppb.New(bob.CreatedAt)})
 	require.NoError(t, err)
 }
