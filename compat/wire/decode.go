@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"reflect"
 	"strconv"
 	"strings"
 	"unicode/utf16"
@@ -52,15 +53,18 @@ func DecodeStrict(body []byte, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return apperr.InvalidField("body", "must hold a single JSON object")
 	}
-	return duplicateKey(body)
+	return duplicateKey(body, reflect.TypeOf(v))
 }
 
 // duplicateKey refuses an object, at any depth, that names a key twice:
 // encoding/json keeps the last silently, where Connect's decoder (and so
 // the same request over Connect) refuses it, and a proxy or log reading
-// the first would see another request than the one served. body has
-// decoded already: it is valid JSON.
-func duplicateKey(body []byte) error {
+// the first would see another request than the one served. So is a key
+// of one of t's structs written in another case ("TEXT" for "text"):
+// encoding/json takes it for the field, the last of the two winning
+// again, where Connect's decoder refuses it as unknown. body has decoded
+// into a t already: it is valid JSON.
+func duplicateKey(body []byte, t reflect.Type) error {
 	w := newWalker(body)
 	for {
 		ev, again := w.next()
@@ -69,8 +73,56 @@ func duplicateKey(body []byte) error {
 			return nil
 		case ev == walkKey && again:
 			return apperr.InvalidField(w.path().String(), "named twice in one object")
+		case ev == walkKey:
+			if p := w.path(); !exactField(t, p.names) {
+				return apperr.InvalidField(p.String(), "unknown field (field names are case-sensitive)")
+			}
 		}
 	}
+}
+
+// exactField reports whether the key at names (the object keys from the
+// document's top, array items between them skipped) names a field of t's
+// structs as its json tag spells it, case included; keys within a map, an
+// any, a json.RawMessage (free-form JSON) or a type that reads itself
+// always do.
+func exactField(t reflect.Type, names []string) bool {
+	for _, name := range names {
+		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshaler) {
+			return true // free-form, or read by its own UnmarshalJSON
+		}
+		f, ok := jsonField(t, name)
+		if !ok {
+			return false
+		}
+		t = f.Type
+	}
+	return true
+}
+
+var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
+
+// jsonField is t's field that encoding/json names name, case included.
+func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
+	for _, f := range reflect.VisibleFields(t) {
+		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct {
+			continue
+		}
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if tag == "-" && f.Tag.Get("json") == "-" {
+			continue
+		}
+		if tag == "" {
+			tag = f.Name
+		}
+		if tag == name {
+			return f, true
+		}
+	}
+	return reflect.StructField{}, false
 }
 
 // CheckText refuses a JSON body holding text that is not valid UTF-8: bytes

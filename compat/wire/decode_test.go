@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -143,5 +144,45 @@ func TestDecodeStrictRefusesDuplicateKeys(t *testing.T) {
 		require.Equal(t, apperr.Invalid, e.Code, tc.body)
 		require.Equal(t, tc.field, e.Field, tc.body)
 		require.Equal(t, tc.field+": named twice in one object", e.Message, tc.body)
+	}
+}
+
+// A key of the request's fields written in another case ("TEXT" for
+// "text") is refused naming it, as Connect's decoder refuses it:
+// encoding/json took it for the field, and of {"text":"a","TEXT":"b"} kept
+// "b" silently, where a proxy reading "text" saw "a". Keys of free-form
+// objects keep their case.
+func TestDecodeStrictRefusesFieldsInAnotherCase(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		body  string
+		field string // "" when accepted
+	}{
+		{`{"text":"for Ann","TEXT":"for Bob"}`, "TEXT"},
+		{`{"Text":"a"}`, "Text"},
+		{`{"text":"a","items":[{"k":1},{"K":2}]}`, "items[1].K"},
+		{`{"text":"a","filters":{"DatasourceIds":[]}}`, "filters.DatasourceIds"},
+		{`{"text":"a","items":[{"k":1}],"tags":{"k":1,"K":{"X":1}},"raw":{"A":1,"a":2},"filters":{"datasourceIds":["x"]}}`, ""},
+	} {
+		var v struct {
+			Text  *string         `json:"text"`
+			Tags  map[string]any  `json:"tags"`
+			Raw   json.RawMessage `json:"raw"`
+			Items []*struct {
+				K int `json:"k"`
+			} `json:"items"`
+			Filters *struct {
+				DatasourceIDs []string `json:"datasourceIds"`
+			} `json:"filters"`
+		}
+		err := DecodeStrict([]byte(tc.body), &v)
+		if tc.field == "" {
+			require.NoError(t, err, tc.body)
+			continue
+		}
+		var e *apperr.Error
+		require.True(t, errors.As(err, &e), "%s: %v", tc.body, err)
+		require.Equal(t, apperr.Invalid, e.Code, tc.body)
+		require.Equal(t, tc.field, e.Field, tc.body)
 	}
 }
