@@ -7,7 +7,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 
 	"github.com/google/uuid"
@@ -80,7 +79,7 @@ func (h *handler) CreateAgent(ctx context.Context, req *parleyv1.CreateAgentRequ
 		params.Visibility = req.GetVisibility()
 	}
 	params.HandoffMessage = req.GetHandoffMessage()
-	if params.AllowedOrigins, err = allowedOrigins(req.GetAllowedOrigins()); err != nil {
+	if params.AllowedOrigins, err = origin.CheckList(req.GetAllowedOrigins()); err != nil {
 		return nil, err
 	}
 	if params.Tools == nil {
@@ -206,7 +205,7 @@ func (h *handler) UpdateAgent(ctx context.Context, req *parleyv1.UpdateAgentRequ
 		case "handoff_message":
 			params.HandoffMessage = ptr(req.GetHandoffMessage())
 		case "allowed_origins":
-			if params.AllowedOrigins, err = allowedOrigins(req.GetAllowedOrigins()); err != nil {
+			if params.AllowedOrigins, err = origin.CheckList(req.GetAllowedOrigins()); err != nil {
 				return nil, err
 			}
 		case "datastores", "tool_settings":
@@ -418,17 +417,6 @@ func toProto(a dbq.Agent, stats *parleyv1.AgentStats) *parleyv1.Agent {
 		Stats: stats, ToolSettings: toolSettingsProto(tool.ParseSettings(a.ToolSettings)),
 		AllowedOrigins: nonNil(a.AllowedOrigins),
 	}
-}
-
-// allowedOrigins checks an agent's allowed origins (origin.Check) and
-// returns them as stored: never nil (an empty list is a value).
-func allowedOrigins(in []string) ([]string, error) {
-	for i, o := range in {
-		if err := origin.Check(o); err != nil {
-			return nil, apperr.InvalidField(fmt.Sprintf("allowed_origins[%d]", i), "%v", err)
-		}
-	}
-	return nonNil(in), nil
 }
 
 func nonNil(s []string) []string {

@@ -3,7 +3,6 @@ package form
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -70,7 +69,7 @@ func (s *Service) CreateForm(ctx context.Context, req *parleyv1.CreateFormReques
 	if err != nil {
 		return nil, err
 	}
-	origins, err := allowedOrigins(req.GetAllowedOrigins())
+	origins, err := origin.CheckList(req.GetAllowedOrigins())
 	if err != nil {
 		return nil, err
 	}
@@ -107,17 +106,6 @@ func formName(s string) (string, error) {
 		return "", apperr.InvalidField("name", "must not be blank")
 	}
 	return name, nil
-}
-
-// allowedOrigins checks a form's allowed origins (origin.Check) and
-// returns them as stored: never nil (an empty list is a value).
-func allowedOrigins(in []string) ([]string, error) {
-	for i, o := range in {
-		if err := origin.Check(o); err != nil {
-			return nil, apperr.InvalidField(fmt.Sprintf("allowed_origins[%d]", i), "%v", err)
-		}
-	}
-	return nonNil(in), nil
 }
 
 func nonNil(s []string) []string {
@@ -305,7 +293,7 @@ func (s *Service) UpdateForm(ctx context.Context, req *parleyv1.UpdateFormReques
 		case "success_message":
 			missing, params.SuccessMessage = req.SuccessMessage == nil, req.SuccessMessage
 		case "allowed_origins": // an empty list is a value: it clears them
-			if params.AllowedOrigins, err = allowedOrigins(req.GetAllowedOrigins()); err != nil {
+			if params.AllowedOrigins, err = origin.CheckList(req.GetAllowedOrigins()); err != nil {
 				return nil, err
 			}
 		default:

@@ -59,6 +59,21 @@ func Check(o string) error {
 	return nil
 }
 
+// CheckList checks an agent's or a form's allowed origins (Check), naming
+// the first at fault allowed_origins[i], and returns them as stored: never
+// nil, an empty list being a value.
+func CheckList(in []string) ([]string, error) {
+	for i, o := range in {
+		if err := Check(o); err != nil {
+			return nil, apperr.InvalidField(fmt.Sprintf("allowed_origins[%d]", i), "%v", err)
+		}
+	}
+	if in == nil {
+		return []string{}, nil
+	}
+	return in, nil
+}
+
 // Match reports whether origin (as a browser sends it) is one of patterns:
 // "*", an exact origin (case-insensitive), or "scheme://*.domain[:port]"
 // for any subdomain of domain (not domain itself).
