@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf16"
 	"unicode/utf8"
 
@@ -66,6 +67,7 @@ func DecodeStrict(body []byte, v any) error {
 // into a t already: it is valid JSON.
 func duplicateKey(body []byte, t reflect.Type) error {
 	w := newWalker(body)
+	w.root = structOf(t)
 	for {
 		ev, again := w.next()
 		switch {
@@ -73,56 +75,58 @@ func duplicateKey(body []byte, t reflect.Type) error {
 			return nil
 		case ev == walkKey && again:
 			return apperr.InvalidField(w.path().String(), "named twice in one object")
-		case ev == walkKey:
-			if p := w.path(); !exactField(t, p.names) {
-				return apperr.InvalidField(p.String(), "unknown field (field names are case-sensitive)")
-			}
+		case ev == walkKey && w.unknown:
+			return apperr.InvalidField(w.path().String(), "unknown field (field names are case-sensitive)")
 		}
 	}
 }
 
-// exactField reports whether the key at names (the object keys from the
-// document's top, array items between them skipped) names a field of t's
-// structs as its json tag spells it, case included; keys within a map, an
-// any, a json.RawMessage (free-form JSON) or a type that reads itself
-// always do.
-func exactField(t reflect.Type, names []string) bool {
-	for _, name := range names {
-		for t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
-			t = t.Elem()
-		}
-		if t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshaler) {
-			return true // free-form, or read by its own UnmarshalJSON
-		}
-		f, ok := jsonField(t, name)
-		if !ok {
-			return false
-		}
-		t = f.Type
+// structOf is the struct type whose fields, as their json tags spell them,
+// case included, name the keys of a JSON object decoded into a t (through
+// pointers, slices and arrays), or nil when any key does: a map, an any, a
+// json.RawMessage (free-form JSON) or a type that reads itself.
+func structOf(t reflect.Type) reflect.Type {
+	for t != nil && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
+		t = t.Elem()
 	}
-	return true
+	if t == nil || t.Kind() != reflect.Struct || reflect.PointerTo(t).Implements(unmarshaler) {
+		return nil // free-form, or read by its own UnmarshalJSON
+	}
+	return t
 }
 
 var unmarshaler = reflect.TypeFor[json.Unmarshaler]()
 
-// jsonField is t's field that encoding/json names name, case included.
-func jsonField(t reflect.Type, name string) (reflect.StructField, bool) {
-	for _, f := range reflect.VisibleFields(t) {
-		if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct {
-			continue
+// jsonFields holds, for each struct type jsonField was asked about, the
+// types of its fields by the names encoding/json gives them: a body
+// checks every key it holds.
+var jsonFields sync.Map // reflect.Type → map[string]reflect.Type
+
+// jsonField is the type of t's field that encoding/json names name, case
+// included.
+func jsonField(t reflect.Type, name string) (reflect.Type, bool) {
+	fields, ok := jsonFields.Load(t)
+	if !ok {
+		m := map[string]reflect.Type{}
+		for _, f := range reflect.VisibleFields(t) {
+			if !f.IsExported() || f.Anonymous && f.Type.Kind() == reflect.Struct {
+				continue
+			}
+			tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if tag == "-" && f.Tag.Get("json") == "-" {
+				continue
+			}
+			if tag == "" {
+				tag = f.Name
+			}
+			if _, named := m[tag]; !named {
+				m[tag] = f.Type
+			}
 		}
-		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if tag == "-" && f.Tag.Get("json") == "-" {
-			continue
-		}
-		if tag == "" {
-			tag = f.Name
-		}
-		if tag == name {
-			return f, true
-		}
+		fields, _ = jsonFields.LoadOrStore(t, m)
 	}
-	return reflect.StructField{}, false
+	ft, ok := fields.(map[string]reflect.Type)[name]
+	return ft, ok
 }
 
 // CheckText refuses a JSON body holding text that is not valid UTF-8: bytes
@@ -286,6 +290,13 @@ func pathAt(body []byte, offset int64) (jsonPath, bool) {
 type walker struct {
 	dec   *json.Decoder
 	stack []*frame
+	// root is the struct type the document decodes into, if any: keys
+	// are checked against its fields (see structOf), frame by frame, so
+	// that the walk stays linear however deep the document goes.
+	root reflect.Type
+	// unknown is true for a key that names no field of its object's
+	// struct type.
+	unknown bool
 	// opened is the object or array whose value started last: it is
 	// entered on the next token, so that the value's path is its parent's.
 	opened *frame
@@ -297,6 +308,10 @@ type frame struct {
 	key     string
 	wantKey bool
 	keys    map[string]bool // an object's keys so far
+	// t is the struct type an object's keys must name, or an array's
+	// items decode into (see structOf); nil takes any key. keyT is the
+	// struct type of the value of the object's last key.
+	t, keyT reflect.Type
 }
 
 type walkEvent int
@@ -340,17 +355,29 @@ func (w *walker) next() (ev walkEvent, again bool) {
 		again = top.keys[key]
 		top.keys[key] = true
 		top.key, top.wantKey = key, false
+		top.keyT, w.unknown = nil, false
+		if top.t != nil {
+			ft, ok := jsonField(top.t, key)
+			top.keyT, w.unknown = structOf(ft), !ok
+		}
 		return walkKey, again
 	}
 	// A value starts: an array's next item, or an object's key's.
 	if top != nil && top.array {
 		top.index++
 	}
+	t := w.root
+	switch {
+	case top != nil && top.array:
+		t = top.t
+	case top != nil:
+		t = top.keyT
+	}
 	switch tok {
 	case json.Delim('{'):
-		w.opened = &frame{wantKey: true, keys: map[string]bool{}}
+		w.opened = &frame{wantKey: true, keys: map[string]bool{}, t: t}
 	case json.Delim('['):
-		w.opened = &frame{array: true, index: -1}
+		w.opened = &frame{array: true, index: -1, t: t}
 	default:
 		if top != nil && !top.array {
 			top.wantKey = true

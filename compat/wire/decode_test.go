@@ -186,3 +186,21 @@ func TestDecodeStrictRefusesFieldsInAnotherCase(t *testing.T) {
 		require.Equal(t, tc.field, e.Field, tc.body)
 	}
 }
+
+// Checking each key's case stays linear in the document however deeply
+// free-form JSON nests (a published form's values are keyless, and the
+// decoder allows 10,000 levels): building each key's path from the top
+// made a 54 KB submission of 9,000 levels take 5 s.
+func TestDecodeStrictKeyCheckIsLinearInDepth(t *testing.T) {
+	allocs := func(depth int) float64 {
+		body := []byte(`{"values":` + strings.Repeat(`{"a":1,"b":`, depth) + `1` + strings.Repeat(`}`, depth) + `}`)
+		return testing.AllocsPerRun(1, func() {
+			var v struct {
+				Values json.RawMessage `json:"values"`
+			}
+			require.NoError(t, DecodeStrict(body, &v))
+		})
+	}
+	small, big := allocs(1000), allocs(4000)
+	require.Less(t, big, 6*small, "allocations for 1,000 levels: %.0f, for 4,000: %.0f", small, big)
+}
