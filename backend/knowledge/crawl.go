@@ -242,6 +242,12 @@ func (k *Knowledge) crawl(ctx context.Context, start string, maxPages int) ([]Do
 			if len(queue) >= maxPages*4 {
 				break
 			}
+			// A page may hold many links, each matched against every
+			// rule of a robots.txt of up to maxRobotsBytes: the time is
+			// looked at between them, not only between pages.
+			if ctx.Err() != nil {
+				return nil, stopped(ctx, start)
+			}
 			if c := canonical(l); !seen[c] && allowed(l) {
 				queue = append(queue, c)
 			}
@@ -374,7 +380,7 @@ func (k *Knowledge) sitemapPages(ctx context.Context, m sitemap, allowed func(*u
 	var out []string
 	add := func(pages []string) {
 		for _, u := range pages {
-			if len(out) >= maxPages {
+			if len(out) >= maxPages || ctx.Err() != nil {
 				return
 			}
 			if pu, err := url.Parse(u); err == nil && allowed(pu) {

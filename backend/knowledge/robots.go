@@ -158,12 +158,15 @@ func (k *Knowledge) robotsOf(ctx context.Context, u *url.URL) (*robots, error) {
 // (a "Crawl-delay: 1s", a sitemap), are ignored.
 func parseRobots(b []byte) *robots {
 	b = bytes.TrimPrefix(b, []byte("\xef\xbb\xbf"))
+	// A line ends with CR, LF or CRLF (RFC 9309 2.2): a file whose lines
+	// end with CR alone is not one line of no rules.
+	b = bytes.ReplaceAll(b, []byte("\r"), []byte("\n"))
 	var own, star []robotsRule
 	named := false                 // a group names robotsAgent
 	forOwn, forAny := false, false // the group being read names robotsAgent, "*"
 	inRules := false               // the group being read has had a rule: a user-agent line starts another
 	for line := range bytes.Lines(b) {
-		line = bytes.TrimRight(line, "\r\n")
+		line = bytes.TrimRight(line, "\n")
 		if i := bytes.IndexByte(line, '#'); i >= 0 {
 			line = line[:i]
 		}

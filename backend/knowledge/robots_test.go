@@ -12,6 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -260,6 +261,14 @@ func TestParseRobots(t *testing.T) {
 		require.Equal(t, want, r.allowed(u), path)
 	}
 	require.True(t, parseRobots(nil).allowed(&url.URL{Path: "/x"}))
+	// A line ends with CR, LF or CRLF (RFC 9309 2.2): lines ending with CR
+	// alone were read as one, of no rules, and everything was fetched.
+	for _, eol := range []string{"\n", "\r\n", "\r"} {
+		r = parseRobots([]byte(strings.Join([]string{"User-agent: *", "Disallow: /private", "Allow: /private/ok", ""}, eol)))
+		require.False(t, r.allowed(&url.URL{Path: "/private/x"}), "%q", eol)
+		require.True(t, r.allowed(&url.URL{Path: "/private/ok"}), "%q", eol)
+		require.True(t, r.allowed(&url.URL{Path: "/public"}), "%q", eol)
+	}
 }
 
 // Wildcard rules match from the path's start, and are as specific as the
@@ -299,4 +308,24 @@ func TestParseRobotsWildcards(t *testing.T) {
 		}
 	}
 	require.False(t, (&robots{none: true}).allowed(&url.URL{Path: "/"}))
+}
+
+// A crawl stops at its context's end while it checks a page's links: a
+// robots.txt of 500 KiB of wildcard rules takes a tenth of a second a
+// link of 2 KiB (each rule matched), and a page's links were all checked,
+// however many, before the crawl looked at the time again.
+func TestCrawlRobotsTxtCostStopsWithContext(t *testing.T) {
+	t.Parallel()
+	robots := "User-agent: *\nDisallow: /x/\n" + strings.Repeat("Disallow: /*q*z$\n", (maxRobotsBytes-100)/17)
+	var links []string
+	for i := range 400 {
+		links = append(links, fmt.Sprintf("/x/%d/%s", i, strings.Repeat("a", 2000)))
+	}
+	s := newRobotsSite(t, 200, robots, links...)
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := loopbackKnowledge().crawl(ctx, s.srv.URL+"/", 50)
+	requireStopped(t, err, context.DeadlineExceeded)
+	require.Less(t, time.Since(start), 10*time.Second, "the crawl ran on past its context's end")
 }
