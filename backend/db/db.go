@@ -223,14 +223,32 @@ func migrator(url string) (*goose.Provider, *sql.DB, error) {
 	return p, sqldb, nil
 }
 
+// migrateLock is the key of the session advisory lock Migrate holds: any
+// number, the same for every Parley process.
+const migrateLock int64 = 0x7061726c6579 // "parley"
+
 // Migrate applies every pending migration: Parley's schema (goose), then
-// River's job tables.
+// River's job tables. Processes migrating one database at once (replicas
+// started together, each with --migrate) take turns: the first applies
+// what is pending, the others then find nothing left to apply.
 func Migrate(ctx context.Context, url string) ([]*goose.MigrationResult, error) {
 	p, sqldb, err := migrator(url)
 	if err != nil {
 		return nil, err
 	}
 	defer sqldb.Close()
+	// Neither goose nor River locks: two processes both applied version 1,
+	// and all but one failed on duplicate objects. A session lock on a
+	// connection of its own, held until both are done (closing the
+	// connection releases it, whatever happened).
+	lockConn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	defer lockConn.Close(context.WithoutCancel(ctx))
+	if _, err := lockConn.Exec(ctx, "SELECT pg_advisory_lock($1)", migrateLock); err != nil {
+		return nil, fmt.Errorf("waiting for another process's migrations: %w", err)
+	}
 	res, err := p.Up(ctx)
 	if err != nil {
 		return res, err
