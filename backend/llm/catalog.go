@@ -173,6 +173,12 @@ var defaults = map[string]struct {
 	"gemini-1-5-pro":    {"gemini", "gemini-pro-latest", 2, 12, 1048576},
 }
 
+// httpURL reports whether s is an http(s) URL with a host.
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
+
 // LoadCatalog builds the catalog: providers from PARLEY_OPENAI_API_KEY (and
 // PARLEY_OPENAI_BASE_URL), PARLEY_ANTHROPIC_API_KEY, PARLEY_GEMINI_API_KEY,
 // and the models file, which may add OpenAI-compatible providers and remap
@@ -186,6 +192,14 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		cfg.Attempts, cfg.Backoff, cfg.MaxWait = 3, 500*time.Millisecond, 10*time.Second
 	}
 	wrap := func(m Model) Model { return Retry(m, cfg.Attempts, cfg.Backoff, cfg.MaxWait) }
+	// A base URL that is no URL (a host without its scheme) was taken, and
+	// every call to the provider failed, the server started: it is refused
+	// at start, as a models file's baseURL is.
+	for _, v := range []string{"PARLEY_OPENAI_BASE_URL", "PARLEY_ANTHROPIC_BASE_URL", "PARLEY_GEMINI_BASE_URL"} {
+		if s := env(v); s != "" && !httpURL(s) {
+			return nil, fmt.Errorf("%s: give the provider's http(s) base URL, e.g. https://gateway.example.com/v1", v)
+		}
+	}
 	providers := map[string]Model{}
 	if k := env("PARLEY_OPENAI_API_KEY"); k != "" {
 		providers["openai"] = wrap(NewOpenAI(OpenAIConfig{Name: "openai", APIKey: k, BaseURL: env("PARLEY_OPENAI_BASE_URL")}))
@@ -225,7 +239,7 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		}
 		// Without a server's URL the client calls api.openai.com, with
 		// this provider's key: a key of another server sent to OpenAI.
-		if u, err := url.Parse(p.BaseURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if !httpURL(p.BaseURL) {
 			return nil, fmt.Errorf("models file: provider %q: baseURL must be the server's http(s) URL, e.g. http://127.0.0.1:11434/v1", name)
 		}
 		key := ""

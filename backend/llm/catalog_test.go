@@ -58,3 +58,20 @@ func TestModelsFile(t *testing.T) {
 		require.Error(t, err, name)
 	}
 }
+
+// A provider's base URL from the environment is refused at start, naming
+// its variable, when it is no http(s) URL: every call to the provider
+// failed instead, the server started.
+func TestProviderBaseURLFromTheEnvironment(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"OPENAI", "ANTHROPIC", "GEMINI"} {
+		for _, bad := range []string{"gateway.example.com/v1", "ftp://gateway.example.com", "https://", "http://[::1"} {
+			vars := map[string]string{"PARLEY_" + p + "_API_KEY": "k", "PARLEY_" + p + "_BASE_URL": bad}
+			_, err := llm.LoadCatalog(llm.CatalogConfig{Env: func(k string) string { return vars[k] }})
+			require.ErrorContains(t, err, "PARLEY_"+p+"_BASE_URL", bad)
+		}
+		vars := map[string]string{"PARLEY_" + p + "_API_KEY": "k", "PARLEY_" + p + "_BASE_URL": "https://gateway.example.com/v1"}
+		_, err := llm.LoadCatalog(llm.CatalogConfig{Env: func(k string) string { return vars[k] }})
+		require.NoError(t, err, p)
+	}
+}
