@@ -9,11 +9,13 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/parleyhq/parley/backend/chat"
 	"github.com/parleyhq/parley/backend/conversation"
@@ -22,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/llm"
 	"github.com/parleyhq/parley/backend/origin"
+	"github.com/parleyhq/parley/backend/seal"
 	"github.com/parleyhq/parley/backend/tool"
 	"github.com/parleyhq/parley/backend/webhook"
 )
@@ -161,7 +164,51 @@ func (c *Config) Err() error {
 			errs = append(errs, err)
 		}
 	}
+	// What is checked only as it is used must be checked here too, before
+	// New migrates the database: a mistyped setting stopped the start only
+	// after the migrations were applied, or (the web search URLs) not at
+	// all, every web_search call failing instead.
+	for _, a := range []struct{ flag, addr string }{{"addr", c.Addr}, {"metrics-addr", c.MetricsAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); a.addr != "" && err != nil {
+			errs = append(errs, fmt.Errorf("--%s %q: give a listen address, [host]:port", a.flag, a.addr))
+		}
+	}
+	if c.RedisURL != "" {
+		if err := checkRedisURL(c.RedisURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.SecretsKey != "" {
+		if _, err := seal.ParseKey(c.SecretsKey); err != nil {
+			errs = append(errs, fmt.Errorf("--secrets-key: %w", err))
+		}
+	}
+	if c.Embeddings.Default != "" && !slices.Contains(embed.Names(), c.Embeddings.Default) {
+		errs = append(errs, fmt.Errorf("--embeddings %q: use %s", c.Embeddings.Default, strings.Join(embed.Names(), ", ")))
+	}
+	for _, u := range []struct{ flag, url string }{
+		{"searxng-url", c.WebSearch.SearxngURL}, {"brave-base-url", c.WebSearch.BraveBaseURL}, {"tavily-base-url", c.WebSearch.TavilyBaseURL},
+	} {
+		if p, err := url.Parse(u.url); u.url != "" && (err != nil || (p.Scheme != "http" && p.Scheme != "https") || p.Host == "") {
+			errs = append(errs, fmt.Errorf("--%s %q: give the service's base URL, http(s)://host[:port][/path]", u.flag, RedactURL(u.url)))
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// checkRedisURL refuses a --redis-url that go-redis cannot read, naming the
+// flag, never its password.
+func checkRedisURL(s string) error {
+	_, err := redis.ParseURL(s)
+	if err == nil {
+		return nil
+	}
+	// SECURITY: url.Parse's error quotes the whole URL, its password too,
+	// or the piece it choked on (a "%zz", a port of ":s3cr").
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		return fmt.Errorf("--redis-url %s: not a URL (a # or %% in its password must be percent-encoded)", RedactURL(s))
+	}
+	return fmt.Errorf("--redis-url %s: %w", RedactURL(s), err)
 }
 
 // CheckPublicURL refuses a --public-url that cannot begin a link: every

@@ -315,3 +315,33 @@ func parseServe(args ...string) (Config, error) {
 	}
 	return c, c.Err()
 }
+
+// Settings that were checked only where they are used are refused by Err,
+// naming their flag: before New migrates the database (a mistyped Redis
+// URL, secrets key or embedder stopped the start only once the migrations
+// were applied), or at all (a web search URL that is no URL made every
+// web_search call fail, the server started).
+func TestSettingsRefusedBeforeTheDatabase(t *testing.T) {
+	for _, args := range [][]string{
+		{"--redis-url", "http://127.0.0.1:6379"}, {"--redis-url", "redis://127.0.0.1:6379/not-a-db"},
+		{"--secrets-key", "abc"}, {"--embeddings", "use_lite"},
+		{"--searxng-url", "searx.internal:8080"}, {"--brave-base-url", "ftp://brave.test"},
+		{"--tavily-base-url", "not a url"}, {"--tavily-base-url", "https://"},
+		{"--addr", "8080"}, {"--metrics-addr", "localhost"},
+	} {
+		_, err := parseServe(args...)
+		require.ErrorContains(t, err, args[0], "%v", args)
+	}
+	// SECURITY: the error goes to the log at start, without the password.
+	_, err := parseServe("--redis-url", "redis://:s3cr%zzet@127.0.0.1:6379/0")
+	require.ErrorContains(t, err, "--redis-url redis://:xxxxx@127.0.0.1:6379/0")
+	require.NotContains(t, err.Error(), "s3cr")
+	_, err = parseServe("--searxng-url", "searx://u:s3cr@%zz")
+	require.ErrorContains(t, err, "--searxng-url")
+	require.NotContains(t, err.Error(), "s3cr")
+
+	_, err = parseServe("--redis-url", "redis://127.0.0.1:6379/0", "--embeddings", "lexical",
+		"--secrets-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "--searxng-url", "http://searx.internal:8080/",
+		"--brave-base-url", "https://brave.test/api", "--addr", "127.0.0.1:0", "--metrics-addr", ":9090")
+	require.NoError(t, err)
+}

@@ -6,9 +6,11 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -144,7 +146,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 			if app != nil {
 				app.Close()
 			}
-			require.ErrorContains(t, err, "redis url", bad)
+			require.ErrorContains(t, err, "--redis-url", bad)
 		}
 	})
 
@@ -159,7 +161,7 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 			if app != nil {
 				app.Close()
 			}
-			require.ErrorContains(t, err, "redis url", bad)
+			require.ErrorContains(t, err, "--redis-url", bad)
 			require.NotContains(t, err.Error(), "s3cr", bad)
 			require.ErrorContains(t, err, "redis://:xxxxx@127.0.0.1:6379/0", bad)
 		}
@@ -235,4 +237,41 @@ func TestSilentRedisDoesNotSlowEveryRequest(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), 2*time.Second, "10 requests while Redis is silent")
 	require.Positive(t, e.App.Limits.Degraded())
+}
+
+// go-redis's own messages (here: a dial refused at start) go to the JSON
+// log, not as plain "redis: 2026/11/28 ... pool.go:770: ..." lines of its
+// default logger among the JSON records on stderr.
+func TestRedisClientMessagesAreJSONLogs(t *testing.T) {
+	// Not parallel: the default logger is the process's.
+	var buf syncBuffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	app, err := server.New(context.Background(), server.Config{DatabaseURL: dbtest.New(t), RedisURL: "redis://" + closed + "/0"})
+	require.NoError(t, err)
+	app.Close()
+	require.Contains(t, buf.String(), `"msg":"redis client"`)
+	require.Contains(t, buf.String(), "failed to dial")
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

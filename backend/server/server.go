@@ -14,10 +14,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/pprof"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -176,13 +176,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		opts, err := redis.ParseURL(cfg.RedisURL)
 		if err != nil {
 			a.Close()
-			// SECURITY: url.Parse's error quotes the whole URL, its
-			// password too, or the piece it choked on (a "%zz", a port
-			// of ":s3cr"), and this one goes to the log at start.
-			if ue := (*url.Error)(nil); errors.As(err, &ue) {
-				return nil, fmt.Errorf("redis url %s: not a URL (a # or %% in its password must be percent-encoded)", RedactURL(cfg.RedisURL))
-			}
-			return nil, fmt.Errorf("redis url: %w", err)
+			return nil, checkRedisURL(cfg.RedisURL) // Err refused it already
 		}
 		// A Redis that stops answering must not hold requests for long: rate
 		// limits then fall back to this instance (ratelimit.Limiter) within
@@ -199,6 +193,7 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		if opts.MaxRetries == 0 {
 			opts.MaxRetries = 1
 		}
+		redisLogOnce.Do(func() { redis.SetLogger(redisLog{}) })
 		a.redis = redis.NewClient(opts)
 		// A Redis that does not answer is an outage, not a configuration
 		// error: this instance starts and counts on its own until Redis is
@@ -226,6 +221,21 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// redisLog takes go-redis's own messages (a failed dial, a pool's
+// trouble) into the JSON log, at debug level: its default logger wrote them
+// as plain lines among the JSON records on stderr, one per failed dial while
+// Redis was down, where the rate limiter already warns every 30 s, with
+// the cause.
+// go-redis keeps one logger for the process: set once, before any client
+// that might log (a later write would race with their reads).
+type redisLog struct{}
+
+var redisLogOnce sync.Once
+
+func (redisLog) Printf(ctx context.Context, format string, v ...any) {
+	slog.DebugContext(ctx, "redis client", "detail", strings.TrimPrefix(fmt.Sprintf(format, v...), "redis: "))
 }
 
 // knowledge sets up ingestion and search: the embedder of new datastores,

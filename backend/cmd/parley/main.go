@@ -37,8 +37,9 @@ Usage:
                               --workers N jobs at once (default 4). parley serve --workers 0
                               serves without running jobs
   parley migrate [flags]      apply pending database migrations
-  parley healthcheck [--url U] exit 0 when the instance answers /readyz with 200 (container
-                              health checks: the image has no shell nor curl)
+  parley healthcheck [--url U] [--timeout D]
+                              exit 0 when the instance answers /readyz with 200 within D
+                              (default 3s; container health checks: the image has no shell nor curl)
   parley admin bootstrap --org NAME --plan free|starter|pro|enterprise [--email E] [--json]
                               create an organization, its first admin+chat API key and
                               its owner, with a one-time console sign-in link
