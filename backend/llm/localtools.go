@@ -32,7 +32,26 @@ var (
 	humanPattern = regexp.MustCompile(`(?i)(?:\b(?:talk|speak|chat)\s+(?:to|with)|\b(?:connect|transfer|put)\s+me\s+(?:to|with|through))\b[^.?!\n]{0,30}?\b(?:human|person|agent|someone|somebody|representative|operator)s?\b` +
 		`|\bget\s+(?:me\s+)?an?\s+(?:human|person|agent|representative|operator)\b` +
 		`|\b(?:real|live|actual)\s+(?:person|human|agent|people)\b`)
+	// What labels a number as something other than a phone number, just
+	// before it: "my order 0123456789", "invoice no. 01234567", "ticket
+	// #+123456789". Such a number was recorded as the visitor's phone (or
+	// refused as one, and the visitor asked for the international format).
+	notPhoneLabel = regexp.MustCompile(`(?i)(?:\b(?:order|invoice|ticket|ref|reference|tracking|account|case|booking|reservation|confirmation|id|parcel|package|shipment|transaction|receipt|serial|sku|customer)` +
+		`(?:\s*(?:number|num|nr|no\.?|n°|id|code))?(?:\s*(?:is|was|:|=))?\s*#?\s*|#\s*)$`)
 )
+
+// phoneIn is the first phone number msg gives: a number no label before it
+// says is something else (an order, an invoice), of at least 7 and at most
+// 15 digits (E.164's most).
+func phoneIn(msg string) string {
+	for _, loc := range phonePattern.FindAllStringIndex(msg, -1) {
+		p := msg[loc[0]:loc[1]]
+		if n := countDigits(p); n >= 7 && n <= 15 && !notPhoneLabel.MatchString(msg[max(0, loc[0]-40):loc[0]]) {
+			return p
+		}
+	}
+	return ""
+}
 
 // localCalls are the tool calls the local engine makes for the visitor's
 // message, first thing in a turn: request_human when it asks for a person,
@@ -59,7 +78,7 @@ func localCalls(req Request) []ToolCall {
 		// A national number beside an email address is left out:
 		// lead_capture refuses a call with one whole, and the address the
 		// visitor gave was lost.
-		if p := phonePattern.FindString(msg); countDigits(p) >= 7 && (args["email"] == "" || strings.HasPrefix(p, "+")) {
+		if p := phoneIn(msg); p != "" && (args["email"] == "" || strings.HasPrefix(p, "+")) {
 			args["phoneNumber"] = p
 		}
 		if len(args) > 0 {

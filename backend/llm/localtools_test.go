@@ -74,6 +74,19 @@ func TestLocalCallsToolsWhenOffered(t *testing.T) {
 		// Questions that name an agent or someone without asking for one.
 		{"connect an agent", "How do I connect my agent to WhatsApp?", both, nil},
 		{"someone's email", "Can I get someone's email from the dashboard?", both, nil},
+		// Numbers labelled as something else are no phone numbers; an
+		// unlabelled national number still is.
+		{"order number", "Where is my order 0123456789?", both, nil},
+		{"order number is", "My order number is 01234567, can you check it?", both, nil},
+		{"invoice no.", "invoice no. 0123456789 is wrong", both, nil},
+		{"ticket #", "ticket #+123456789 has no answer", both, nil},
+		{"order beside a phone", "order 0123456789 is late, call me on 06 12 34 56 78", both,
+			map[string]map[string]string{"lead_capture": {"phoneNumber": "06 12 34 56 78"}}},
+		{"order number beside an email", "I am a@b.io, order 0123456789 is late", both,
+			map[string]map[string]string{"lead_capture": {"email": "a@b.io", "phoneNumber": ""}}},
+		{"a national number answered", "or 020 7946 0958", both,
+			map[string]map[string]string{"lead_capture": {"phoneNumber": "020 7946 0958"}}},
+		{"more digits than a phone has", "+" + strings.Repeat("1", 40), both, nil},
 	} {
 		text, calls := stream(t, offering(c.msg, c.tools...))
 		if c.want == nil {
