@@ -2,6 +2,7 @@ package llm
 
 import (
 	"context"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -49,11 +50,20 @@ func (Local) Stream(ctx context.Context, req Request, yield func(Event) error) e
 		}
 		return yield(Event{Usage: &Usage{PromptTokens: int64(PromptTokens(req))}})
 	}
+	ack := afterTools(req)
+	if ack != "" {
+		// The contact details just noted ask nothing: their words
+		// ("example", "com") answered with the passages giving the shop's
+		// own address, as did the passage nearest the whole message.
+		question = phonePattern.ReplaceAllString(emailPattern.ReplaceAllString(question, " "), " ")
+	}
 	answer := extract(question, req.Knowledge)
-	if answer == "" {
+	if answer == "" && ack == "" && strings.IndexFunc(question, letterOrDigit) >= 0 {
+		// A message of no letter or digit ("👍", "?", a zero-width space)
+		// asks nothing: the passage nearest its embedding was any passage.
 		answer = closest(req.Knowledge)
 	}
-	if ack := afterTools(req); ack != "" {
+	if ack != "" {
 		// What the tools did, then what the knowledge says, if anything.
 		answer = strings.TrimSpace(ack + " " + answer)
 	}
@@ -95,7 +105,8 @@ func closest(passages []Passage) string {
 		return ""
 	}
 	s := sentences(passages[best].Text)
-	return strings.Join(s[:min(len(s), maxSentences)], " ")
+	n := min(len(s), maxSentences)
+	return joinSentences(append(s[:n:n], listAfter(s, n-1)...))
 }
 
 func extract(question string, passages []Passage) string {
@@ -104,13 +115,16 @@ func extract(question string, passages []Passage) string {
 		return ""
 	}
 	type scored struct {
-		text  string
-		score float64
-		order int
+		text   string
+		score  float64
+		order  int
+		pi, si int
 	}
 	var cands []scored
+	cut := make([][]string, len(passages))
 	for pi, p := range passages {
-		for si, s := range sentences(p.Text) {
+		cut[pi] = sentences(p.Text)
+		for si, s := range cut[pi] {
 			w := words(s)
 			hits := 0
 			for t := range w {
@@ -121,7 +135,7 @@ func extract(question string, passages []Passage) string {
 			if hits == 0 {
 				continue
 			}
-			cands = append(cands, scored{text: s, score: float64(hits) / float64(len(q)), order: pi*10000 + si})
+			cands = append(cands, scored{text: s, score: float64(hits) / float64(len(q)), order: pi*10000 + si, pi: pi, si: si})
 		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool {
@@ -131,10 +145,76 @@ func extract(question string, passages []Passage) string {
 		return cands[i].order < cands[j].order
 	})
 	var out []string
-	for i := 0; i < len(cands) && i < maxSentences; i++ {
-		out = append(out, cands[i].text)
+	taken := map[[2]int]bool{}
+	for i, n := 0, 0; i < len(cands) && n < maxSentences; i++ {
+		c := cands[i]
+		if taken[[2]int{c.pi, c.si}] {
+			continue // an item of a list already given
+		}
+		taken[[2]int{c.pi, c.si}] = true
+		n++
+		out = append(out, c.text)
+		for j, item := range listAfter(cut[c.pi], c.si) {
+			if k := [2]int{c.pi, c.si + 1 + j}; !taken[k] {
+				taken[k] = true
+				out = append(out, item)
+			}
+		}
 	}
-	return strings.Join(out, " ")
+	return joinSentences(out)
+}
+
+// maxListItems bounds the list items an answer gives after the line that
+// introduces them.
+const maxListItems = 20
+
+// listAfter is the list that follows sentence i of s when it introduces
+// one (it ends with ':'): the items after it, at most maxListItems. Without
+// them, "What shipping options do you have?" was answered "Shipping
+// options:".
+func listAfter(s []string, i int) []string {
+	if i < 0 || i >= len(s) || !strings.HasSuffix(s[i], ":") {
+		return nil
+	}
+	end := i + 1
+	for end < len(s) && end-i-1 < maxListItems && listItem(s[end]) {
+		end++
+	}
+	return s[i+1 : end]
+}
+
+// listItemPattern is the start of a Markdown list item: "- ", "* ", "+ ",
+// "• ", "1. " or "1) ".
+var listItemPattern = regexp.MustCompile(`^(?:[-*+•]|\d{1,3}[.)])\s`)
+
+func listItem(s string) bool { return listItemPattern.MatchString(s) }
+
+// joinSentences joins an answer's sentences as the passages write them: a
+// space between two, none between two of Chinese or Japanese (their text
+// has none), and a line break around a list item, which a space made part
+// of the line before ("Shipping options: - Express: 1-2 days").
+func joinSentences(s []string) string {
+	var b strings.Builder
+	for i, x := range s {
+		if i > 0 {
+			prev, _ := utf8.DecodeLastRuneInString(s[i-1])
+			next, _ := utf8.DecodeRuneInString(x)
+			switch {
+			case listItem(x) || listItem(s[i-1]):
+				b.WriteByte('\n')
+			case cjk(prev) && cjk(next):
+			default:
+				b.WriteByte(' ')
+			}
+		}
+		b.WriteString(x)
+	}
+	return b.String()
+}
+
+// cjk reports whether r is Chinese or Japanese text or punctuation.
+func cjk(r rune) bool {
+	return unspaced(r) || r >= 0x3000 && r <= 0x303f || r >= 0xff00 && r <= 0xffef
 }
 
 var stopWords = map[string]bool{
@@ -167,6 +247,8 @@ func words(s string) map[string]bool {
 	return out
 }
 
+func letterOrDigit(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) }
+
 // unspaced reports whether r is of a script written without spaces.
 func unspaced(r rune) bool {
 	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana)
@@ -189,6 +271,9 @@ func sentences(text string) []string {
 		switch r {
 		case '\n', '。', '！', '？':
 		case '.', '!', '?':
+			if r == '.' && (abbreviation(text[start:i]) || listNumber(text[start:i])) {
+				continue
+			}
 			for end < len(text) && strings.ContainsRune(sentenceClosers, rune(text[end])) {
 				end++
 			}
@@ -207,6 +292,39 @@ func sentences(text string) []string {
 		out = append(out, s)
 	}
 	return out
+}
+
+// titles are abbreviations written before a name, whose '.' ends no
+// sentence.
+var titles = map[string]bool{"mr": true, "mrs": true, "ms": true, "dr": true, "prof": true, "st": true, "mt": true, "vs": true, "jr": true, "sr": true}
+
+// abbreviation reports whether the word that ends before, followed by a
+// '.', is an abbreviation: a title ("Mr", "Dr", "St") or letters each
+// followed by a '.' ("e.g", "i.e", "U.S"). Cut there, an answer said
+// "Overnight: e.g." and "Contact Mr.".
+func abbreviation(before string) bool {
+	// Only the last word counts: looking further back made a passage of
+	// dots and no spaces quadratic.
+	before = before[max(0, len(before)-64):]
+	w := before
+	if i := strings.LastIndexFunc(before, unicode.IsSpace); i >= 0 {
+		_, n := utf8.DecodeRuneInString(before[i:])
+		w = before[i+n:]
+	}
+	w = strings.TrimLeft(w, `"'([{`)
+	if k := strings.LastIndexByte(w, '.'); k >= 0 {
+		r, n := utf8.DecodeRuneInString(w[k+1:])
+		return n > 0 && k+1+n == len(w) && unicode.IsLetter(r)
+	}
+	return titles[strings.ToLower(w)]
+}
+
+// listNumber reports whether the sentence begun before a '.' is the number
+// of a numbered list's item: "1. Open the app." was cut into "1." and
+// "Open the app.".
+func listNumber(before string) bool {
+	n := strings.TrimSpace(before)
+	return n != "" && len(n) <= 3 && strings.Trim(n, "0123456789") == ""
 }
 
 // sentenceClosers may follow a sentence's last mark within it.
