@@ -513,6 +513,16 @@ func (s *Service) Remove(ctx context.Context, by *Member, id uuid.UUID) (keys []
 		if err := q.WithdrawInvitesBy(ctx, dbq.WithdrawInvitesByParams{OrgID: by.OrgID, CreatedBy: id}); err != nil {
 			return err
 		}
+		// And the invitations of the member's own email nobody followed
+		// (one sent twice, the member joining with the other): one would
+		// make them a member again. Before the member's deletion: an
+		// invitation being followed now (its link locked) is waited for,
+		// and fails on the member still there; one sent after this
+		// commits is the owners' new decision (InviteMember takes the
+		// owners' rows first, as ownerNow did here).
+		if _, err := q.WithdrawInvites(ctx, dbq.WithdrawInvitesParams{OrgID: by.OrgID, Email: target.Email}); err != nil {
+			return err
+		}
 		made, err := q.ActiveKeysOfMember(ctx, dbq.ActiveKeysOfMemberParams{OrgID: by.OrgID, Member: target.Email})
 		if err != nil {
 			return err

@@ -3,7 +3,9 @@ package member_test
 import (
 	"context"
 	"crypto/sha256"
+	"fmt"
 	"runtime"
+	"sync"
 	"testing"
 	"time"
 
@@ -117,6 +119,79 @@ func TestRemovedMembersSignInLinksDie(t *testing.T) {
 	m, err := s.FollowLink(ctx, fresh, "")
 	require.NoError(t, err, "a link made after works")
 	require.Equal(t, readmitted.ID, m.ID)
+}
+
+// A removed member does not come back through an invitation of theirs
+// nobody followed: an owner who sent two (the first mail lost, say) saw
+// the member join with one; the other still worked after the member was
+// removed, and made them a member again. An invitation sent after the
+// removal works.
+func TestRemovedMembersLeftoverInvitationsDie(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, org := newService(t)
+	owner, err := s.CreateOwner(ctx, org, "owner@example.com")
+	require.NoError(t, err)
+	first, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Viewer)
+	require.NoError(t, err)
+	second, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Admin)
+	require.NoError(t, err)
+	viewer, err := s.FollowLink(ctx, first, "")
+	require.NoError(t, err)
+
+	_, err = s.Remove(ctx, owner, viewer.ID)
+	require.NoError(t, err)
+	back, err := s.FollowLink(ctx, second, "")
+	require.Equal(t, apperr.Unauthenticated, apperr.CodeOf(err), "the removed member came back as %v: %v", back, err)
+
+	again, err := s.InviteMember(ctx, owner, "viewer@example.com", member.Viewer)
+	require.NoError(t, err)
+	readmitted, err := s.FollowLink(ctx, again, "")
+	require.NoError(t, err, "an invitation sent after the removal works")
+	require.Equal(t, member.Viewer, readmitted.Role)
+}
+
+// A leftover invitation followed while its member is being removed: the
+// removal goes through, and the invitation either finds the member still
+// there (Conflict) or finds itself withdrawn (Unauthenticated), never a
+// deadlock or a member made again.
+func TestLeftoverInvitationFollowedDuringRemoval(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, org := newService(t)
+	owner, err := s.CreateOwner(ctx, org, "owner@example.com")
+	require.NoError(t, err)
+	for i := range 20 {
+		email := fmt.Sprintf("viewer%d@example.com", i)
+		first, err := s.InviteMember(ctx, owner, email, member.Viewer)
+		require.NoError(t, err)
+		second, err := s.InviteMember(ctx, owner, email, member.Viewer)
+		require.NoError(t, err)
+		viewer, err := s.FollowLink(ctx, first, "")
+		require.NoError(t, err)
+
+		var wg sync.WaitGroup
+		var removeErr, followErr error
+		start := make(chan struct{})
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			<-start
+			_, removeErr = s.Remove(ctx, owner, viewer.ID)
+		}()
+		go func() {
+			defer wg.Done()
+			<-start
+			_, followErr = s.FollowLink(ctx, second, "")
+		}()
+		close(start)
+		wg.Wait()
+		require.NoError(t, removeErr)
+		require.Contains(t, []apperr.Code{apperr.Conflict, apperr.Unauthenticated}, apperr.CodeOf(followErr), "%v", followErr)
+		members, err := s.List(ctx, org)
+		require.NoError(t, err)
+		require.Len(t, members, 1, "only the owner is left")
+	}
 }
 
 // A sign-in link made while its member is being removed dies with the
