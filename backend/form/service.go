@@ -321,6 +321,9 @@ func (s *Service) UpdateForm(ctx context.Context, req *parleyv1.UpdateFormReques
 
 // DeleteForm removes a form and its submissions.
 func (s *Service) DeleteForm(ctx context.Context, req *parleyv1.DeleteFormRequest) (*parleyv1.DeleteFormResponse, error) {
+	// Its submissions go with it, however many it holds.
+	ctx, cancel := context.WithTimeout(ctx, db.DeleteTimeout)
+	defer cancel()
 	p, err := auth.FromContext(ctx)
 	if err != nil {
 		return nil, err

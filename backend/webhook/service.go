@@ -214,6 +214,10 @@ func (s *Service) UpdateWebhook(ctx context.Context, req *parleyv1.UpdateWebhook
 
 // DeleteWebhook removes an endpoint and its deliveries.
 func (s *Service) DeleteWebhook(ctx context.Context, req *parleyv1.DeleteWebhookRequest) (*parleyv1.DeleteWebhookResponse, error) {
+	// Its deliveries and their attempts go with it: a retention's worth
+	// of a busy organization's events, millions of rows.
+	ctx, cancel := context.WithTimeout(ctx, db.DeleteTimeout)
+	defer cancel()
 	var org uuid.UUID
 	err := s.withWebhook(ctx, req.GetId(), func(_ pgx.Tx, q *dbq.Queries, o, id uuid.UUID) error {
 		org = o
