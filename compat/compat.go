@@ -95,6 +95,7 @@ func (h *Handler) Routes() []Route {
 		{http.MethodPut, "/forms/{formId}", h.rpc(parleyv1connect.FormServiceUpdateFormProcedure, h.updateForm)},
 		{http.MethodDelete, "/forms/{formId}", h.rpc(parleyv1connect.FormServiceDeleteFormProcedure, h.deleteForm)},
 		{http.MethodGet, "/forms/{formId}/submissions", h.rpc(parleyv1connect.FormServiceListSubmissionsProcedure, h.listSubmissions)},
+		{http.MethodDelete, "/forms/{formId}/submissions/{submissionId}", h.rpc(parleyv1connect.FormServiceDeleteSubmissionProcedure, h.deleteSubmission)},
 	}
 	base = append(base, h.webhookRoutes()...)
 	base = append(base,

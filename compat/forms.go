@@ -248,6 +248,15 @@ func (h *Handler) deleteForm(w http.ResponseWriter, r *http.Request) error {
 		func(*parleyv1.DeleteFormResponse) any { return map[string]any{"id": req.GetId(), "deleted": true} })
 }
 
+// deleteSubmission is DELETE /api/forms/{formId}/submissions/{submissionId}.
+func (h *Handler) deleteSubmission(w http.ResponseWriter, r *http.Request) error {
+	req := &parleyv1.DeleteSubmissionRequest{FormId: r.PathValue("formId"), Id: r.PathValue("submissionId")}
+	return respond(h, w, r, req, h.forms.DeleteSubmission, http.StatusOK,
+		func(*parleyv1.DeleteSubmissionResponse) any {
+			return map[string]any{"id": req.GetId(), "deleted": true}
+		})
+}
+
 // submitForm is POST /api/forms/{formId}: {"values": {...}, "visitorId",
 // "conversationId"} → 201 {id, successMessage}.
 func (h *Handler) submitForm(w http.ResponseWriter, r *http.Request) error {

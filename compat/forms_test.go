@@ -464,3 +464,52 @@ func TestLargeBodies(t *testing.T) {
 	require.Equal(t, http.StatusRequestEntityTooLarge, r.Status, "%s", r.Body)
 	require.Equal(t, "body", r.Err(t).Error.Field)
 }
+
+// One submission can be deleted (a visitor asking for what they sent to
+// go) and only that one: the form and its other submissions stay. Another
+// organization's key is 403 and deletes nothing; a submission the form
+// does not hold is 404.
+func TestDeleteSubmissionOverREST(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	f := makeForm(t, e, e.A.Key, `{"name":"N","fields":[{"name":"n","type":"number"}]}`)
+	other := makeForm(t, e, e.A.Key, `{"name":"O","fields":[{"name":"n","type":"number"}]}`)
+	var ids []string
+	for i := range 2 {
+		r := e.Do("POST", "/api/forms/"+f.ID, e.A.Key, fmt.Sprintf(`{"values":{"n":%d}}`, i))
+		require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+		var sent struct{ ID string }
+		r.JSON(t, &sent)
+		ids = append(ids, sent.ID)
+	}
+	listed := func() []string {
+		r := e.Do("GET", "/api/forms/"+f.ID+"/submissions", e.A.Key, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var page struct{ Submissions []struct{ ID string } }
+		r.JSON(t, &page)
+		var out []string
+		for _, s := range page.Submissions {
+			out = append(out, s.ID)
+		}
+		return out
+	}
+
+	r := e.Do("DELETE", "/api/forms/"+f.ID+"/submissions/"+ids[0], e.B.Key, nil)
+	require.Equal(t, http.StatusForbidden, r.Status, "%s", r.Body)
+	for _, path := range []string{
+		"/api/forms/" + other.ID + "/submissions/" + ids[0], // another form's
+		"/api/forms/" + f.ID + "/submissions/00000000-0000-7000-8000-000000000000",
+		"/api/forms/" + f.ID + "/submissions/nope",
+	} {
+		r = e.Do("DELETE", path, e.A.Key, nil)
+		require.Equal(t, http.StatusNotFound, r.Status, "%s: %s", path, r.Body)
+	}
+	require.ElementsMatch(t, ids, listed(), "nothing deleted yet")
+
+	r = e.Do("DELETE", "/api/forms/"+f.ID+"/submissions/"+ids[0], e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.JSONEq(t, `{"id":"`+ids[0]+`","deleted":true}`, string(r.Body))
+	require.Equal(t, []string{ids[1]}, listed())
+	r = e.Do("DELETE", "/api/forms/"+f.ID+"/submissions/"+ids[0], e.A.Key, nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "deleted already")
+}

@@ -230,6 +230,22 @@ func (c *Console) formsDelete(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/console/forms", http.StatusSeeOther)
 }
 
+// formsDeleteSubmission deletes one submission (a visitor asking for what
+// they sent to go), then shows the submissions again.
+func (c *Console) formsDeleteSubmission(w http.ResponseWriter, r *http.Request) {
+	req := &parleyv1.DeleteSubmissionRequest{FormId: r.PathValue("id"), Id: r.PathValue("sid")}
+	err := c.validate(req)
+	if err == nil {
+		_, err = c.formsService().DeleteSubmission(r.Context(), req)
+	}
+	if err != nil {
+		c.errorPage(w, r, err)
+		return
+	}
+	c.flash(r.Context(), "The submission was deleted.")
+	http.Redirect(w, r, submissionsURL(req.GetFormId(), ""), http.StatusSeeOther)
+}
+
 // formSubmissionsView is what the submissions page shows.
 type formSubmissionsView struct {
 	Form   *parleyv1.Form

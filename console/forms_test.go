@@ -2,6 +2,7 @@ package console_test
 
 import (
 	"encoding/csv"
+	"encoding/json"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -198,6 +199,20 @@ func testForms(t *testing.T, e *env) {
 	require.Contains(t, string(r.Body), `"pattern":" [a-z]+"`)
 	require.Contains(t, string(r.Body), `"options":[" gold ","silver"]`)
 
+	// One submission goes (a visitor asking for theirs to): its row's
+	// button; another organization's member cannot.
+	p = admin.get(builder + "/submissions")
+	del := p.Doc.Find("[data-testid=delete-submission]").First().AttrOr("action", "")
+	require.NotEmpty(t, del)
+	require.Equal(t, http.StatusNotFound, other.post(del, url.Values{}).Status)
+	p = admin.post(del, url.Values{})
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+	p = admin.get(builder + "/submissions")
+	rows = p.Doc.Find("[data-testid=submission-row]")
+	require.Equal(t, 1, rows.Length())
+	require.Contains(t, rows.Find("[data-field=first_name]").Text(), "HYPERLINK", "the newest went, the other stays")
+	require.Equal(t, http.StatusNotFound, admin.post(del, url.Values{}).Status, "deleted already")
+
 	p = admin.post(builder+"/delete", url.Values{})
 	require.Equal(t, http.StatusSeeOther, p.Status)
 	require.Equal(t, http.StatusNotFound, admin.get(builder).Status)
@@ -222,5 +237,13 @@ func testFormsViewer(t *testing.T, e *env) {
 	require.Equal(t, http.StatusOK, viewer.get("/console/forms/"+id+"/submissions.csv").Status)
 	require.Equal(t, http.StatusForbidden, viewer.post("/console/forms/"+id, builderPost("x", true)).Status)
 	require.Equal(t, http.StatusForbidden, viewer.post("/console/forms/"+id+"/delete", url.Values{}).Status)
+	r := e.api(t, "POST", "/api/forms/"+id, org.Key, map[string]any{"values": map[string]any{"score": 3}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var sent struct{ ID string }
+	require.NoError(t, json.Unmarshal(r.Body, &sent))
+	p = viewer.get("/console/forms/" + id + "/submissions")
+	require.Equal(t, 1, p.Doc.Find("[data-testid=submission-row]").Length())
+	require.Zero(t, p.Doc.Find("[data-testid=delete-submission]").Length(), "viewers get no delete button")
+	require.Equal(t, http.StatusForbidden, viewer.post("/console/forms/"+id+"/submissions/"+sent.ID+"/delete", url.Values{}).Status)
 	require.Equal(t, http.StatusForbidden, viewer.post("/console/forms", url.Values{"name": {"x"}}).Status)
 }

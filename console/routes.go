@@ -81,6 +81,7 @@ func (c *Console) routes() {
 	m.HandleFunc("POST /console/forms/{id}/delete", c.signedIn(member.Admin, c.formsDelete))
 	m.HandleFunc("GET /console/forms/{id}/submissions", c.signedIn(member.Viewer, c.formsSubmissions))
 	m.HandleFunc("GET /console/forms/{id}/submissions.csv", c.signedIn(member.Viewer, c.formsCSV))
+	m.HandleFunc("POST /console/forms/{id}/submissions/{sid}/delete", c.signedIn(member.Admin, c.formsDeleteSubmission))
 
 	// Contacts: everyone reads; admins delete.
 	m.HandleFunc("GET /console/contacts", c.signedIn(member.Viewer, c.contactList))

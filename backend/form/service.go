@@ -341,6 +341,36 @@ func (s *Service) DeleteForm(ctx context.Context, req *parleyv1.DeleteFormReques
 	return &parleyv1.DeleteFormResponse{}, nil
 }
 
+// DeleteSubmission removes one of a form's submissions: a visitor's
+// values go without the form's other submissions (a contact's deletion
+// leaves them). Another organization's form is Forbidden; a submission the
+// form does not hold NotFound.
+func (s *Service) DeleteSubmission(ctx context.Context, req *parleyv1.DeleteSubmissionRequest) (*parleyv1.DeleteSubmissionResponse, error) {
+	p, err := auth.FromContext(ctx)
+	if err != nil {
+		return nil, err
+	}
+	err = s.withForm(ctx, p, req.GetFormId(), func(q *dbq.Queries, id uuid.UUID) error {
+		if _, err := q.GetForm(ctx, dbq.GetFormParams{OrgID: p.OrgID, ID: id}); err != nil {
+			return err
+		}
+		gone := apperr.New(apperr.NotFound, "submission %q not found in form %q", req.GetId(), req.GetFormId())
+		sid, err := uuid.Parse(req.GetId())
+		if err != nil {
+			return gone
+		}
+		n, err := q.DeleteSubmission(ctx, dbq.DeleteSubmissionParams{OrgID: p.OrgID, FormID: id, ID: sid})
+		if err == nil && n == 0 {
+			return gone
+		}
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &parleyv1.DeleteSubmissionResponse{}, nil
+}
+
 // SubmitForm is Submit for callers the access layer admitted with a key:
 // the Connect handler serves SubmitForm with the caller's address instead.
 func (s *Service) SubmitForm(ctx context.Context, req *parleyv1.SubmitFormRequest) (*parleyv1.SubmitFormResponse, error) {

@@ -155,6 +155,25 @@ func (q *Queries) DeleteForm(ctx context.Context, arg DeleteFormParams) (int64, 
 	return result.RowsAffected(), nil
 }
 
+const deleteSubmission = `-- name: DeleteSubmission :execrows
+DELETE FROM form_submissions
+WHERE org_id = $1 AND form_id = $2 AND id = $3
+`
+
+type DeleteSubmissionParams struct {
+	OrgID  uuid.UUID
+	FormID uuid.UUID
+	ID     uuid.UUID
+}
+
+func (q *Queries) DeleteSubmission(ctx context.Context, arg DeleteSubmissionParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteSubmission, arg.OrgID, arg.FormID, arg.ID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getForm = `-- name: GetForm :one
 SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at, allowed_origins FROM forms WHERE org_id = $1 AND id = $2
 `

@@ -72,6 +72,10 @@ VALUES (sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(form_id), sqlc.arg(data), sqlc.
         sqlc.arg(conversation_id))
 RETURNING *;
 
+-- name: DeleteSubmission :execrows
+DELETE FROM form_submissions
+WHERE org_id = sqlc.arg(org_id) AND form_id = sqlc.arg(form_id) AND id = sqlc.arg(id);
+
 -- name: ListSubmissions :many
 -- A page of a form's submissions, newest first, after the cursor.
 SELECT * FROM form_submissions

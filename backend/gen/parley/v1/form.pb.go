@@ -1096,6 +1096,94 @@ func (x *ListSubmissionsRequest) GetCursor() string {
 	return ""
 }
 
+type DeleteSubmissionRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FormId        string                 `protobuf:"bytes,1,opt,name=form_id,json=formId,proto3" json:"form_id,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSubmissionRequest) Reset() {
+	*x = DeleteSubmissionRequest{}
+	mi := &file_parley_v1_form_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSubmissionRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSubmissionRequest) ProtoMessage() {}
+
+func (x *DeleteSubmissionRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_form_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSubmissionRequest.ProtoReflect.Descriptor instead.
+func (*DeleteSubmissionRequest) Descriptor() ([]byte, []int) {
+	return file_parley_v1_form_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *DeleteSubmissionRequest) GetFormId() string {
+	if x != nil {
+		return x.FormId
+	}
+	return ""
+}
+
+func (x *DeleteSubmissionRequest) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+type DeleteSubmissionResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteSubmissionResponse) Reset() {
+	*x = DeleteSubmissionResponse{}
+	mi := &file_parley_v1_form_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteSubmissionResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteSubmissionResponse) ProtoMessage() {}
+
+func (x *DeleteSubmissionResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_parley_v1_form_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteSubmissionResponse.ProtoReflect.Descriptor instead.
+func (*DeleteSubmissionResponse) Descriptor() ([]byte, []int) {
+	return file_parley_v1_form_proto_rawDescGZIP(), []int{17}
+}
+
 type ListSubmissionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Newest first.
@@ -1108,7 +1196,7 @@ type ListSubmissionsResponse struct {
 
 func (x *ListSubmissionsResponse) Reset() {
 	*x = ListSubmissionsResponse{}
-	mi := &file_parley_v1_form_proto_msgTypes[16]
+	mi := &file_parley_v1_form_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1208,7 @@ func (x *ListSubmissionsResponse) String() string {
 func (*ListSubmissionsResponse) ProtoMessage() {}
 
 func (x *ListSubmissionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_parley_v1_form_proto_msgTypes[16]
+	mi := &file_parley_v1_form_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1221,7 @@ func (x *ListSubmissionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSubmissionsResponse.ProtoReflect.Descriptor instead.
 func (*ListSubmissionsResponse) Descriptor() ([]byte, []int) {
-	return file_parley_v1_form_proto_rawDescGZIP(), []int{16}
+	return file_parley_v1_form_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *ListSubmissionsResponse) GetSubmissions() []*Submission {
@@ -1264,11 +1352,15 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"\x16ListSubmissionsRequest\x12\"\n" +
 	"\aform_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x06formId\x12\x1f\n" +
 	"\x05limit\x18\x02 \x01(\x05B\t\xbaH\x06\x1a\x04\x18d(\x00R\x05limit\x12 \n" +
-	"\x06cursor\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x06cursor\"s\n" +
+	"\x06cursor\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xc8\x01R\x06cursor\"X\n" +
+	"\x17DeleteSubmissionRequest\x12\"\n" +
+	"\aform_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x06formId\x12\x19\n" +
+	"\x02id\x18\x02 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"\x1a\n" +
+	"\x18DeleteSubmissionResponse\"s\n" +
 	"\x17ListSubmissionsResponse\x127\n" +
 	"\vsubmissions\x18\x01 \x03(\v2\x15.parley.v1.SubmissionR\vsubmissions\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor2\xcc\x04\n" +
+	"nextCursor2\xab\x05\n" +
 	"\vFormService\x12K\n" +
 	"\n" +
 	"CreateForm\x12\x1c.parley.v1.CreateFormRequest\x1a\x1d.parley.v1.CreateFormResponse\"\x00\x12M\n" +
@@ -1280,7 +1372,8 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"DeleteForm\x12\x1c.parley.v1.DeleteFormRequest\x1a\x1d.parley.v1.DeleteFormResponse\"\x00\x12S\n" +
 	"\n" +
 	"SubmitForm\x12\x1c.parley.v1.SubmitFormRequest\x1a\x1d.parley.v1.SubmitFormResponse\"\b\xa2\xbb\x18\x04\b\x02\x18\x01\x12]\n" +
-	"\x0fListSubmissions\x12!.parley.v1.ListSubmissionsRequest\x1a\".parley.v1.ListSubmissionsResponse\"\x03\x90\x02\x01\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
+	"\x0fListSubmissions\x12!.parley.v1.ListSubmissionsRequest\x1a\".parley.v1.ListSubmissionsResponse\"\x03\x90\x02\x01\x12]\n" +
+	"\x10DeleteSubmission\x12\".parley.v1.DeleteSubmissionRequest\x1a#.parley.v1.DeleteSubmissionResponse\"\x00\x1a\x06\xa2\xbb\x18\x02\b\x01B;Z9github.com/parleyhq/parley/backend/gen/parley/v1;parleyv1b\x06proto3"
 
 var (
 	file_parley_v1_form_proto_rawDescOnce sync.Once
@@ -1294,47 +1387,49 @@ func file_parley_v1_form_proto_rawDescGZIP() []byte {
 	return file_parley_v1_form_proto_rawDescData
 }
 
-var file_parley_v1_form_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_parley_v1_form_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_parley_v1_form_proto_goTypes = []any{
-	(*Form)(nil),                    // 0: parley.v1.Form
-	(*FormField)(nil),               // 1: parley.v1.FormField
-	(*Submission)(nil),              // 2: parley.v1.Submission
-	(*CreateFormRequest)(nil),       // 3: parley.v1.CreateFormRequest
-	(*CreateFormResponse)(nil),      // 4: parley.v1.CreateFormResponse
-	(*GetFormRequest)(nil),          // 5: parley.v1.GetFormRequest
-	(*GetFormResponse)(nil),         // 6: parley.v1.GetFormResponse
-	(*ListFormsRequest)(nil),        // 7: parley.v1.ListFormsRequest
-	(*ListFormsResponse)(nil),       // 8: parley.v1.ListFormsResponse
-	(*UpdateFormRequest)(nil),       // 9: parley.v1.UpdateFormRequest
-	(*UpdateFormResponse)(nil),      // 10: parley.v1.UpdateFormResponse
-	(*DeleteFormRequest)(nil),       // 11: parley.v1.DeleteFormRequest
-	(*DeleteFormResponse)(nil),      // 12: parley.v1.DeleteFormResponse
-	(*SubmitFormRequest)(nil),       // 13: parley.v1.SubmitFormRequest
-	(*SubmitFormResponse)(nil),      // 14: parley.v1.SubmitFormResponse
-	(*ListSubmissionsRequest)(nil),  // 15: parley.v1.ListSubmissionsRequest
-	(*ListSubmissionsResponse)(nil), // 16: parley.v1.ListSubmissionsResponse
-	nil,                             // 17: parley.v1.SubmitFormRequest.ValuesEntry
-	(*timestamppb.Timestamp)(nil),   // 18: google.protobuf.Timestamp
-	(*structpb.Struct)(nil),         // 19: google.protobuf.Struct
-	(*fieldmaskpb.FieldMask)(nil),   // 20: google.protobuf.FieldMask
-	(*structpb.Value)(nil),          // 21: google.protobuf.Value
+	(*Form)(nil),                     // 0: parley.v1.Form
+	(*FormField)(nil),                // 1: parley.v1.FormField
+	(*Submission)(nil),               // 2: parley.v1.Submission
+	(*CreateFormRequest)(nil),        // 3: parley.v1.CreateFormRequest
+	(*CreateFormResponse)(nil),       // 4: parley.v1.CreateFormResponse
+	(*GetFormRequest)(nil),           // 5: parley.v1.GetFormRequest
+	(*GetFormResponse)(nil),          // 6: parley.v1.GetFormResponse
+	(*ListFormsRequest)(nil),         // 7: parley.v1.ListFormsRequest
+	(*ListFormsResponse)(nil),        // 8: parley.v1.ListFormsResponse
+	(*UpdateFormRequest)(nil),        // 9: parley.v1.UpdateFormRequest
+	(*UpdateFormResponse)(nil),       // 10: parley.v1.UpdateFormResponse
+	(*DeleteFormRequest)(nil),        // 11: parley.v1.DeleteFormRequest
+	(*DeleteFormResponse)(nil),       // 12: parley.v1.DeleteFormResponse
+	(*SubmitFormRequest)(nil),        // 13: parley.v1.SubmitFormRequest
+	(*SubmitFormResponse)(nil),       // 14: parley.v1.SubmitFormResponse
+	(*ListSubmissionsRequest)(nil),   // 15: parley.v1.ListSubmissionsRequest
+	(*DeleteSubmissionRequest)(nil),  // 16: parley.v1.DeleteSubmissionRequest
+	(*DeleteSubmissionResponse)(nil), // 17: parley.v1.DeleteSubmissionResponse
+	(*ListSubmissionsResponse)(nil),  // 18: parley.v1.ListSubmissionsResponse
+	nil,                              // 19: parley.v1.SubmitFormRequest.ValuesEntry
+	(*timestamppb.Timestamp)(nil),    // 20: google.protobuf.Timestamp
+	(*structpb.Struct)(nil),          // 21: google.protobuf.Struct
+	(*fieldmaskpb.FieldMask)(nil),    // 22: google.protobuf.FieldMask
+	(*structpb.Value)(nil),           // 23: google.protobuf.Value
 }
 var file_parley_v1_form_proto_depIdxs = []int32{
 	1,  // 0: parley.v1.Form.fields:type_name -> parley.v1.FormField
-	18, // 1: parley.v1.Form.create_time:type_name -> google.protobuf.Timestamp
-	18, // 2: parley.v1.Form.update_time:type_name -> google.protobuf.Timestamp
-	19, // 3: parley.v1.Submission.values:type_name -> google.protobuf.Struct
-	18, // 4: parley.v1.Submission.create_time:type_name -> google.protobuf.Timestamp
+	20, // 1: parley.v1.Form.create_time:type_name -> google.protobuf.Timestamp
+	20, // 2: parley.v1.Form.update_time:type_name -> google.protobuf.Timestamp
+	21, // 3: parley.v1.Submission.values:type_name -> google.protobuf.Struct
+	20, // 4: parley.v1.Submission.create_time:type_name -> google.protobuf.Timestamp
 	1,  // 5: parley.v1.CreateFormRequest.fields:type_name -> parley.v1.FormField
 	0,  // 6: parley.v1.CreateFormResponse.form:type_name -> parley.v1.Form
 	0,  // 7: parley.v1.GetFormResponse.form:type_name -> parley.v1.Form
 	0,  // 8: parley.v1.ListFormsResponse.forms:type_name -> parley.v1.Form
-	20, // 9: parley.v1.UpdateFormRequest.update_mask:type_name -> google.protobuf.FieldMask
+	22, // 9: parley.v1.UpdateFormRequest.update_mask:type_name -> google.protobuf.FieldMask
 	1,  // 10: parley.v1.UpdateFormRequest.fields:type_name -> parley.v1.FormField
 	0,  // 11: parley.v1.UpdateFormResponse.form:type_name -> parley.v1.Form
-	17, // 12: parley.v1.SubmitFormRequest.values:type_name -> parley.v1.SubmitFormRequest.ValuesEntry
+	19, // 12: parley.v1.SubmitFormRequest.values:type_name -> parley.v1.SubmitFormRequest.ValuesEntry
 	2,  // 13: parley.v1.ListSubmissionsResponse.submissions:type_name -> parley.v1.Submission
-	21, // 14: parley.v1.SubmitFormRequest.ValuesEntry.value:type_name -> google.protobuf.Value
+	23, // 14: parley.v1.SubmitFormRequest.ValuesEntry.value:type_name -> google.protobuf.Value
 	3,  // 15: parley.v1.FormService.CreateForm:input_type -> parley.v1.CreateFormRequest
 	5,  // 16: parley.v1.FormService.GetForm:input_type -> parley.v1.GetFormRequest
 	7,  // 17: parley.v1.FormService.ListForms:input_type -> parley.v1.ListFormsRequest
@@ -1342,15 +1437,17 @@ var file_parley_v1_form_proto_depIdxs = []int32{
 	11, // 19: parley.v1.FormService.DeleteForm:input_type -> parley.v1.DeleteFormRequest
 	13, // 20: parley.v1.FormService.SubmitForm:input_type -> parley.v1.SubmitFormRequest
 	15, // 21: parley.v1.FormService.ListSubmissions:input_type -> parley.v1.ListSubmissionsRequest
-	4,  // 22: parley.v1.FormService.CreateForm:output_type -> parley.v1.CreateFormResponse
-	6,  // 23: parley.v1.FormService.GetForm:output_type -> parley.v1.GetFormResponse
-	8,  // 24: parley.v1.FormService.ListForms:output_type -> parley.v1.ListFormsResponse
-	10, // 25: parley.v1.FormService.UpdateForm:output_type -> parley.v1.UpdateFormResponse
-	12, // 26: parley.v1.FormService.DeleteForm:output_type -> parley.v1.DeleteFormResponse
-	14, // 27: parley.v1.FormService.SubmitForm:output_type -> parley.v1.SubmitFormResponse
-	16, // 28: parley.v1.FormService.ListSubmissions:output_type -> parley.v1.ListSubmissionsResponse
-	22, // [22:29] is the sub-list for method output_type
-	15, // [15:22] is the sub-list for method input_type
+	16, // 22: parley.v1.FormService.DeleteSubmission:input_type -> parley.v1.DeleteSubmissionRequest
+	4,  // 23: parley.v1.FormService.CreateForm:output_type -> parley.v1.CreateFormResponse
+	6,  // 24: parley.v1.FormService.GetForm:output_type -> parley.v1.GetFormResponse
+	8,  // 25: parley.v1.FormService.ListForms:output_type -> parley.v1.ListFormsResponse
+	10, // 26: parley.v1.FormService.UpdateForm:output_type -> parley.v1.UpdateFormResponse
+	12, // 27: parley.v1.FormService.DeleteForm:output_type -> parley.v1.DeleteFormResponse
+	14, // 28: parley.v1.FormService.SubmitForm:output_type -> parley.v1.SubmitFormResponse
+	18, // 29: parley.v1.FormService.ListSubmissions:output_type -> parley.v1.ListSubmissionsResponse
+	17, // 30: parley.v1.FormService.DeleteSubmission:output_type -> parley.v1.DeleteSubmissionResponse
+	23, // [23:31] is the sub-list for method output_type
+	15, // [15:23] is the sub-list for method input_type
 	15, // [15:15] is the sub-list for extension type_name
 	15, // [15:15] is the sub-list for extension extendee
 	0,  // [0:15] is the sub-list for field type_name
@@ -1370,7 +1467,7 @@ func file_parley_v1_form_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_parley_v1_form_proto_rawDesc), len(file_parley_v1_form_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -48,6 +48,9 @@ const (
 	// FormServiceListSubmissionsProcedure is the fully-qualified name of the FormService's
 	// ListSubmissions RPC.
 	FormServiceListSubmissionsProcedure = "/parley.v1.FormService/ListSubmissions"
+	// FormServiceDeleteSubmissionProcedure is the fully-qualified name of the FormService's
+	// DeleteSubmission RPC.
+	FormServiceDeleteSubmissionProcedure = "/parley.v1.FormService/DeleteSubmission"
 )
 
 // FormServiceClient is a client for the parley.v1.FormService service.
@@ -74,6 +77,9 @@ type FormServiceClient interface {
 	SubmitForm(context.Context, *v1.SubmitFormRequest) (*v1.SubmitFormResponse, error)
 	// ListSubmissions pages through a form's submissions, newest first.
 	ListSubmissions(context.Context, *v1.ListSubmissionsRequest) (*v1.ListSubmissionsResponse, error)
+	// DeleteSubmission removes one submission (a visitor asking for what
+	// they sent to go); NotFound when the form has no such submission.
+	DeleteSubmission(context.Context, *v1.DeleteSubmissionRequest) (*v1.DeleteSubmissionResponse, error)
 }
 
 // NewFormServiceClient constructs a client for the parley.v1.FormService service. By default, it
@@ -132,18 +138,25 @@ func NewFormServiceClient(httpClient connect.HTTPClient, baseURL string, opts ..
 			connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 			connect.WithClientOptions(opts...),
 		),
+		deleteSubmission: connect.NewClient[v1.DeleteSubmissionRequest, v1.DeleteSubmissionResponse](
+			httpClient,
+			baseURL+FormServiceDeleteSubmissionProcedure,
+			connect.WithSchema(formServiceMethods.ByName("DeleteSubmission")),
+			connect.WithClientOptions(opts...),
+		),
 	}
 }
 
 // formServiceClient implements FormServiceClient.
 type formServiceClient struct {
-	createForm      *connect.Client[v1.CreateFormRequest, v1.CreateFormResponse]
-	getForm         *connect.Client[v1.GetFormRequest, v1.GetFormResponse]
-	listForms       *connect.Client[v1.ListFormsRequest, v1.ListFormsResponse]
-	updateForm      *connect.Client[v1.UpdateFormRequest, v1.UpdateFormResponse]
-	deleteForm      *connect.Client[v1.DeleteFormRequest, v1.DeleteFormResponse]
-	submitForm      *connect.Client[v1.SubmitFormRequest, v1.SubmitFormResponse]
-	listSubmissions *connect.Client[v1.ListSubmissionsRequest, v1.ListSubmissionsResponse]
+	createForm       *connect.Client[v1.CreateFormRequest, v1.CreateFormResponse]
+	getForm          *connect.Client[v1.GetFormRequest, v1.GetFormResponse]
+	listForms        *connect.Client[v1.ListFormsRequest, v1.ListFormsResponse]
+	updateForm       *connect.Client[v1.UpdateFormRequest, v1.UpdateFormResponse]
+	deleteForm       *connect.Client[v1.DeleteFormRequest, v1.DeleteFormResponse]
+	submitForm       *connect.Client[v1.SubmitFormRequest, v1.SubmitFormResponse]
+	listSubmissions  *connect.Client[v1.ListSubmissionsRequest, v1.ListSubmissionsResponse]
+	deleteSubmission *connect.Client[v1.DeleteSubmissionRequest, v1.DeleteSubmissionResponse]
 }
 
 // CreateForm calls parley.v1.FormService.CreateForm.
@@ -209,6 +222,15 @@ func (c *formServiceClient) ListSubmissions(ctx context.Context, req *v1.ListSub
 	return nil, err
 }
 
+// DeleteSubmission calls parley.v1.FormService.DeleteSubmission.
+func (c *formServiceClient) DeleteSubmission(ctx context.Context, req *v1.DeleteSubmissionRequest) (*v1.DeleteSubmissionResponse, error) {
+	response, err := c.deleteSubmission.CallUnary(ctx, connect.NewRequest(req))
+	if response != nil {
+		return response.Msg, err
+	}
+	return nil, err
+}
+
 // FormServiceHandler is an implementation of the parley.v1.FormService service.
 type FormServiceHandler interface {
 	// CreateForm creates a form (unpublished unless published is set).
@@ -233,6 +255,9 @@ type FormServiceHandler interface {
 	SubmitForm(context.Context, *v1.SubmitFormRequest) (*v1.SubmitFormResponse, error)
 	// ListSubmissions pages through a form's submissions, newest first.
 	ListSubmissions(context.Context, *v1.ListSubmissionsRequest) (*v1.ListSubmissionsResponse, error)
+	// DeleteSubmission removes one submission (a visitor asking for what
+	// they sent to go); NotFound when the form has no such submission.
+	DeleteSubmission(context.Context, *v1.DeleteSubmissionRequest) (*v1.DeleteSubmissionResponse, error)
 }
 
 // NewFormServiceHandler builds an HTTP handler from the service implementation. It returns the path
@@ -287,6 +312,12 @@ func NewFormServiceHandler(svc FormServiceHandler, opts ...connect.HandlerOption
 		connect.WithIdempotency(connect.IdempotencyNoSideEffects),
 		connect.WithHandlerOptions(opts...),
 	)
+	formServiceDeleteSubmissionHandler := connect.NewUnaryHandlerSimple(
+		FormServiceDeleteSubmissionProcedure,
+		svc.DeleteSubmission,
+		connect.WithSchema(formServiceMethods.ByName("DeleteSubmission")),
+		connect.WithHandlerOptions(opts...),
+	)
 	return "/parley.v1.FormService/", http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case FormServiceCreateFormProcedure:
@@ -303,6 +334,8 @@ func NewFormServiceHandler(svc FormServiceHandler, opts ...connect.HandlerOption
 			formServiceSubmitFormHandler.ServeHTTP(w, r)
 		case FormServiceListSubmissionsProcedure:
 			formServiceListSubmissionsHandler.ServeHTTP(w, r)
+		case FormServiceDeleteSubmissionProcedure:
+			formServiceDeleteSubmissionHandler.ServeHTTP(w, r)
 		default:
 			http.NotFound(w, r)
 		}
@@ -338,4 +371,8 @@ func (UnimplementedFormServiceHandler) SubmitForm(context.Context, *v1.SubmitFor
 
 func (UnimplementedFormServiceHandler) ListSubmissions(context.Context, *v1.ListSubmissionsRequest) (*v1.ListSubmissionsResponse, error) {
 	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.FormService.ListSubmissions is not implemented"))
+}
+
+func (UnimplementedFormServiceHandler) DeleteSubmission(context.Context, *v1.DeleteSubmissionRequest) (*v1.DeleteSubmissionResponse, error) {
+	return nil, connect.NewError(connect.CodeUnimplemented, errors.New("parley.v1.FormService.DeleteSubmission is not implemented"))
 }
