@@ -202,7 +202,10 @@ func joinSentences(s []string) string {
 			switch {
 			case listItem(x) || listItem(s[i-1]):
 				b.WriteByte('\n')
-			case cjk(prev) && cjk(next):
+			case cjk(prev) && unicode.IsPunct(prev) && cjk(next):
+				// After a Chinese or Japanese full stop (or closing
+				// bracket); a line that ends without one, a heading,
+				// keeps a space from the line after it.
 			default:
 				b.WriteByte(' ')
 			}
@@ -271,13 +274,17 @@ func sentences(text string) []string {
 		switch r {
 		case '\n', '。', '！', '？':
 		case '.', '!', '?':
-			if r == '.' && (abbreviation(text[start:i]) || listNumber(text[start:i])) {
-				continue
-			}
 			for end < len(text) && strings.ContainsRune(sentenceClosers, rune(text[end])) {
 				end++
 			}
 			if next, _ := utf8.DecodeRuneInString(text[end:]); end < len(text) && !unicode.IsSpace(next) && !unspaced(next) {
+				continue
+			}
+			// Asked only of a '.' that would end the sentence: listNumber
+			// reads the sentence so far, and asked of every '.' within
+			// words ("1.1.1…" after a run of blanks) it made a passage's
+			// cutting quadratic.
+			if r == '.' && (abbreviation(text[start:i]) || listNumber(text[start:i])) {
 				continue
 			}
 		default:

@@ -85,6 +85,11 @@ func TestLocalJoinsUnspacedSentences(t *testing.T) {
 	req.Knowledge = []llm.Passage{{Source: "FAQ", Text: "配送は通常3〜5営業日かかります。送料は全国一律500円です。"}}
 	answer, _ := stream(t, req)
 	require.Equal(t, "配送は通常3〜5営業日かかります。送料は全国一律500円です。", answer)
+	// A line with no full stop (a heading) is not run into the next.
+	req = offering("送料の配送")
+	req.Knowledge = []llm.Passage{{Source: "FAQ", Text: "配送料金\n全国一律500円で配送します。"}}
+	answer, _ = stream(t, req)
+	require.Equal(t, "配送料金 全国一律500円で配送します。", answer)
 }
 
 // After lead_capture, the visitor's own address is no question: its words

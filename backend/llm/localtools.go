@@ -38,6 +38,11 @@ var (
 	// refused as one, and the visitor asked for the international format).
 	notPhoneLabel = regexp.MustCompile(`(?i)(?:\b(?:order|invoice|ticket|ref|reference|tracking|account|case|booking|reservation|confirmation|id|parcel|package|shipment|transaction|receipt|serial|sku|customer)` +
 		`(?:\s*(?:number|num|nr|no\.?|n°|id|code))?(?:\s*(?:is|was|:|=))?\s*#?\s*|#\s*)$`)
+	// What labels a number as a phone number, which no notPhoneLabel
+	// overrules: "phone # 0612345678", "cell #0612345678", "Tel.# +33 …"
+	// (the '#' alone took them for order numbers).
+	phoneLabel = regexp.MustCompile(`(?i)\b(?:phone|telephone|tel|mobile|cell|cellphone|fax|whatsapp)\.?` +
+		`(?:\s*(?:number|num|nr|no\.?|n°|id))?(?:\s*(?:is|was|:|=))?\s*#?\s*$`)
 )
 
 // phoneIn is the first phone number msg gives: a number no label before it
@@ -46,7 +51,8 @@ var (
 func phoneIn(msg string) string {
 	for _, loc := range phonePattern.FindAllStringIndex(msg, -1) {
 		p := msg[loc[0]:loc[1]]
-		if n := countDigits(p); n >= 7 && n <= 15 && !notPhoneLabel.MatchString(msg[max(0, loc[0]-40):loc[0]]) {
+		before := msg[max(0, loc[0]-40):loc[0]]
+		if n := countDigits(p); n >= 7 && n <= 15 && (!notPhoneLabel.MatchString(before) || phoneLabel.MatchString(before)) {
 			return p
 		}
 	}

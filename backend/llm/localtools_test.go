@@ -87,6 +87,13 @@ func TestLocalCallsToolsWhenOffered(t *testing.T) {
 		{"a national number answered", "or 020 7946 0958", both,
 			map[string]map[string]string{"lead_capture": {"phoneNumber": "020 7946 0958"}}},
 		{"more digits than a phone has", "+" + strings.Repeat("1", 40), both, nil},
+		// A '#' after a word naming a phone labels a phone number.
+		{"phone #", "phone # 0612345678, thanks", both,
+			map[string]map[string]string{"lead_capture": {"phoneNumber": "0612345678"}}},
+		{"cell #", "Cell #+1 555 010 2030", both,
+			map[string]map[string]string{"lead_capture": {"phoneNumber": "+1 555 010 2030"}}},
+		{"tel.#", "Tel.# +33 6 12 34 56 78", both,
+			map[string]map[string]string{"lead_capture": {"phoneNumber": "+33 6 12 34 56 78"}}},
 	} {
 		text, calls := stream(t, offering(c.msg, c.tools...))
 		if c.want == nil {
