@@ -736,15 +736,20 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 	}
 	telemetry.EndModelCall(span, callUsage.PromptTokens, callUsage.CompletionTokens, err)
 	if err != nil {
-		t.countProviderError(err)
+		t.countProviderError(ctx, err)
 	}
 	return said.String(), calls, err
 }
 
 // countProviderError counts a failed model call by its kind; a call the
 // client or the shutdown cancelled, or that stopped because the client went
-// away, is not the provider's failure.
-func (t *turn) countProviderError(err error) {
+// away, is not the provider's failure. Nor is one the client's own deadline
+// ended (gRPC's grpc-timeout, Connect's Connect-Timeout-Ms): only the turn's
+// deadline (errTurnDeadline) or the provider's own timeout counts as one.
+func (t *turn) countProviderError(ctx context.Context, err error) {
+	if ctx.Err() != nil && !errors.Is(context.Cause(ctx), errTurnDeadline) {
+		return
+	}
 	var pe *llm.ProviderError
 	timedOut := errors.Is(err, context.DeadlineExceeded)
 	switch {
