@@ -3,12 +3,15 @@ package server
 import (
 	"context"
 	"encoding/base64"
+	"encoding/binary"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 
 	"connectrpc.com/connect"
+	"google.golang.org/protobuf/reflect/protoreflect"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // connect-go reads a unary call's request, and a server stream's one
@@ -43,7 +46,85 @@ func checkRPCInput(w http.ResponseWriter, r *http.Request) bool {
 		return true
 	}
 	r.Body = rpcBody{r.Body}
+	if unaryEnveloped(r) {
+		enc := r.Header.Get("Grpc-Encoding")
+		r.Body = &unaryEnvelope{ReadCloser: r.Body, compressed: enc != "" && enc != "identity"}
+	}
 	return true
+}
+
+// unaryEnveloped reports whether r calls a unary method of the schema over
+// gRPC or gRPC-Web, whose one message comes in an envelope. connect-go reads
+// it before Parley's interceptors (a stream's request, errorInterceptor
+// sees: streamInputError), and answered a malformed one as the server's
+// fault (13 internal) and none or two messages with 12 unimplemented.
+func unaryEnveloped(r *http.Request) bool {
+	ct := strings.ToLower(r.Header.Get("Content-Type"))
+	if !strings.HasPrefix(ct, "application/grpc") {
+		return false
+	}
+	svc, method, _ := strings.Cut(strings.TrimPrefix(r.URL.Path, "/"), "/")
+	d, err := protoregistry.GlobalFiles.FindDescriptorByName(protoreflect.FullName(svc))
+	if err != nil {
+		return false
+	}
+	sd, ok := d.(protoreflect.ServiceDescriptor)
+	if !ok {
+		return false
+	}
+	m := sd.Methods().ByName(protoreflect.Name(method))
+	return m != nil && !m.IsStreamingClient() && !m.IsStreamingServer()
+}
+
+// unaryEnvelope is the body of a unary gRPC or gRPC-Web call, read as
+// exactly one envelope: flags 0 (or 1, compressed, when the call names its
+// compression), a length, that many bytes, then the end. Anything else is
+// the caller's fault, answered invalid_argument as a stream's request is.
+type unaryEnvelope struct {
+	io.ReadCloser
+	compressed bool
+	prefix     [5]byte
+	got        int   // prefix bytes read
+	left       int64 // message bytes still to come once the prefix is read
+	whole      bool  // the one message was read
+}
+
+func (u *unaryEnvelope) Read(p []byte) (int, error) {
+	n, err := u.ReadCloser.Read(p)
+	for i := 0; i < n; {
+		switch {
+		case u.whole:
+			return 0, malformedUnary("more than the one message due")
+		case u.got < len(u.prefix):
+			u.prefix[u.got] = p[i]
+			u.got++
+			i++
+			if u.got < len(u.prefix) {
+				continue
+			}
+			if flags := u.prefix[0]; flags > 1 || flags == 1 && !u.compressed {
+				return 0, malformedUnary("malformed envelope flags")
+			}
+			u.left = int64(binary.BigEndian.Uint32(u.prefix[1:]))
+			u.whole = u.left == 0
+		default:
+			k := min(u.left, int64(n-i))
+			i += int(k)
+			u.left -= k
+			u.whole = u.left == 0
+		}
+	}
+	if errors.Is(err, io.EOF) && !u.whole {
+		if u.got == 0 {
+			return n, malformedUnary("no message where one is due")
+		}
+		return n, malformedUnary("the message was cut short")
+	}
+	return n, err
+}
+
+func malformedUnary(what string) error {
+	return connect.NewError(connect.CodeInvalidArgument, errors.New("the request could not be read: "+what))
 }
 
 // queryBase64 reports whether s decodes as connect-go decodes a GET's

@@ -2,6 +2,8 @@ package server_test
 
 import (
 	"bufio"
+	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -100,5 +102,68 @@ func lastEnvelope(t *testing.T, r io.Reader) []byte {
 		last = make([]byte, binary.BigEndian.Uint32(head[1:]))
 		_, err := io.ReadFull(r, last)
 		require.NoError(t, err)
+	}
+}
+
+// A unary gRPC or gRPC-Web call whose envelope is malformed, or that sends
+// no message or two, is invalid_argument as a stream's request is: it was
+// 13 internal (counted as the server's 500) or 12 unimplemented.
+func TestUnreadableUnaryGRPCRequestIsInvalidArgument(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	envelope := func(flags byte, payload []byte) []byte {
+		b := []byte{flags, 0, 0, 0, 0}
+		binary.BigEndian.PutUint32(b[1:], uint32(len(payload)))
+		return append(b, payload...)
+	}
+	msg1 := envelope(0, nil) // an empty ListAgentsRequest
+	for name, body := range map[string][]byte{
+		"cut envelope":          {0, 0},
+		"unknown flags":         envelope(0x80, nil),
+		"compressed, no codec":  envelope(1, []byte{8, 1}),
+		"no message":            nil,
+		"two messages":          append(append([]byte{}, msg1...), msg1...),
+		"cut in message":        envelope(0, []byte{8, 1})[:6],
+		"length past the bytes": {0, 0, 0, 0, 100, 1},
+	} {
+		for _, ct := range []string{"application/grpc", "application/grpc-web+proto"} {
+			client := http.DefaultClient
+			if ct == "application/grpc" {
+				client = testenv.H2C()
+			}
+			req, err := http.NewRequest("POST", e.URL+"/parley.v1.AgentService/ListAgents", bytes.NewReader(body))
+			require.NoError(t, err)
+			req.Header.Set("Content-Type", ct)
+			req.Header.Set("Authorization", "Bearer "+e.A.Key)
+			resp, err := client.Do(req)
+			require.NoError(t, err)
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			status := resp.Header.Get("Grpc-Status") + resp.Trailer.Get("Grpc-Status")
+			message := resp.Header.Get("Grpc-Message") + resp.Trailer.Get("Grpc-Message")
+			require.Equal(t, "3", status, "%s over %s: %s", name, ct, message)
+			require.Contains(t, message, "the request could not be read", "%s over %s", name, ct)
+		}
+	}
+
+	// A well-formed call still works, compressed or not.
+	for _, compressed := range []bool{false, true} {
+		body, enc := envelope(0, nil), ""
+		if compressed {
+			var z bytes.Buffer
+			zw := gzip.NewWriter(&z)
+			require.NoError(t, zw.Close())
+			body, enc = envelope(1, z.Bytes()), "gzip"
+		}
+		req, err := http.NewRequest("POST", e.URL+"/parley.v1.AgentService/ListAgents", bytes.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/grpc")
+		req.Header.Set("Grpc-Encoding", enc)
+		req.Header.Set("Authorization", "Bearer "+e.A.Key)
+		resp, err := testenv.H2C().Do(req)
+		require.NoError(t, err)
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		require.Equal(t, "0", resp.Header.Get("Grpc-Status")+resp.Trailer.Get("Grpc-Status"), "compressed %v: %s", compressed, resp.Trailer.Get("Grpc-Message"))
 	}
 }

@@ -45,7 +45,7 @@ func unknownRPC(mux *http.ServeMux, next http.Handler) http.Handler {
 		}
 		if served(mux, r) {
 			if checkRPCInput(w, r) {
-				next.ServeHTTP(w, r)
+				serveRPC(next, w, r, kind)
 			}
 			return
 		}
