@@ -1,7 +1,6 @@
 package console
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"io"
@@ -10,38 +9,20 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/a-h/templ"
 	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/testenv/syncbuf"
 )
-
-// syncBuffer is a log sink the server's goroutines write while the test
-// reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // A client that goes away mid-page is logged at debug (a sweep logged
 // hundreds of "broken pipe" errors); a component that fails is still an
 // error. Not parallel: it swaps the default logger.
 func TestRenderLogsClientGoneAtDebug(t *testing.T) {
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(prev) })

@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"net/url"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -28,6 +27,7 @@ import (
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/backend/testenv/syncbuf"
 )
 
 // redisProxy stands between an instance and the test Redis. While down it
@@ -244,7 +244,7 @@ func TestSilentRedisDoesNotSlowEveryRequest(t *testing.T) {
 // default logger among the JSON records on stderr.
 func TestRedisClientMessagesAreJSONLogs(t *testing.T) {
 	// Not parallel: the default logger is the process's.
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(slog.NewJSONHandler(&buf, &slog.HandlerOptions{Level: slog.LevelDebug})))
 	t.Cleanup(func() { slog.SetDefault(prev) })
@@ -257,21 +257,4 @@ func TestRedisClientMessagesAreJSONLogs(t *testing.T) {
 	app.Close()
 	require.Contains(t, buf.String(), `"msg":"redis client"`)
 	require.Contains(t, buf.String(), "failed to dial")
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }

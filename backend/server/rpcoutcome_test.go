@@ -15,6 +15,7 @@ import (
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/backend/testenv/syncbuf"
 )
 
 // A Connect call that connect-go refuses before Parley's interceptors run
@@ -26,7 +27,7 @@ import (
 func TestRPCRefusedBeforeInterceptorsIsLogged(t *testing.T) {
 	// Not parallel: the default logger is the process's.
 	e := testenv.New(t)
-	var buf syncBuffer
+	var buf syncbuf.Buffer
 	prev := slog.Default()
 	slog.SetDefault(slog.New(server.LogHandler{Handler: slog.NewJSONHandler(&buf, nil)}))
 	t.Cleanup(func() { slog.SetDefault(prev) })

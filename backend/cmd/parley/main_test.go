@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -26,6 +25,7 @@ import (
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/backend/testenv/syncbuf"
 )
 
 func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
@@ -103,7 +103,7 @@ func TestServeAndShutdown(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	var metricsAddr string
 	base, exited := serveOnFreePort(t, ctx, logs, func(addr string) []string {
 		metricsAddr = freeAddr(t)
@@ -208,7 +208,7 @@ func TestServeAndShutdown(t *testing.T) {
 	require.Regexp(t, `"request_id":"[0-9a-f]{16}"`, joined, "request logs carry ids")
 }
 
-// syncBuffer is a bytes.Buffer safe for the server's concurrent log writes.
+// syncbuf.Buffer is a bytes.Buffer safe for the server's concurrent log writes.
 // serveOnFreePort runs `parley serve` with args(addr), addr a loopback
 // port found free, and returns its base URL once it is ready, and the
 // channel its exit arrives on. A port found free can be bound by another
@@ -217,7 +217,7 @@ func TestServeAndShutdown(t *testing.T) {
 // key (a 401 seen once): so readiness is asked only after serve logged that
 // it serves on addr, and serve is started again on another port when it
 // could not bind.
-func serveOnFreePort(t *testing.T, ctx context.Context, logs *syncBuffer, args func(addr string) []string) (string, chan error) {
+func serveOnFreePort(t *testing.T, ctx context.Context, logs *syncbuf.Buffer, args func(addr string) []string) (string, chan error) {
 	t.Helper()
 tries:
 	for range 5 {
@@ -256,23 +256,6 @@ func freeAddr(t *testing.T) string {
 	require.NoError(t, err)
 	defer ln.Close()
 	return ln.Addr().String()
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // parley healthcheck fails (exit status 2 in main) on anything but 200, and
@@ -336,7 +319,7 @@ func TestShutdownDuringJSONChat(t *testing.T) {
 
 	ctx, stop := context.WithCancel(context.Background())
 	t.Cleanup(stop)
-	base, exited := serveOnFreePort(t, ctx, &syncBuffer{}, func(addr string) []string {
+	base, exited := serveOnFreePort(t, ctx, &syncbuf.Buffer{}, func(addr string) []string {
 		return []string{"serve", "--addr", addr, "--database-url", u, "--shutdown-timeout", "3s",
 			"--turn-timeout", "0", "--embeddings", "lexical", "--models-file", models}
 	})
@@ -531,7 +514,7 @@ func TestServeRefusesUnworkableSettings(t *testing.T) {
 			t.Setenv(k, v)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-		var errs syncBuffer
+		var errs syncbuf.Buffer
 		args := append([]string{"serve", "--addr", freeAddr(t), "--database-url", u, "--embeddings", "lexical", "--workers", "0"}, tc.args...)
 		err := run(ctx, args, io.Discard, &errs)
 		cancel()
