@@ -119,12 +119,14 @@ type sessionStore struct {
 
 var _ scs.CtxStore = sessionStore{}
 
-// sessionCleanupInterval is how often expired sessions are deleted.
+// sessionCleanupInterval is how often expired sessions are deleted, and
+// one-time links used or expired member.LinkRetention ago.
 const sessionCleanupInterval = 30 * time.Minute
 
 // newSessionStore returns the store and starts deleting expired sessions
 // every sessionCleanupInterval, for the life of the process (as pgxstore
-// did).
+// did), and with them the sign-in links and invitations used or expired
+// member.LinkRetention ago (member.PruneLinks), with the email each holds.
 func newSessionStore(store *db.Store) sessionStore {
 	s := sessionStore{store: store}
 	go func() {
@@ -134,6 +136,9 @@ func newSessionStore(store *db.Store) sessionStore {
 			})
 			if err != nil {
 				slog.Warn("console session cleanup", "err", err)
+			}
+			if _, err := member.PruneLinks(context.Background(), s.store, time.Now().Add(-member.LinkRetention)); err != nil {
+				slog.Warn("console link cleanup", "err", err)
 			}
 		}
 	}()

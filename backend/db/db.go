@@ -346,6 +346,14 @@ func (s *Store) ExpiredDeliveries(ctx context.Context, before time.Time, fn func
 	return s.scoped(ctx, Scope{"app.webhook_expired_before", before.UTC().Format(time.RFC3339Nano)}, queries(fn))
 }
 
+// ExpiredLinks runs fn in a transaction that may see and delete, in every
+// organization, the one-time links used or expired before before: the
+// console's sweep (member.PruneLinks), and nothing else of any
+// organization (migration 00030's policies).
+func (s *Store) ExpiredLinks(ctx context.Context, before time.Time, fn func(q *dbq.Queries) error) error {
+	return s.scoped(ctx, Scope{"app.link_expired_before", before.UTC().Format(time.RFC3339Nano)}, queries(fn))
+}
+
 // StalledIngestions runs fn in a transaction that may see, in every
 // organization, the datasources pending or running unchanged since before
 // before: the sweep of ingestions lost with their process (backend/jobs),

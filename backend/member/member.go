@@ -603,3 +603,33 @@ func (s *Service) SetOperator(ctx context.Context, email string, on bool) (*Memb
 	row.Operator = on
 	return fromRow(row), err
 }
+
+// LinkRetention is how long a sign-in link or an invitation is kept once
+// used or expired (PruneLinks): long enough to tell someone why theirs no
+// longer works, after which the email it was sent to is not kept on for
+// ever.
+const LinkRetention = 7 * 24 * time.Hour
+
+// pruneLinksBatch bounds one transaction of PruneLinks.
+const pruneLinksBatch = 1000
+
+// PruneLinks deletes, in every organization, the sign-in links and
+// invitations used or expired before before, and returns how many. It is
+// the console's periodic sweep, and stops between batches when ctx ends.
+func PruneLinks(ctx context.Context, store *db.Store, before time.Time) (int64, error) {
+	var total int64
+	for {
+		var n int64
+		err := store.ExpiredLinks(ctx, before, func(q *dbq.Queries) (err error) {
+			n, err = q.PruneMemberLinks(ctx, dbq.PruneMemberLinksParams{Before: before, MaxRows: pruneLinksBatch})
+			return err
+		})
+		total += n
+		if err != nil || n < pruneLinksBatch {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -274,4 +275,88 @@ func TestSignInLinkSetsANewPassword(t *testing.T) {
 	require.NoError(t, err)
 	_, err = s.SignInPassword(ctx, "ada@example.com", "a new and longer passphrase")
 	require.NoError(t, err)
+}
+
+// Sign-in links and invitations, with the email each holds, are deleted
+// member.LinkRetention after they were used or expired, in every
+// organization, by the console's sweep; fresh, pending and recently done
+// ones stay. A tenant transaction naming the sweep's cutoff deletes no
+// other organization's through the sweep's policies.
+func TestPruneLinksDeletesOldLinksOnly(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, orgA := newService(t)
+	orgB, _, err := account.Bootstrap(ctx, s.Store, "B", "pro")
+	require.NoError(t, err)
+	day := 24 * time.Hour
+	now := time.Now()
+	cutoff := now.Add(-member.LinkRetention)
+
+	// put writes a link of org, expiring at expires, used at used if not
+	// zero, and returns its hash.
+	put := func(org uuid.UUID, name string, expires, used time.Time) string {
+		t.Helper()
+		h := sha256.Sum256([]byte(org.String() + name))
+		var usedAt *time.Time
+		if !used.IsZero() {
+			usedAt = &used
+		}
+		require.NoError(t, s.Store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+			_, err := tx.Exec(ctx, `INSERT INTO member_links (org_id, token_hash, purpose, email, role, expires_at, used_at)
+				VALUES ($1, $2, 'invite', $3, 'viewer', $4, $5)`, org, h[:], name+"@example.com", expires, usedAt)
+			return err
+		}))
+		return fmt.Sprintf("%x", h[:])
+	}
+	kept := map[uuid.UUID]map[string]bool{}
+	for _, org := range []uuid.UUID{orgA, orgB} {
+		put(org, "expired-long-ago", now.Add(-8*day), time.Time{})
+		put(org, "used-long-ago", now.Add(-day), now.Add(-8*day)) // expired since, but within the grace period
+		kept[org] = map[string]bool{
+			put(org, "expired-lately", now.Add(-6*day), time.Time{}): true,
+			put(org, "used-lately", now.Add(5*day), now.Add(-day)):   true,
+			put(org, "pending", now.Add(time.Hour), time.Time{}):     true,
+		}
+	}
+	left := func(org uuid.UUID) map[string]bool {
+		t.Helper()
+		hashes := map[string]bool{}
+		require.NoError(t, s.Store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+			rows, err := tx.Query(ctx, "SELECT encode(token_hash, 'hex') FROM member_links")
+			if err != nil {
+				return err
+			}
+			hs, err := pgx.CollectRows(rows, pgx.RowTo[string])
+			for _, h := range hs {
+				hashes[h] = true
+			}
+			return err
+		}))
+		return hashes
+	}
+
+	// B's transaction naming the cutoff sees and deletes none of A's.
+	tx, err := s.Store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true), set_config('app.link_expired_before', $2, true)",
+		orgB.String(), cutoff.UTC().Format(time.RFC3339Nano))
+	require.NoError(t, err)
+	var seen int
+	require.NoError(t, tx.QueryRow(ctx, "SELECT count(*) FROM member_links WHERE org_id = $1", orgA).Scan(&seen))
+	require.Zero(t, seen)
+	tag, err := tx.Exec(ctx, "DELETE FROM member_links WHERE org_id = $1", orgA)
+	require.NoError(t, err)
+	require.Zero(t, tag.RowsAffected())
+	require.NoError(t, tx.Commit(ctx))
+	require.Len(t, left(orgA), 5)
+
+	n, err := member.PruneLinks(ctx, s.Store, cutoff)
+	require.NoError(t, err)
+	require.EqualValues(t, 4, n)
+	require.Equal(t, kept[orgA], left(orgA))
+	require.Equal(t, kept[orgB], left(orgB))
+	n, err = member.PruneLinks(ctx, s.Store, cutoff)
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

@@ -294,6 +294,33 @@ func (q *Queries) MemberOfOrgByEmail(ctx context.Context, arg MemberOfOrgByEmail
 	return i, err
 }
 
+const pruneMemberLinks = `-- name: PruneMemberLinks :execrows
+DELETE FROM member_links
+WHERE (org_id, token_hash) IN (
+  SELECT org_id, token_hash FROM member_links
+  WHERE least(used_at, expires_at) < $1::timestamptz
+  ORDER BY least(used_at, expires_at)
+  LIMIT $2
+)
+`
+
+type PruneMemberLinksParams struct {
+	Before  time.Time
+	MaxRows int32
+}
+
+// Deletes up to max_rows of the links used or expired longest ago that the
+// transaction may see as such (db.Store.ExpiredLinks: the cutoff is in its
+// scope and in the expired_* policies, which the condition here repeats
+// beside RLS).
+func (q *Queries) PruneMemberLinks(ctx context.Context, arg PruneMemberLinksParams) (int64, error) {
+	result, err := q.db.Exec(ctx, pruneMemberLinks, arg.Before, arg.MaxRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const setLinkHash = `-- name: SetLinkHash :exec
 SELECT set_config('app.link_hash', $1::text, true)
 `

@@ -81,3 +81,16 @@ WHERE org_id = sqlc.arg(org_id) AND purpose = 'signin' AND used_at IS NULL AND e
 -- member is removed or is no longer an owner.
 DELETE FROM member_links
 WHERE org_id = sqlc.arg(org_id) AND purpose = 'invite' AND used_at IS NULL AND created_by = sqlc.arg(created_by)::uuid;
+
+-- name: PruneMemberLinks :execrows
+-- Deletes up to max_rows of the links used or expired longest ago that the
+-- transaction may see as such (db.Store.ExpiredLinks: the cutoff is in its
+-- scope and in the expired_* policies, which the condition here repeats
+-- beside RLS).
+DELETE FROM member_links
+WHERE (org_id, token_hash) IN (
+  SELECT org_id, token_hash FROM member_links
+  WHERE least(used_at, expires_at) < sqlc.arg(before)::timestamptz
+  ORDER BY least(used_at, expires_at)
+  LIMIT sqlc.arg(max_rows)
+);
