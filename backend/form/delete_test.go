@@ -93,3 +93,47 @@ func TestDeleteFormOfManySubmissionsIsNotCutShort(t *testing.T) {
 	}))
 	require.Zero(t, left)
 }
+
+// Deleting a submission deletes the form.submitted webhook deliveries
+// that carried its values (pending here: no worker runs, so one is never
+// sent), not those of the form's other submissions nor another
+// organization's: they kept the values until --webhook-retention ended.
+func TestDeleteSubmissionDeletesItsDeliveries(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ok := values(t, map[string]any{"first_name": "Ada", "email": "ada@example.com", "consent": true})
+	submit := func(org testenv.Org) (form, sub1, sub2 string) {
+		r := e.Do("POST", "/api/webhooks", org.Key, map[string]any{"url": "https://203.0.113.7/hook", "events": []string{"form.submitted"}})
+		require.Equal(t, 201, r.Status, "%s", r.Body)
+		c := client(e, org.Key)
+		created, err := c.CreateForm(ctx, contactForm())
+		require.NoError(t, err)
+		form = created.GetForm().GetId()
+		s1, err := c.SubmitForm(ctx, &parleyv1.SubmitFormRequest{FormId: form, Values: ok})
+		require.NoError(t, err)
+		s2, err := c.SubmitForm(ctx, &parleyv1.SubmitFormRequest{FormId: form, Values: ok})
+		require.NoError(t, err)
+		return form, s1.GetId(), s2.GetId()
+	}
+	delivered := func(org testenv.Org) []string {
+		var ids []string
+		require.NoError(t, e.App.Store.TenantTx(ctx, org.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+			rows, err := tx.Query(ctx, `SELECT convert_from(body, 'UTF8')::jsonb #>> '{data,id}' FROM webhook_deliveries
+				WHERE org_id = $1 AND event_type = 'form.submitted' ORDER BY 1`, org.ID)
+			if err != nil {
+				return err
+			}
+			ids, err = pgx.CollectRows(rows, pgx.RowTo[string])
+			return err
+		}))
+		return ids
+	}
+	form, gone, kept := submit(e.A)
+	_, otherGone, otherKept := submit(e.B)
+	require.ElementsMatch(t, []string{gone, kept}, delivered(e.A))
+
+	_, err := client(e, e.A.Key).DeleteSubmission(ctx, &parleyv1.DeleteSubmissionRequest{FormId: form, Id: gone})
+	require.NoError(t, err)
+	require.Equal(t, []string{kept}, delivered(e.A))
+	require.ElementsMatch(t, []string{otherGone, otherKept}, delivered(e.B))
+}

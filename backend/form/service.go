@@ -343,7 +343,8 @@ func (s *Service) DeleteForm(ctx context.Context, req *parleyv1.DeleteFormReques
 
 // DeleteSubmission removes one of a form's submissions: a visitor's
 // values go without the form's other submissions (a contact's deletion
-// leaves them). Another organization's form is Forbidden; a submission the
+// leaves them), with the form.submitted webhook deliveries that carried
+// them. Another organization's form is Forbidden; a submission the
 // form does not hold NotFound.
 func (s *Service) DeleteSubmission(ctx context.Context, req *parleyv1.DeleteSubmissionRequest) (*parleyv1.DeleteSubmissionResponse, error) {
 	p, err := auth.FromContext(ctx)
@@ -360,9 +361,21 @@ func (s *Service) DeleteSubmission(ctx context.Context, req *parleyv1.DeleteSubm
 			return gone
 		}
 		n, err := q.DeleteSubmission(ctx, dbq.DeleteSubmissionParams{OrgID: p.OrgID, FormID: id, ID: sid})
-		if err == nil && n == 0 {
+		if err != nil {
+			return err
+		}
+		if n == 0 {
 			return gone
 		}
+		// The form.submitted deliveries that carried its values go with
+		// it: a pending one is never sent. The endpoints first, as their
+		// deletion takes them before its cascade to their deliveries.
+		if err := q.LockWebhooksForForget(ctx, p.OrgID); err != nil {
+			return err
+		}
+		_, err = q.DeleteSubmissionDeliveries(ctx, dbq.DeleteSubmissionDeliveriesParams{
+			OrgID: p.OrgID, SubmissionID: sid.String(), FormID: id.String(),
+		})
 		return err
 	})
 	if err != nil {

@@ -174,6 +174,32 @@ func (q *Queries) DeleteSubmission(ctx context.Context, arg DeleteSubmissionPara
 	return result.RowsAffected(), nil
 }
 
+const deleteSubmissionDeliveries = `-- name: DeleteSubmissionDeliveries :execrows
+DELETE FROM webhook_deliveries
+WHERE org_id = $1 AND event_type = 'form.submitted'
+  AND convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = $2::text
+  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = $3::text
+`
+
+type DeleteSubmissionDeliveriesParams struct {
+	OrgID        uuid.UUID
+	SubmissionID string
+	FormID       string
+}
+
+// The form.submitted webhook deliveries that carried a submission (their
+// body, kept for retries and replays, holds its values), with their
+// attempts by the cascade: deleted with the submission, a pending one is
+// never sent. Taken after LockWebhooksForForget, as an endpoint's deletion
+// takes the endpoint before its deliveries.
+func (q *Queries) DeleteSubmissionDeliveries(ctx context.Context, arg DeleteSubmissionDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteSubmissionDeliveries, arg.OrgID, arg.SubmissionID, arg.FormID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getForm = `-- name: GetForm :one
 SELECT org_id, id, name, description, fields, published, success_message, created_at, updated_at, allowed_origins FROM forms WHERE org_id = $1 AND id = $2
 `
