@@ -427,7 +427,7 @@ func formBuilderPage(v *view, d formBuilderView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "\" class=\"card\" data-testid=\"delete-form\"><p>Deleting a form deletes its submissions too.</p><button class=\"danger\" type=\"submit\">Delete form</button></form>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 38, "\" class=\"card\" data-testid=\"delete-form\"><p>Deleting a form deletes its submissions too, and the webhook deliveries that carried them.</p><button class=\"danger\" type=\"submit\">Delete form</button></form>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

@@ -136,4 +136,10 @@ func TestDeleteSubmissionDeletesItsDeliveries(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, []string{kept}, delivered(e.A))
 	require.ElementsMatch(t, []string{otherGone, otherKept}, delivered(e.B))
+
+	// Deleting the whole form deletes the rest: they held its values too.
+	_, err = client(e, e.A.Key).DeleteForm(ctx, &parleyv1.DeleteFormRequest{Id: form})
+	require.NoError(t, err)
+	require.Empty(t, delivered(e.A))
+	require.ElementsMatch(t, []string{otherGone, otherKept}, delivered(e.B))
 }

@@ -319,7 +319,8 @@ func (s *Service) UpdateForm(ctx context.Context, req *parleyv1.UpdateFormReques
 	return &parleyv1.UpdateFormResponse{Form: out}, nil
 }
 
-// DeleteForm removes a form and its submissions.
+// DeleteForm removes a form, its submissions and the form.submitted
+// webhook deliveries that carried them.
 func (s *Service) DeleteForm(ctx context.Context, req *parleyv1.DeleteFormRequest) (*parleyv1.DeleteFormResponse, error) {
 	// Its submissions go with it, however many it holds.
 	ctx, cancel := context.WithTimeout(ctx, db.DeleteTimeout)
@@ -333,12 +334,33 @@ func (s *Service) DeleteForm(ctx context.Context, req *parleyv1.DeleteFormReques
 		if err == nil && n == 0 {
 			return pgx.ErrNoRows
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return deleteDeliveries(ctx, q, p.OrgID, id, nil)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &parleyv1.DeleteFormResponse{}, nil
+}
+
+// deleteDeliveries deletes the form.submitted webhook deliveries that
+// carried form's submissions, or submission alone (nil: all of them): their
+// bodies hold the values, and a pending one is never sent. The endpoints
+// are locked first, as an endpoint's deletion takes them before its
+// cascade to their deliveries.
+func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, form uuid.UUID, submission *uuid.UUID) error {
+	if err := q.LockWebhooksForForget(ctx, org); err != nil {
+		return err
+	}
+	var sid *string
+	if submission != nil {
+		s := submission.String()
+		sid = &s
+	}
+	_, err := q.DeleteSubmissionDeliveries(ctx, dbq.DeleteSubmissionDeliveriesParams{OrgID: org, FormID: form.String(), SubmissionID: sid})
+	return err
 }
 
 // DeleteSubmission removes one of a form's submissions: a visitor's
@@ -367,16 +389,8 @@ func (s *Service) DeleteSubmission(ctx context.Context, req *parleyv1.DeleteSubm
 		if n == 0 {
 			return gone
 		}
-		// The form.submitted deliveries that carried its values go with
-		// it: a pending one is never sent. The endpoints first, as their
-		// deletion takes them before its cascade to their deliveries.
-		if err := q.LockWebhooksForForget(ctx, p.OrgID); err != nil {
-			return err
-		}
-		_, err = q.DeleteSubmissionDeliveries(ctx, dbq.DeleteSubmissionDeliveriesParams{
-			OrgID: p.OrgID, SubmissionID: sid.String(), FormID: id.String(),
-		})
-		return err
+		// The form.submitted deliveries that carried its values go with it.
+		return deleteDeliveries(ctx, q, p.OrgID, id, &sid)
 	})
 	if err != nil {
 		return nil, err

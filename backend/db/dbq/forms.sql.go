@@ -177,23 +177,25 @@ func (q *Queries) DeleteSubmission(ctx context.Context, arg DeleteSubmissionPara
 const deleteSubmissionDeliveries = `-- name: DeleteSubmissionDeliveries :execrows
 DELETE FROM webhook_deliveries
 WHERE org_id = $1 AND event_type = 'form.submitted'
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = $2::text
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = $3::text
+  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = $2::text
+  AND ($3::text IS NULL
+       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = $3::text)
 `
 
 type DeleteSubmissionDeliveriesParams struct {
 	OrgID        uuid.UUID
-	SubmissionID string
 	FormID       string
+	SubmissionID *string
 }
 
-// The form.submitted webhook deliveries that carried a submission (their
-// body, kept for retries and replays, holds its values), with their
-// attempts by the cascade: deleted with the submission, a pending one is
+// The form.submitted webhook deliveries that carried a form's submissions,
+// or one of them (submission_id; NULL: all of them), whose body, kept for
+// retries and replays, holds its values; with their attempts by the
+// cascade: deleted with the submission or the form, a pending one is
 // never sent. Taken after LockWebhooksForForget, as an endpoint's deletion
 // takes the endpoint before its deliveries.
 func (q *Queries) DeleteSubmissionDeliveries(ctx context.Context, arg DeleteSubmissionDeliveriesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteSubmissionDeliveries, arg.OrgID, arg.SubmissionID, arg.FormID)
+	result, err := q.db.Exec(ctx, deleteSubmissionDeliveries, arg.OrgID, arg.FormID, arg.SubmissionID)
 	if err != nil {
 		return 0, err
 	}

@@ -77,15 +77,17 @@ DELETE FROM form_submissions
 WHERE org_id = sqlc.arg(org_id) AND form_id = sqlc.arg(form_id) AND id = sqlc.arg(id);
 
 -- name: DeleteSubmissionDeliveries :execrows
--- The form.submitted webhook deliveries that carried a submission (their
--- body, kept for retries and replays, holds its values), with their
--- attempts by the cascade: deleted with the submission, a pending one is
+-- The form.submitted webhook deliveries that carried a form's submissions,
+-- or one of them (submission_id; NULL: all of them), whose body, kept for
+-- retries and replays, holds its values; with their attempts by the
+-- cascade: deleted with the submission or the form, a pending one is
 -- never sent. Taken after LockWebhooksForForget, as an endpoint's deletion
 -- takes the endpoint before its deliveries.
 DELETE FROM webhook_deliveries
 WHERE org_id = sqlc.arg(org_id) AND event_type = 'form.submitted'
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = sqlc.arg(submission_id)::text
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = sqlc.arg(form_id)::text;
+  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = sqlc.arg(form_id)::text
+  AND (sqlc.narg(submission_id)::text IS NULL
+       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = sqlc.narg(submission_id)::text);
 
 -- name: ListSubmissions :many
 -- A page of a form's submissions, newest first, after the cursor.

@@ -67,7 +67,8 @@ type FormServiceClient interface {
 	// UpdateForm changes the fields named by update_mask. Submissions keep
 	// the values they were sent with.
 	UpdateForm(context.Context, *v1.UpdateFormRequest) (*v1.UpdateFormResponse, error)
-	// DeleteForm removes a form and its submissions.
+	// DeleteForm removes a form, its submissions and the form.submitted
+	// webhook deliveries that carried them.
 	DeleteForm(context.Context, *v1.DeleteFormRequest) (*v1.DeleteFormResponse, error)
 	// SubmitForm stores one submission after checking every value against
 	// its field; the first value at fault is InvalidArgument with a
@@ -78,7 +79,8 @@ type FormServiceClient interface {
 	// ListSubmissions pages through a form's submissions, newest first.
 	ListSubmissions(context.Context, *v1.ListSubmissionsRequest) (*v1.ListSubmissionsResponse, error)
 	// DeleteSubmission removes one submission (a visitor asking for what
-	// they sent to go); NotFound when the form has no such submission.
+	// they sent to go), with the form.submitted webhook deliveries that
+	// carried it; NotFound when the form has no such submission.
 	DeleteSubmission(context.Context, *v1.DeleteSubmissionRequest) (*v1.DeleteSubmissionResponse, error)
 }
 
@@ -245,7 +247,8 @@ type FormServiceHandler interface {
 	// UpdateForm changes the fields named by update_mask. Submissions keep
 	// the values they were sent with.
 	UpdateForm(context.Context, *v1.UpdateFormRequest) (*v1.UpdateFormResponse, error)
-	// DeleteForm removes a form and its submissions.
+	// DeleteForm removes a form, its submissions and the form.submitted
+	// webhook deliveries that carried them.
 	DeleteForm(context.Context, *v1.DeleteFormRequest) (*v1.DeleteFormResponse, error)
 	// SubmitForm stores one submission after checking every value against
 	// its field; the first value at fault is InvalidArgument with a
@@ -256,7 +259,8 @@ type FormServiceHandler interface {
 	// ListSubmissions pages through a form's submissions, newest first.
 	ListSubmissions(context.Context, *v1.ListSubmissionsRequest) (*v1.ListSubmissionsResponse, error)
 	// DeleteSubmission removes one submission (a visitor asking for what
-	// they sent to go); NotFound when the form has no such submission.
+	// they sent to go), with the form.submitted webhook deliveries that
+	// carried it; NotFound when the form has no such submission.
 	DeleteSubmission(context.Context, *v1.DeleteSubmissionRequest) (*v1.DeleteSubmissionResponse, error)
 }
 
