@@ -7,7 +7,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/db/dbq"
 
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/seal"
@@ -39,6 +42,34 @@ func TestPausedEndpointIsNotMarkedFailing(t *testing.T) {
 	require.NoError(t, err)
 	require.False(t, got.GetWebhook().GetFailing(), "pausing marked the endpoint failing: %q", got.GetWebhook().GetLastError())
 	require.Empty(t, got.GetWebhook().GetLastError())
+}
+
+// A delivery deleted while it is sent, its endpoint kept (its form
+// submission deleted, which takes the form.submitted deliveries that
+// carried it), ends there, unrecorded, without an error: recording the
+// attempt of a delivery that is gone broke the attempts' foreign key, and
+// River logged the job as failed and ran it again.
+func TestDeliveryDeletedWhileSentEnds(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	var id uuid.UUID
+	rc := newReceiver(t, func(_ int, w http.ResponseWriter, _ *http.Request) {
+		require.NoError(t, f.store.TenantTx(context.Background(), f.org, func(tx pgx.Tx, _ *dbq.Queries) error {
+			_, err := tx.Exec(context.Background(), "DELETE FROM webhook_deliveries WHERE org_id = $1 AND id = $2", f.org, id)
+			return err
+		}))
+		w.WriteHeader(http.StatusOK)
+	})
+	hook, _ := f.create(t, rc.URL, webhook.FormSubmitted)
+	require.NoError(t, f.emit(t, false))
+	id = uuid.MustParse(f.deliveries(t, hook.GetId())[0].GetId())
+
+	require.NoError(t, f.d.Deliver(context.Background(), f.org, id, 1, false))
+	require.Len(t, rc.requests(), 1)
+	require.Empty(t, f.deliveries(t, hook.GetId()))
+	got, err := f.svc.GetWebhook(f.ctx, &parleyv1.GetWebhookRequest{Id: hook.GetId()})
+	require.NoError(t, err)
+	require.False(t, got.GetWebhook().GetFailing())
 }
 
 // A delivery whose signing secret cannot be opened (the instance runs with

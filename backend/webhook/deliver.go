@@ -227,6 +227,11 @@ func (d *Deliverer) record(ctx context.Context, org uuid.UUID, t dbq.GetDelivery
 		// other order, the two deadlocked. A delete in progress is waited
 		// for, and its endpoint found gone.
 		_, err := q.LockDeliveryWebhook(ctx, dbq.LockDeliveryWebhookParams{OrgID: org, ID: t.WebhookID})
+		if err == nil {
+			// Then the delivery, which may be gone while its endpoint
+			// stays (its form submission deleted, or retention).
+			_, err = q.LockWebhookDelivery(ctx, dbq.LockWebhookDeliveryParams{OrgID: org, ID: t.ID})
+		}
 		if errors.Is(err, pgx.ErrNoRows) {
 			gone = true
 			return nil

@@ -416,6 +416,28 @@ func (q *Queries) LockDeliveryWebhook(ctx context.Context, arg LockDeliveryWebho
 	return id, err
 }
 
+const lockWebhookDelivery = `-- name: LockWebhookDelivery :one
+SELECT id FROM webhook_deliveries
+WHERE org_id = $1 AND id = $2
+FOR NO KEY UPDATE
+`
+
+type LockWebhookDeliveryParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// Locks a delivery after its endpoint (LockDeliveryWebhook), no row when
+// it is gone: deleted while it was sent, with its form submission (which
+// takes the endpoints, then the deliveries, in this order) or by
+// retention, its attempt has nothing left to be recorded against.
+func (q *Queries) LockWebhookDelivery(ctx context.Context, arg LockWebhookDeliveryParams) (uuid.UUID, error) {
+	row := q.db.QueryRow(ctx, lockWebhookDelivery, arg.OrgID, arg.ID)
+	var id uuid.UUID
+	err := row.Scan(&id)
+	return id, err
+}
+
 const orgHasWebhooks = `-- name: OrgHasWebhooks :one
 SELECT EXISTS (SELECT 1 FROM webhooks WHERE org_id = $1 AND enabled)
 `

@@ -59,6 +59,15 @@ SELECT id FROM webhooks
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 FOR NO KEY UPDATE;
 
+-- name: LockWebhookDelivery :one
+-- Locks a delivery after its endpoint (LockDeliveryWebhook), no row when
+-- it is gone: deleted while it was sent, with its form submission (which
+-- takes the endpoints, then the deliveries, in this order) or by
+-- retention, its attempt has nothing left to be recorded against.
+SELECT id FROM webhook_deliveries
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+FOR NO KEY UPDATE;
+
 -- name: SetWebhookFailing :exec
 -- A delivery used up its retries: the endpoint is failing from now (or
 -- since it started).
