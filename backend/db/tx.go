@@ -280,3 +280,21 @@ func ForeignKeyViolation(err error, constraints ...string) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "23503" &&
 		(len(constraints) == 0 || slices.Contains(constraints, pgErr.ConstraintName))
 }
+
+// InBatches runs step, a transaction deleting at most batch rows, again
+// and again until one deletes fewer or ctx ends, and returns how many it
+// deleted in all: a backlog goes in bounded transactions (the retention
+// sweeps of webhook deliveries and of one-time links).
+func InBatches(ctx context.Context, batch int64, step func() (int64, error)) (int64, error) {
+	var total int64
+	for {
+		n, err := step()
+		total += n
+		if err != nil || n < batch {
+			return total, err
+		}
+		if err := ctx.Err(); err != nil {
+			return total, err
+		}
+	}
+}

@@ -617,19 +617,11 @@ const pruneLinksBatch = 1000
 // invitations used or expired before before, and returns how many. It is
 // the console's periodic sweep, and stops between batches when ctx ends.
 func PruneLinks(ctx context.Context, store *db.Store, before time.Time) (int64, error) {
-	var total int64
-	for {
-		var n int64
-		err := store.ExpiredLinks(ctx, before, func(q *dbq.Queries) (err error) {
+	return db.InBatches(ctx, pruneLinksBatch, func() (n int64, err error) {
+		err = store.ExpiredLinks(ctx, before, func(q *dbq.Queries) (err error) {
 			n, err = q.PruneMemberLinks(ctx, dbq.PruneMemberLinksParams{Before: before, MaxRows: pruneLinksBatch})
 			return err
 		})
-		total += n
-		if err != nil || n < pruneLinksBatch {
-			return total, err
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+		return n, err
+	})
 }

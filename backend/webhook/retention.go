@@ -26,19 +26,11 @@ const pruneBatch = 1000
 // or deleted with their endpoint) wait for the next run. It is the
 // retention job's (backend/jobs), and stops between batches when ctx ends.
 func Prune(ctx context.Context, store *db.Store, before time.Time) (int64, error) {
-	var total int64
-	for {
-		var n int64
-		err := store.ExpiredDeliveries(ctx, before, func(q *dbq.Queries) (err error) {
+	return db.InBatches(ctx, pruneBatch, func() (n int64, err error) {
+		err = store.ExpiredDeliveries(ctx, before, func(q *dbq.Queries) (err error) {
 			n, err = q.PruneWebhookDeliveries(ctx, dbq.PruneWebhookDeliveriesParams{Before: before, MaxRows: pruneBatch})
 			return err
 		})
-		total += n
-		if err != nil || n < pruneBatch {
-			return total, err
-		}
-		if err := ctx.Err(); err != nil {
-			return total, err
-		}
-	}
+		return n, err
+	})
 }
