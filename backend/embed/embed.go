@@ -57,6 +57,37 @@ func Names() []string {
 	return out
 }
 
+// Check reports, without making the model, whether New would refuse cfg's
+// default: one that does not exist, or one whose key is missing
+// (--embeddings openai without PARLEY_OPENAI_API_KEY). The server checks
+// its settings before it touches the database, so a start that is bound
+// to fail does not migrate first.
+func Check(cfg Config) error {
+	want := cfg.Default
+	if want == "" {
+		want = "lexical"
+	}
+	for _, m := range makers {
+		if m.name != want {
+			continue
+		}
+		if m.needs == "" {
+			return nil // the offline embedders need nothing
+		}
+		// Those that need a key are API clients: making one is cheap and
+		// touches no network.
+		_, ok, err := m.make(cfg)
+		if err != nil {
+			return fmt.Errorf("embeddings %s: %w", m.name, err)
+		}
+		if !ok {
+			return fmt.Errorf("embeddings %q needs %s", want, m.needs)
+		}
+		return nil
+	}
+	return fmt.Errorf("embeddings %q: use %s", want, strings.Join(Names(), ", "))
+}
+
 // New makes every embedder cfg enables, and returns the one cfg.Default
 // names as def. Naming one that cfg does not enable (openai without a key)
 // or that does not exist is an error that says what is needed.

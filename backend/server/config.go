@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"os"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -183,8 +182,10 @@ func (c *Config) Err() error {
 			errs = append(errs, fmt.Errorf("--secrets-key: %w", err))
 		}
 	}
-	if c.Embeddings.Default != "" && !slices.Contains(embed.Names(), c.Embeddings.Default) {
-		errs = append(errs, fmt.Errorf("--embeddings %q: use %s", c.Embeddings.Default, strings.Join(embed.Names(), ", ")))
+	if c.Embeddings.Default != "" {
+		if err := embed.Check(c.Embeddings); err != nil {
+			errs = append(errs, fmt.Errorf("--%w", err))
+		}
 	}
 	for _, u := range []struct{ flag, url string }{
 		{"searxng-url", c.WebSearch.SearxngURL}, {"brave-base-url", c.WebSearch.BraveBaseURL}, {"tavily-base-url", c.WebSearch.TavilyBaseURL},

@@ -319,12 +319,15 @@ func parseServe(args ...string) (Config, error) {
 // Settings that were checked only where they are used are refused by Err,
 // naming their flag: before New migrates the database (a mistyped Redis
 // URL, secrets key or embedder stopped the start only once the migrations
-// were applied), or at all (a web search URL that is no URL made every
+// were applied; an embedder without its key, too), or at all (a web search URL that is no URL made every
 // web_search call fail, the server started).
 func TestSettingsRefusedBeforeTheDatabase(t *testing.T) {
+	// A provider's embedder without its key is refused here too.
+	t.Setenv("PARLEY_OPENAI_API_KEY", "")
+	t.Setenv("PARLEY_GEMINI_API_KEY", "")
 	for _, args := range [][]string{
 		{"--redis-url", "http://127.0.0.1:6379"}, {"--redis-url", "redis://127.0.0.1:6379/not-a-db"},
-		{"--secrets-key", "abc"}, {"--embeddings", "use_lite"},
+		{"--secrets-key", "abc"}, {"--embeddings", "use_lite"}, {"--embeddings", "openai"}, {"--embeddings", "gemini"},
 		{"--searxng-url", "searx.internal:8080"}, {"--brave-base-url", "ftp://brave.test"},
 		{"--tavily-base-url", "not a url"}, {"--tavily-base-url", "https://"},
 		{"--addr", "8080"}, {"--metrics-addr", "localhost"},
@@ -343,5 +346,9 @@ func TestSettingsRefusedBeforeTheDatabase(t *testing.T) {
 	_, err = parseServe("--redis-url", "redis://127.0.0.1:6379/0", "--embeddings", "lexical",
 		"--secrets-key", "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "--searxng-url", "http://searx.internal:8080/",
 		"--brave-base-url", "https://brave.test/api", "--addr", "127.0.0.1:0", "--metrics-addr", ":9090")
+	require.NoError(t, err)
+
+	t.Setenv("PARLEY_OPENAI_API_KEY", "sk-test")
+	_, err = parseServe("--embeddings", "openai")
 	require.NoError(t, err)
 }
