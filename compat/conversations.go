@@ -276,7 +276,9 @@ func (h *Handler) watchConversation(w http.ResponseWriter, r *http.Request) erro
 // deletion is meant for, as a summary gives it (RFC 3339): a conversation
 // deleted and started again under its id since (another visitor's,
 // perhaps) is then refused with 409, nothing done. Empty: none given, the
-// conversation of that id.
+// conversation of that id. A time RFC 3339 writes but a Timestamp cannot
+// hold (year 0000) is refused as Connect refuses it, not taken for
+// another conversation's (409).
 func readCreatedAt(field, v string) (*timestamppb.Timestamp, error) {
 	if v == "" {
 		return nil, nil
@@ -285,7 +287,11 @@ func readCreatedAt(field, v string) (*timestamppb.Timestamp, error) {
 	if err != nil {
 		return nil, apperr.InvalidField(field, "must be the conversation's createdAt (RFC 3339), as its summary gives it")
 	}
-	return timestamppb.New(t), nil
+	ts := timestamppb.New(t)
+	if ts.CheckValid() != nil {
+		return nil, apperr.InvalidField(field, "must be the conversation's createdAt, a time in the years 1 to 9999")
+	}
+	return ts, nil
 }
 
 func timeJSON(t *timestamppb.Timestamp) string {

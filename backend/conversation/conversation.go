@@ -215,7 +215,11 @@ func (s *Service) PostMessage(ctx context.Context, req *parleyv1.PostMessageRequ
 	if err != nil {
 		return nil, err
 	}
-	m, sum, err := s.Reply(ctx, p, req.GetConversationId(), readTime(req.GetConversationCreateTime()), req.GetText(), "api")
+	read, err := readTime(req.GetConversationCreateTime())
+	if err != nil {
+		return nil, err
+	}
+	m, sum, err := s.Reply(ctx, p, req.GetConversationId(), read, req.GetText(), "api")
 	if err != nil {
 		return nil, err
 	}
@@ -228,7 +232,11 @@ func (s *Service) DeleteConversation(ctx context.Context, req *parleyv1.DeleteCo
 	if err != nil {
 		return nil, err
 	}
-	if err := s.Delete(ctx, p, req.GetConversationId(), readTime(req.GetConversationCreateTime())); err != nil {
+	read, err := readTime(req.GetConversationCreateTime())
+	if err != nil {
+		return nil, err
+	}
+	if err := s.Delete(ctx, p, req.GetConversationId(), read); err != nil {
 		return nil, err
 	}
 	return &parleyv1.DeleteConversationResponse{}, nil
@@ -264,10 +272,17 @@ func deref[T any](p *T) T {
 
 // readTime is the creation time of the conversation a caller read, which
 // a reply or a deletion carries (conversation_create_time, see
-// sameConversation); zero when it carries none.
-func readTime(t *timestamppb.Timestamp) time.Time {
+// sameConversation); zero when it carries none. A binary Timestamp can
+// hold any seconds and nanos: one outside the years 1 to 9999 (or with
+// nanos out of range) names no conversation's time and is Invalid, as
+// Connect's JSON and the REST paths refuse it, not a conversation
+// "deleted and started again" (409).
+func readTime(t *timestamppb.Timestamp) (time.Time, error) {
 	if t == nil {
-		return time.Time{}
+		return time.Time{}, nil
 	}
-	return t.AsTime()
+	if err := t.CheckValid(); err != nil {
+		return time.Time{}, apperr.InvalidField("conversation_create_time", "must be a time in the years 1 to 9999")
+	}
+	return t.AsTime(), nil
 }

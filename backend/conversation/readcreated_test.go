@@ -58,6 +58,27 @@ func TestReplyAndDeleteNameTheConversationRead(t *testing.T) {
 	_, err = convs.DeleteConversation(ctx, &parleyv1.DeleteConversationRequest{ConversationId: "reused", ConversationCreateTime: timestamppb.New(ann.CreatedAt)})
 	require.Equal(t, connect.CodeAborted, connect.CodeOf(err), "%v", err)
 
+	// A time no Timestamp holds (year 0000 in RFC 3339; seconds past the
+	// years 1 to 9999, or nanos out of range, in a binary Timestamp) names
+	// no conversation: 400 naming the field over REST, invalid_argument
+	// over Connect, as Connect's JSON refuses it; not 409, "deleted and
+	// started again", which sent the client to read it again for nothing.
+	r = f.Do("POST", "/api/v2/conversations/reused/messages", f.A.Key,
+		map[string]any{"text": "Ann, your refund is on its way.", "conversationCreatedAt": "0000-06-01T00:00:00Z"})
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "conversationCreatedAt", r.Err(t).Error.Field)
+	r = f.Do("DELETE", "/api/v2/conversations/reused?createdAt=0000-06-01T00:00:00Z", f.A.Key, nil)
+	require.Equal(t, http.StatusBadRequest, r.Status, "%s", r.Body)
+	require.Equal(t, "createdAt", r.Err(t).Error.Field)
+	for _, bad := range []*timestamppb.Timestamp{{Seconds: -70_000_000_000}, {Seconds: timestamppb.New(bob.CreatedAt).GetSeconds(), Nanos: -1}} {
+		_, err = convs.PostMessage(ctx, &parleyv1.PostMessageRequest{ConversationId: "reused", Text: "Ann, your refund is on its way.",
+			ConversationCreateTime: bad})
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+		require.Contains(t, err.Error(), "conversation_create_time")
+		_, err = convs.DeleteConversation(ctx, &parleyv1.DeleteConversationRequest{ConversationId: "reused", ConversationCreateTime: bad})
+		require.Equal(t, connect.CodeInvalidArgument, connect.CodeOf(err), "%v", err)
+	}
+
 	// Bob's conversation is as he left it: no reply, not taken over, there.
 	after := read()
 	require.Equal(t, bob.Messages, after.Messages)
