@@ -328,21 +328,9 @@ func (h *handler) forget(org uuid.UUID, rawID string) {
 // fn finds no row, the id is NotFound, or PermissionDenied if it is another
 // organization's agent.
 func (h *handler) withAgent(ctx context.Context, p *auth.Principal, rawID string, fn func(q *dbq.Queries, id uuid.UUID) error) error {
-	id, err := uuid.Parse(rawID)
-	if err != nil {
-		return notFound(rawID)
-	}
-	return h.store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
-		err := fn(q, id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return db.Missing(ctx, q, "agent", "agent", id)
-		}
-		return err
+	return h.store.TenantRow(ctx, p.OrgID, "agent", "agent", rawID, func(_ pgx.Tx, q *dbq.Queries, id uuid.UUID) error {
+		return fn(q, id)
 	})
-}
-
-func notFound(id string) error {
-	return apperr.New(apperr.NotFound, "agent %q not found", id)
 }
 
 // detail is the agent's detail: the agent with its datastores, stats

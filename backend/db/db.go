@@ -137,6 +137,24 @@ func (s *Store) TenantTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, 
 	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, fn))
 }
 
+// TenantRow is TenantTx for one resource of org, named by rawID as a
+// caller gave it: an id that is no UUID is NotFound, and fn finding no row
+// (pgx.ErrNoRows) is Missing's answer for it, NotFound or, when it is
+// another organization's, Forbidden. kind and label are Missing's.
+func (s *Store) TenantRow(ctx context.Context, org uuid.UUID, kind, label, rawID string, fn func(tx pgx.Tx, q *dbq.Queries, id uuid.UUID) error) error {
+	id, err := uuid.Parse(rawID)
+	if err != nil {
+		return apperr.New(apperr.NotFound, "%s %q not found", label, rawID)
+	}
+	return s.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
+		err := fn(tx, q, id)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return Missing(ctx, q, kind, label, id)
+		}
+		return err
+	})
+}
+
 // TenantAsync is Tenant for a write whose loss in a crash costs little and
 // can be told apart: its commit does not wait for the write-ahead log to
 // reach disk (synchronous_commit off, for this transaction alone). A crash

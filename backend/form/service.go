@@ -618,18 +618,10 @@ func (s *Service) ServeCSV(w http.ResponseWriter, r *http.Request, formID string
 // When fn finds no row, the id is NotFound, or Forbidden if it is another
 // organization's form (db.Missing).
 func (s *Service) withForm(ctx context.Context, p *auth.Principal, rawID string, fn func(q *dbq.Queries, id uuid.UUID) error) error {
-	id, err := uuid.Parse(rawID)
-	if err != nil {
-		return notFound(rawID)
-	}
 	// SECURITY: the principal's organization, by tenant transaction; fn's
 	// queries name it too.
-	return s.Store.Tenant(ctx, p.OrgID, func(q *dbq.Queries) error {
-		err := fn(q, id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return db.Missing(ctx, q, "form", "form", id)
-		}
-		return err
+	return s.Store.TenantRow(ctx, p.OrgID, "form", "form", rawID, func(_ pgx.Tx, q *dbq.Queries, id uuid.UUID) error {
+		return fn(q, id)
 	})
 }
 

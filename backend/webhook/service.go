@@ -381,23 +381,11 @@ func (s *Service) withWebhook(ctx context.Context, rawID string, fn func(tx pgx.
 	if err != nil {
 		return err
 	}
-	id, err := uuid.Parse(rawID)
-	if err != nil {
-		return notFound(rawID)
-	}
 	// SECURITY: the principal's organization, by tenant transaction; fn's
 	// queries name it too.
-	return s.Store.TenantTx(ctx, p.OrgID, func(tx pgx.Tx, q *dbq.Queries) error {
-		err := fn(tx, q, p.OrgID, id)
-		if errors.Is(err, pgx.ErrNoRows) {
-			return db.Missing(ctx, q, "webhook", "webhook", id)
-		}
-		return err
+	return s.Store.TenantRow(ctx, p.OrgID, "webhook", "webhook", rawID, func(tx pgx.Tx, q *dbq.Queries, id uuid.UUID) error {
+		return fn(tx, q, p.OrgID, id)
 	})
-}
-
-func notFound(id string) error {
-	return apperr.New(apperr.NotFound, "webhook %q not found", id)
 }
 
 func deliveryNotFound(id string) error {
