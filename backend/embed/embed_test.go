@@ -140,3 +140,41 @@ func TestOpenAIBadReplies(t *testing.T) {
 		})
 	}
 }
+
+// genai quotes the upstream's reply in its errors (an error status's
+// message, a body it cannot read): a gateway's free text, which may repeat
+// the texts and the key it was sent. The error, logged and recorded in the
+// ingestion job's errors, keeps the status only.
+func TestGeminiErrorsKeepNoUpstreamText(t *testing.T) {
+	t.Parallel()
+	for name, reply := range map[string]struct {
+		status int
+		body   string
+	}{
+		"error status":     {http.StatusBadRequest, `{"error": {"code": 400, "message": "API key not valid: %s for %s", "status": "INVALID_ARGUMENT"}}`},
+		"plain text error": {http.StatusBadGateway, "gateway trouble: key %s, texts %s"},
+		"unreadable reply": {http.StatusOK, "gateway trouble: key %s, texts %s"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				b, _ := io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(reply.status)
+				fmt.Fprintf(w, reply.body, r.Header.Get("X-Goog-Api-Key"), strings.ReplaceAll(strings.TrimSpace(string(b)), `"`, `'`))
+			}))
+			defer srv.Close()
+			g, err := NewGemini("gm-secret-key", srv.URL, "text-embedding-004", 4)
+			require.NoError(t, err)
+			_, err = g.Embed(context.Background(), []string{"my card is 4111-1111-1111-1111"})
+			require.Error(t, err)
+			msg := fmt.Sprintf("%v %+v", err, err)
+			require.NotContains(t, msg, "gm-secret-key")
+			require.NotContains(t, msg, "4111-1111-1111-1111")
+			require.NotContains(t, msg, "trouble")
+			if reply.status != http.StatusOK {
+				require.Contains(t, msg, fmt.Sprint(reply.status))
+			}
+		})
+	}
+}

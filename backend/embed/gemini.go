@@ -2,7 +2,10 @@ package embed
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net"
+	"net/url"
 
 	"google.golang.org/genai"
 )
@@ -52,7 +55,7 @@ func (g *Gemini) Embed(ctx context.Context, texts []string) ([][]float32, error)
 	dim := int32(g.dim)
 	resp, err := g.client.Models.EmbedContent(ctx, g.model, contents, &genai.EmbedContentConfig{OutputDimensionality: &dim})
 	if err != nil {
-		return nil, err
+		return nil, geminiError(err)
 	}
 	if len(resp.Embeddings) != len(texts) {
 		return nil, fmt.Errorf("gemini returned %d embeddings for %d texts", len(resp.Embeddings), len(texts))
@@ -65,4 +68,32 @@ func (g *Gemini) Embed(ctx context.Context, texts []string) ([][]float32, error)
 		out[i] = e.Values
 	}
 	return out, nil
+}
+
+// geminiError is what is kept of an error of genai's: an answered status,
+// or the transport's failure. genai's own text quotes the upstream's reply
+// (an error status's message, a body it could not read): free text that
+// may repeat the texts sent or, from a misbehaving gateway, the key, and
+// the error goes to the log and, an ingestion's, to its job's recorded
+// errors (river_job.errors), in plain text. The chat adapter keeps it out
+// the same way (llm.Gemini).
+func geminiError(err error) error {
+	var apiErr genai.APIError
+	var apiErrP *genai.APIError
+	var ue *url.Error
+	var ne net.Error
+	switch {
+	case errors.As(err, &apiErr):
+	case errors.As(err, &apiErrP):
+		apiErr = *apiErrP
+	case errors.As(err, &ue):
+		// Its URL names no key (Gemini's travels in a header) and no
+		// password (net/http takes it out).
+		return fmt.Errorf("gemini: %w", ue)
+	case errors.As(err, &ne):
+		return fmt.Errorf("gemini: %w", ne)
+	default:
+		return errors.New("gemini: unreadable reply")
+	}
+	return fmt.Errorf("gemini: upstream status %d %s", apiErr.Code, apiErr.Status)
 }

@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -147,6 +151,33 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 	return yield(Event{Usage: &usage})
 }
 
+// geminiCause is what is kept of an error of genai's other than an answered
+// status: the transport's failure, or what made a reply unreadable. genai
+// quotes a reply it cannot read whole in its error ("iterateResponseStream:
+// error unmarshalling data <the chunk>", "newAPIError: ... Response: <the
+// body>"): the upstream's free text, which may quote the prompt or, from a
+// misbehaving gateway, the key it was sent, and the turn logs the error. An
+// error status's and an error event's text is kept out the same way (wrap,
+// and OpenAI's and Anthropic's).
+func geminiCause(err error) error {
+	var ue *url.Error
+	var ne net.Error
+	var syn *json.SyntaxError
+	switch {
+	case errors.As(err, &ue):
+		// Its URL names no key (Gemini's travels in a header) and no
+		// password (net/http takes it out).
+		return ue
+	case errors.As(err, &ne):
+		return ne
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return io.ErrUnexpectedEOF
+	case errors.As(err, &syn):
+		return fmt.Errorf("unreadable reply: %w", syn)
+	}
+	return errors.New("unreadable reply")
+}
+
 func (g *Gemini) wrap(ctx context.Context, err error) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
@@ -159,6 +190,7 @@ func (g *Gemini) wrap(ctx context.Context, err error) error {
 	case errors.As(err, &apiErrP):
 		apiErr = *apiErrP
 	default:
+		pe.Err = geminiCause(err)
 		return pe
 	}
 	pe.Status = apiErr.Code

@@ -2,7 +2,9 @@ package llm_test
 
 import (
 	"fmt"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -29,4 +31,37 @@ func TestOpenAIStreamErrorEventKeepsNoUpstreamText(t *testing.T) {
 	require.NotContains(t, msg, "4111-1111-1111-1111")
 	require.NotContains(t, msg, "sk-test")
 	require.Contains(t, msg, "invalid_request_error content_filter")
+}
+
+// genai quotes a stream chunk it cannot read whole in its error: a
+// gateway's free text, which may repeat the prompt and the key it was sent.
+// The ProviderError, which the turn logs whole, keeps the cause only.
+func TestGeminiUnreadableChunkKeepsNoUpstreamText(t *testing.T) {
+	t.Parallel()
+	for name, chunk := range map[string]string{
+		"not JSON":     "data: gateway trouble: prompt %q, header X-Goog-Api-Key: %s\n\n",
+		"not SSE data": "trouble: prompt %q, header X-Goog-Api-Key: %s\n\n",
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				w.Header().Set("Content-Type", "text/event-stream")
+				fmt.Fprintf(w, chunk, body, r.Header.Get("X-Goog-Api-Key"))
+			}))
+			t.Cleanup(srv.Close)
+			g, err := llm.NewGemini(llm.GeminiConfig{APIKey: "gm-secret-key", BaseURL: srv.URL})
+			require.NoError(t, err)
+			req := llm.Request{Model: "gemini-pro-latest", Messages: []llm.Message{{Role: llm.RoleUser, Content: "my card is 4111-1111-1111-1111"}}}
+			_, _, _, err = collect(t, g, req)
+			var pe *llm.ProviderError
+			require.ErrorAs(t, err, &pe)
+			require.True(t, pe.Retryable())
+			msg := fmt.Sprint(err) + fmt.Sprintf(" %+v", err)
+			require.NotContains(t, msg, "4111-1111-1111-1111")
+			require.NotContains(t, msg, "gm-secret-key")
+			require.NotContains(t, msg, "trouble")
+			require.Contains(t, msg, "unreadable reply")
+		})
+	}
 }
