@@ -359,6 +359,11 @@ func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, form uuid.UUID, 
 		s := submission.String()
 		sid = &s
 	}
+	// Locked, then deleted in a statement of its own: the copies that
+	// replays of them commit meanwhile are deleted too.
+	if err := q.LockSubmissionDeliveries(ctx, dbq.LockSubmissionDeliveriesParams{OrgID: org, FormID: form.String(), SubmissionID: sid}); err != nil {
+		return err
+	}
 	_, err := q.DeleteSubmissionDeliveries(ctx, dbq.DeleteSubmissionDeliveriesParams{OrgID: org, FormID: form.String(), SubmissionID: sid})
 	return err
 }

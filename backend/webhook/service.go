@@ -346,14 +346,19 @@ func (s *Service) ReplayWebhookDelivery(ctx context.Context, req *parleyv1.Repla
 	}
 	var out *parleyv1.WebhookDelivery
 	err = s.withWebhook(ctx, req.GetWebhookId(), func(tx pgx.Tx, q *dbq.Queries, org, id uuid.UUID) error {
-		w, err := q.GetWebhook(ctx, dbq.GetWebhookParams{OrgID: org, ID: id})
+		// The endpoint, then the delivery, held until the copy commits (as
+		// the endpoint's deletion takes them): the deletion of the form
+		// submission the delivery carries waits for the copy and deletes
+		// it too, or is waited for. The copy of a delivery read while it
+		// was being deleted outlived it, and sent the values again.
+		w, err := q.KeyShareWebhook(ctx, dbq.KeyShareWebhookParams{OrgID: org, ID: id})
 		if err != nil {
 			return err
 		}
 		if !w.Enabled {
 			return errPaused
 		}
-		d, err := q.GetWebhookDelivery(ctx, dbq.GetWebhookDeliveryParams{OrgID: org, ID: deliveryID})
+		d, err := q.KeyShareWebhookDelivery(ctx, dbq.KeyShareWebhookDeliveryParams{OrgID: org, ID: deliveryID})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return db.Missing(ctx, q, "webhook_delivery", "delivery", deliveryID)
 		}

@@ -411,6 +411,33 @@ func (q *Queries) ListSubmissions(ctx context.Context, arg ListSubmissionsParams
 	return items, nil
 }
 
+const lockSubmissionDeliveries = `-- name: LockSubmissionDeliveries :exec
+SELECT 1 FROM webhook_deliveries
+WHERE org_id = $1 AND event_type = 'form.submitted'
+  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = $2::text
+  AND ($3::text IS NULL
+       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = $3::text)
+ORDER BY id
+FOR UPDATE
+`
+
+type LockSubmissionDeliveriesParams struct {
+	OrgID        uuid.UUID
+	FormID       string
+	SubmissionID *string
+}
+
+// Takes the deliveries DeleteSubmissionDeliveries deletes, in a statement
+// before it: a replay of one (webhook.ReplayWebhookDelivery, which holds
+// it FOR KEY SHARE while it copies its body into a new delivery) is waited
+// for here, and its copy, committed before the DELETE's statement starts,
+// is deleted with the others. The DELETE alone waited for the replay and
+// missed its copy, which it could not see: the values were sent again.
+func (q *Queries) LockSubmissionDeliveries(ctx context.Context, arg LockSubmissionDeliveriesParams) error {
+	_, err := q.db.Exec(ctx, lockSubmissionDeliveries, arg.OrgID, arg.FormID, arg.SubmissionID)
+	return err
+}
+
 const setPublicForm = `-- name: SetPublicForm :exec
 SELECT set_config('app.public_form_id', $1::text, true)
 `

@@ -244,6 +244,68 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, arg GetWebhookDelivery
 	return i, err
 }
 
+const keyShareWebhook = `-- name: KeyShareWebhook :one
+SELECT org_id, id, url, description, events, secret, enabled, failing_since, last_error, created_at, updated_at FROM webhooks WHERE org_id = $1 AND id = $2
+FOR KEY SHARE
+`
+
+type KeyShareWebhookParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// GetWebhook for a transaction that adds a delivery to the endpoint and
+// locks one of its deliveries (ReplayWebhookDelivery): the endpoint first,
+// as its deletion takes it before the deliveries it cascades to.
+func (q *Queries) KeyShareWebhook(ctx context.Context, arg KeyShareWebhookParams) (Webhook, error) {
+	row := q.db.QueryRow(ctx, keyShareWebhook, arg.OrgID, arg.ID)
+	var i Webhook
+	err := row.Scan(
+		&i.OrgID,
+		&i.ID,
+		&i.Url,
+		&i.Description,
+		&i.Events,
+		&i.Secret,
+		&i.Enabled,
+		&i.FailingSince,
+		&i.LastError,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
+const keyShareWebhookDelivery = `-- name: KeyShareWebhookDelivery :one
+SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at FROM webhook_deliveries WHERE org_id = $1 AND id = $2
+FOR KEY SHARE
+`
+
+type KeyShareWebhookDeliveryParams struct {
+	OrgID uuid.UUID
+	ID    uuid.UUID
+}
+
+// A delivery whose body a replay copies, held until the copy commits: a
+// deletion of its form submission (LockSubmissionDeliveries) waits for the
+// copy and deletes it too, or, under way, is waited for (no row then).
+func (q *Queries) KeyShareWebhookDelivery(ctx context.Context, arg KeyShareWebhookDeliveryParams) (WebhookDelivery, error) {
+	row := q.db.QueryRow(ctx, keyShareWebhookDelivery, arg.OrgID, arg.ID)
+	var i WebhookDelivery
+	err := row.Scan(
+		&i.OrgID,
+		&i.ID,
+		&i.WebhookID,
+		&i.EventID,
+		&i.EventType,
+		&i.Body,
+		&i.Status,
+		&i.CreatedAt,
+		&i.UpdatedAt,
+	)
+	return i, err
+}
+
 const listWebhookAttempts = `-- name: ListWebhookAttempts :many
 SELECT org_id, delivery_id, attempt, attempted_at, status_code, duration_ms, error FROM webhook_attempts
 WHERE org_id = $1 AND delivery_id = ANY ($2::uuid[])

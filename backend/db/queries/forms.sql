@@ -76,6 +76,21 @@ RETURNING *;
 DELETE FROM form_submissions
 WHERE org_id = sqlc.arg(org_id) AND form_id = sqlc.arg(form_id) AND id = sqlc.arg(id);
 
+-- name: LockSubmissionDeliveries :exec
+-- Takes the deliveries DeleteSubmissionDeliveries deletes, in a statement
+-- before it: a replay of one (webhook.ReplayWebhookDelivery, which holds
+-- it FOR KEY SHARE while it copies its body into a new delivery) is waited
+-- for here, and its copy, committed before the DELETE's statement starts,
+-- is deleted with the others. The DELETE alone waited for the replay and
+-- missed its copy, which it could not see: the values were sent again.
+SELECT 1 FROM webhook_deliveries
+WHERE org_id = sqlc.arg(org_id) AND event_type = 'form.submitted'
+  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = sqlc.arg(form_id)::text
+  AND (sqlc.narg(submission_id)::text IS NULL
+       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = sqlc.narg(submission_id)::text)
+ORDER BY id
+FOR UPDATE;
+
 -- name: DeleteSubmissionDeliveries :execrows
 -- The form.submitted webhook deliveries that carried a form's submissions,
 -- or one of them (submission_id; NULL: all of them), whose body, kept for

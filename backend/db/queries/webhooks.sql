@@ -94,6 +94,20 @@ WHERE w.org_id = sqlc.arg(org_id) AND w.id = sqlc.arg(webhook_id)
 FOR KEY SHARE
 RETURNING *;
 
+-- name: KeyShareWebhook :one
+-- GetWebhook for a transaction that adds a delivery to the endpoint and
+-- locks one of its deliveries (ReplayWebhookDelivery): the endpoint first,
+-- as its deletion takes it before the deliveries it cascades to.
+SELECT * FROM webhooks WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+FOR KEY SHARE;
+
+-- name: KeyShareWebhookDelivery :one
+-- A delivery whose body a replay copies, held until the copy commits: a
+-- deletion of its form submission (LockSubmissionDeliveries) waits for the
+-- copy and deletes it too, or, under way, is waited for (no row then).
+SELECT * FROM webhook_deliveries WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
+FOR KEY SHARE;
+
 -- name: GetWebhookDelivery :one
 SELECT * FROM webhook_deliveries WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
