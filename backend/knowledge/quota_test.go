@@ -2,13 +2,18 @@ package knowledge_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/dbtest"
 	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/testenv"
@@ -88,4 +93,81 @@ func TestKnowledgeQuota(t *testing.T) {
 	require.Less(t, r.Status, 300, "%s", r.Body)
 	small := f.source(t, f.B.Key, storeB, map[string]any{"type": "text", "text": strings.Repeat("x", 200)})
 	require.Equal(t, "synced", f.settled(t, f.B.Key, small.ID).Status)
+}
+
+// Texts added at once, each within the bytes the plan lets datasources
+// keep but not all together: the bound holds (each creation reads what is
+// kept as the others left it). The creations are held after their check,
+// at their ingestion's enqueueing, until all have passed or wait for it:
+// each had read the bytes kept before any other committed, and all were
+// kept, past the bound by as many uploads as were sent at once.
+func TestStoredBytesBoundHoldsForCreationsAtOnce(t *testing.T) {
+	t.Parallel()
+	url := dbtest.New(t)
+	f := kfix{testenv.NewOn(t, url)}
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `ALTER TABLE plans NO FORCE ROW LEVEL SECURITY;
+		UPDATE plans SET knowledge_chunks = 3 WHERE id = 'pro';
+		ALTER TABLE plans FORCE ROW LEVEL SECURITY`)
+	require.NoError(t, err)
+	store := f.datastore(t, f.A.Key, "A")
+
+	// 3 * StoredBytesPerChunk (12,288) holds three of these, not four.
+	const sent, size, fit = 6, 4000, 3
+	hold, err := conn.Begin(ctx)
+	require.NoError(t, err)
+	defer hold.Rollback(ctx) //nolint:errcheck
+	_, err = hold.Exec(ctx, "LOCK TABLE river_job IN SHARE MODE")
+	require.NoError(t, err)
+
+	resps := make([]testenv.Response, sent)
+	var wg sync.WaitGroup
+	for i := range sent {
+		wg.Go(func() {
+			resps[i] = f.Do("POST", "/api/datastores/"+store+"/datasources", f.A.Key,
+				map[string]any{"type": "text", "name": fmt.Sprint("t", i), "text": strings.Repeat("x", size)})
+		})
+	}
+	waitForLockWaits(t, f.App.Pool, sent)
+	require.NoError(t, hold.Commit(ctx))
+	wg.Wait()
+
+	created := 0
+	for i, r := range resps {
+		if r.Status == http.StatusCreated {
+			created++
+			continue
+		}
+		require.Equal(t, http.StatusUnprocessableEntity, r.Status, "request %d: %s", i, r.Body)
+		require.Contains(t, r.Err(t).Error.Message, "would pass the 12288 its plan allows")
+	}
+	require.Equal(t, fit, created)
+	require.NoError(t, f.App.Store.Tenant(ctx, f.A.ID, func(q *dbq.Queries) error {
+		quota, err := q.KnowledgeQuota(ctx, dbq.KnowledgeQuotaParams{OrgID: f.A.ID})
+		require.EqualValues(t, fit*size, quota.Stored)
+		return err
+	}))
+}
+
+// waitForLockWaits waits up to 20 s until n statements of pool's database
+// wait for a lock, and fails the test if fewer do.
+func waitForLockWaits(t *testing.T, pool *pgxpool.Pool, n int) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		var got int
+		err := pool.QueryRow(context.Background(), `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&got)
+		require.NoError(t, err)
+		if got >= n {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d statements wait for a lock after 20 s, not %d", got, n)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

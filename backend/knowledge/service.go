@@ -389,6 +389,13 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 		if err != nil {
 			return err
 		}
+		// The quota is read under the organization's quota lock, held
+		// until this commits: creations at once take turns, and each sees
+		// the bytes the others keep (all read none kept, and all kept
+		// theirs, past the bound by as many uploads as were sent at once).
+		if err := q.LockKnowledgeQuota(ctx, p.OrgID); err != nil {
+			return err
+		}
 		// An organization whose datastores hold all the chunks its plan
 		// allows adds nothing (its ingestion would fail: withinQuota).
 		quota, err := q.KnowledgeQuota(ctx, dbq.KnowledgeQuotaParams{OrgID: p.OrgID})

@@ -1001,8 +1001,9 @@ SELECT pg_advisory_xact_lock(hashtextextended('parley.knowledge_quota:' || $1::u
 `
 
 // Serializes, per organization, the transactions that publish knowledge
-// (knowledge.run.publish), so that each checks the quota against chunk
-// counts no other can change before it commits. Until the transaction ends.
+// (knowledge.run.publish) or add a datasource (CreateDatasource), so that
+// each checks the quota against chunk counts and kept bytes no other can
+// change before it commits. Until the transaction ends.
 func (q *Queries) LockKnowledgeQuota(ctx context.Context, orgID uuid.UUID) error {
 	_, err := q.db.Exec(ctx, lockKnowledgeQuota, orgID)
 	return err

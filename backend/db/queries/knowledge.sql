@@ -450,8 +450,9 @@ RETURNING *;
 
 -- name: LockKnowledgeQuota :exec
 -- Serializes, per organization, the transactions that publish knowledge
--- (knowledge.run.publish), so that each checks the quota against chunk
--- counts no other can change before it commits. Until the transaction ends.
+-- (knowledge.run.publish) or add a datasource (CreateDatasource), so that
+-- each checks the quota against chunk counts and kept bytes no other can
+-- change before it commits. Until the transaction ends.
 SELECT pg_advisory_xact_lock(hashtextextended('parley.knowledge_quota:' || sqlc.arg(org_id)::uuid::text, 0));
 
 -- name: KnowledgeQuota :one
