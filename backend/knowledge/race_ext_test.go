@@ -105,3 +105,45 @@ func TestDeleteDatastoreBeingDeleted(t *testing.T) {
 		require.Contains(t, r.Err(t).Error.Message, "names no field to update")
 	}
 }
+
+// A datasource resynced while it is deleted: the resync waits for the
+// deletion, then finds it missing: 404, and no ingestion is queued. It
+// updated no row and answered 202 with the datasource as read before, its
+// job queued for a datasource that no longer exists; so in a datastore
+// being deleted.
+func TestResyncDatasourceBeingDeleted(t *testing.T) {
+	t.Parallel()
+	f := kfix{testenv.New(t)}
+	ctx := context.Background()
+	queued := func(id string) int {
+		var n int
+		require.NoError(t, f.App.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'ingest_datasource' AND args->>'datasource_id' = $1", id).Scan(&n))
+		return n
+	}
+
+	store := f.datastore(t, f.A.Key, "kept")
+	ds := f.source(t, f.A.Key, store, map[string]any{"type": "text", "text": "Resynced while deleted."})
+	tx, err := f.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx) //nolint:errcheck
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
+	require.NoError(t, err)
+	n, err := dbq.New(tx).DeleteDatasource(ctx, dbq.DeleteDatasourceParams{OrgID: f.A.ID, ID: uuid.MustParse(ds.ID)})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, n)
+	resync := make(chan testenv.Response)
+	go func() { resync <- f.Do("POST", "/api/datasources/"+ds.ID+"/resync", f.A.Key, nil) }()
+	dbtest.WaitForLockWait(t, f.App.Pool, "")
+	require.NoError(t, tx.Commit(ctx))
+	r := <-resync
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+	require.Equal(t, fmt.Sprintf("datasource %q not found", ds.ID), r.Err(t).Error.Message)
+	require.Equal(t, 1, queued(ds.ID), "only the creation's ingestion")
+
+	doomed := f.datastore(t, f.A.Key, "doomed")
+	ds = f.source(t, f.A.Key, doomed, map[string]any{"type": "text", "text": "Resynced while its datastore is deleted."})
+	r = duringDelete(t, f.Env, doomed, "POST", "/api/datasources/"+ds.ID+"/resync", nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "%s", r.Body)
+	require.Equal(t, fmt.Sprintf("datasource %q not found", ds.ID), r.Err(t).Error.Message)
+	require.Equal(t, 1, queued(ds.ID), "only the creation's ingestion")
+}

@@ -546,6 +546,18 @@ func (s *Service) ResyncDatasource(ctx context.Context, req *parleyv1.ResyncData
 		if err != nil {
 			return err
 		}
+		// Taken as an ingestion takes it (its datastore first): a deletion
+		// of either under way is waited for, then the datasource is
+		// missing. The status's update found no row, and a resync of a
+		// datasource deleted since it was read was 202, its job queued.
+		if _, err := q.LockDatasource(ctx, dbq.LockDatasourceParams{OrgID: p.OrgID, ID: r.ID}); errors.Is(err, pgx.ErrNoRows) {
+			return db.Missing(ctx, q, "datasource", "datasource", r.ID)
+		} else if err != nil {
+			return err
+		}
+		if r, err = datasource(ctx, q, p.OrgID, req.GetId()); err != nil {
+			return err // as it is now that it is held
+		}
 		if err := q.SetDatasourceStatus(ctx, dbq.SetDatasourceStatusParams{OrgID: p.OrgID, ID: r.ID, Status: "pending"}); err != nil {
 			return err
 		}
