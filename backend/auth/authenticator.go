@@ -162,14 +162,23 @@ func (a *Authenticator) FlushLastUsed(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// RunLastUsedFlusher flushes every interval until ctx ends, then once more.
+// lastFlushTimeout bounds the flush at shutdown: a database that stopped
+// answering (a stalled failover or network path) held the process for its
+// 30 s bound (db.DefaultTimeout) past its shutdown timeout, and an
+// orchestrator then killed it; the times of one flush are worth less.
+const lastFlushTimeout = 3 * time.Second
+
+// RunLastUsedFlusher flushes every interval until ctx ends, then once more
+// within lastFlushTimeout.
 func (a *Authenticator) RunLastUsedFlusher(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if err := a.FlushLastUsed(context.WithoutCancel(ctx)); err != nil {
+			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), lastFlushTimeout)
+			defer cancel()
+			if err := a.FlushLastUsed(fctx); err != nil {
 				slog.Error("writing API key last use", "err", err)
 			}
 			return

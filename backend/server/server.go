@@ -603,15 +603,33 @@ func NewHTTPServer(handler http.Handler) *http.Server {
 	return srv
 }
 
-// Close releases the pool and Redis client.
+// closeWait bounds Close's wait for the pools' connections to close.
+const closeWait = 3 * time.Second
+
+// Close releases the pools and Redis client. It waits at most closeWait
+// for the pools: closing a connection to a database that stopped
+// answering takes pgx 15 s (its bound), which held a process that shut
+// down past its shutdown timeout; the connections are then left to the
+// process's exit.
 func (a *App) Close() {
 	a.startStopping()
 	a.startDrain()
-	if a.Pool != nil {
-		a.Pool.Close()
-	}
-	if a.jobsPool != nil {
-		a.jobsPool.Close()
+	closed := make(chan struct{})
+	go func() {
+		defer close(closed)
+		if a.Pool != nil {
+			a.Pool.Close()
+		}
+		if a.jobsPool != nil {
+			a.jobsPool.Close()
+		}
+	}()
+	wait := time.NewTimer(closeWait)
+	defer wait.Stop()
+	select {
+	case <-closed:
+	case <-wait.C:
+		slog.Warn("database connections still closing; left to the process's exit", "waited", closeWait)
 	}
 	if a.redis != nil {
 		_ = a.redis.Close()

@@ -144,3 +144,50 @@ func TestShutdownDrainsRequestsAndJobsWithinOneGrace(t *testing.T) {
 	require.Equal(t, "available", state)
 	require.Zero(t, attempt, "a job was taken after the signal")
 }
+
+// A SIGTERM while the database does not answer (a stalled failover or
+// network path) still ends Serve and Close within a few seconds of the
+// grace: the last flush of the keys' last-use times waited out the
+// database's 30 s bound, then closing the pool waited 15 s more (pgx's
+// bound) for the connection that flush left, past compose's
+// stop_grace_period and any orchestrator's, which then killed the process.
+func TestShutdownWithTheDatabaseStalled(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	proxy := dbtest.NewProxy(t, dbtest.New(t))
+	cfg := server.Config{DatabaseURL: proxy.URL, ShutdownTimeout: time.Second, LastUsedFlush: time.Hour}
+	app, err := server.New(ctx, cfg)
+	require.NoError(t, err)
+	_, key, err := account.Bootstrap(ctx, app.Store, "A", "pro")
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	serveCtx, sigterm := context.WithCancel(ctx)
+	defer sigterm()
+	served := make(chan error, 1)
+	go func() { served <- app.Serve(serveCtx, ln) }()
+
+	// A request with the key: its last use waits for the flush.
+	req, err := http.NewRequest(http.MethodGet, "http://"+ln.Addr().String()+"/api/agents", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+key)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+
+	proxy.Stall()
+	sigterm()
+	stopped := make(chan error, 1)
+	go func() {
+		err := <-served
+		app.Close()
+		stopped <- err
+	}()
+	select {
+	case err := <-stopped:
+		require.NoError(t, err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("Serve and Close still ran 15 s after the signal, with a grace of 1 s")
+	}
+}
