@@ -53,6 +53,10 @@ type Config struct {
 	LateAnswers time.Duration
 }
 
+// rescueAfter is how long a job must have been running for River's rescuer
+// to take it for lost (at least its kind's timeout).
+const rescueAfter = 2 * time.Minute
+
 // New returns a client over pool running k's jobs when cfg.Workers.
 func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error) {
 	rc := &river.Config{
@@ -65,6 +69,13 @@ func New(pool *pgxpool.Pool, k *knowledge.Knowledge, cfg Config) (*Client, error
 		// though a process with the key ran. Left available, it waits for
 		// one that has the worker.
 		FetchOnlyKnownKinds: true,
+		// A job whose process died (killed, out of memory, a node lost)
+		// stays running until River's rescuer retries or discards it,
+		// which it does past this or the job's timeout, whichever is
+		// longer. River's default, an hour, held every webhook delivery
+		// in flight at a crash (20 s each at most) an hour; the
+		// others' timeouts are longer anyway.
+		RescueStuckJobsAfter: rescueAfter,
 	}
 	if cfg.Workers {
 		n := cfg.MaxWorkers

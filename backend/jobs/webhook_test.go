@@ -333,6 +333,29 @@ func TestDeliveryResumesAfterRestart(t *testing.T) {
 	require.Equal(t, got[0].header.Get("webhook-id"), got[1].header.Get("webhook-id"))
 }
 
+// A delivery whose process was killed mid-attempt (SIGKILL, out of memory,
+// a node lost) is left running in River's table; the next process sends it
+// once its attempt's time is over, not an hour later (River's default
+// rescue), every event of the crash held back meanwhile.
+func TestDeliveryOfAKilledProcessIsSentAgainSoon(t *testing.T) {
+	t.Parallel()
+	f := setupHooks(t, false)
+	rc := newReceiver(t, func(int, http.ResponseWriter, *http.Request) {})
+	hook, _ := f.create(t, rc.URL, webhook.FormSubmitted)
+	require.NoError(t, f.emit(t, false))
+	// What a process killed 3 minutes into the attempt leaves.
+	tag, err := f.store.Pool.Exec(context.Background(), `UPDATE river_job SET state = 'running', attempt = 1,
+		attempted_at = now() - interval '3 minutes', attempted_by = '{killed}' WHERE kind = $1`, DeliverArgs{}.Kind())
+	require.NoError(t, err)
+	require.EqualValues(t, 1, tag.RowsAffected())
+
+	f.run(t)
+	require.Eventually(t, func() bool {
+		return f.deliveries(t, hook.GetId())[0].GetStatus() == "succeeded"
+	}, 45*time.Second, 200*time.Millisecond, "the killed process's delivery was not sent again")
+	require.Len(t, rc.requests(), 1)
+}
+
 // Every dial is checked: a name that resolves to loopback at send time is
 // refused (the receiver is never reached) and the attempt says why.
 func TestDialToPrivateAddressRefused(t *testing.T) {
