@@ -570,6 +570,11 @@ func (a *App) Serve(ctx context.Context, ln net.Listener) error {
 		err = srv.Shutdown(sctx)
 		drainTimer.Stop()
 		cancel()
+		if errors.Is(err, context.DeadlineExceeded) {
+			// Said as what happened: a bare "context deadline exceeded"
+			// was all an operator read.
+			err = fmt.Errorf("requests still running after --shutdown-timeout %s were cut", a.cfg.ShutdownTimeout)
+		}
 		if serr := <-errc; !errors.Is(serr, http.ErrServerClosed) && err == nil {
 			err = serr
 		}
