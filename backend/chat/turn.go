@@ -199,6 +199,10 @@ type turn struct {
 	promptTokens int
 	// gotText: the model produced text (its time to first token is counted).
 	gotText bool
+	// cut: the provider stopped the last model call's reply short of its
+	// end (its bound, its filters: llm.Event.Cut); the answer is stored
+	// as incomplete.
+	cut bool
 }
 
 // left is what remains of the turn's time (at least a millisecond), 0
@@ -641,6 +645,9 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 			g.err = err
 			break
 		}
+		// The calls ran: a cut that stopped the reply at them (its bound
+		// reached in their arguments) did not cut the answer.
+		t.cut = false
 		step := []llm.Message{
 			{Role: llm.RoleAssistant, Content: said, ToolCalls: calls},
 			{Role: llm.RoleTool, ToolResults: results},
@@ -688,8 +695,13 @@ func (t *turn) callModel(ctx context.Context, prompt llm.Request, answer *string
 	needBreak := answer.Len() > 0
 	ctx, span := telemetry.StartModelCall(ctx, t.route.Model.Provider(), t.route.Upstream, prompt.Temperature)
 	callUsage := llm.Usage{PromptTokens: -1}
+	// A reply cut short before tool calls is followed by another: only
+	// the last call's cut is the answer's.
+	t.cut = false
 	err := t.route.Model.Stream(ctx, prompt, func(ev llm.Event) error {
 		switch {
+		case ev.Cut != "":
+			t.cut = true
 		case ev.Text != "":
 			if !t.gotText {
 				t.gotText = true
@@ -888,13 +900,16 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	if err != nil {
 		return nil, err
 	}
+	// An answer cut short: the model failed, or its provider stopped it
+	// before its end (t.cut).
+	incomplete := g.err != nil || t.cut
 	var row dbq.CreateAnswerRow
 	insert := func(q *dbq.Queries) error {
 		var err error
 		row, err = q.CreateAnswer(storeCtx, dbq.CreateAnswerParams{
 			OrgID: t.org, ID: id, ConversationID: t.conv.ID, ConversationCreatedAt: t.conv.CreatedAt, Content: g.text, Channel: t.channel,
 			Sources: srcJSON, Model: &t.modelName, Provider: &provider,
-			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: g.err != nil,
+			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: incomplete,
 			ToolCalls: callsJSON, HandedOver: g.handedOver,
 		})
 		return err
@@ -912,7 +927,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		return s.Store.TenantAsyncTxWith(storeCtx, t.org, insert, func(tx pgx.Tx, _ *dbq.Queries) error {
 			return s.emitMessage(storeCtx, tx, t.org, view.Message{
 				ID: row.ID.String(), ConversationID: t.conv.ID, Role: "assistant", Content: g.text, CreateTime: row.CreatedAt,
-				Sources: t.sources, ToolCalls: t.calls, Model: t.modelName, Incomplete: g.err != nil,
+				Sources: t.sources, ToolCalls: t.calls, Model: t.modelName, Incomplete: incomplete,
 			})
 		})
 	}

@@ -147,6 +147,11 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 			return err
 		}
 	}
+	if cut := cutShort(reason, "max_tokens", "refusal", "model_context_window_exceeded"); cut != nil {
+		if err := yield(*cut); err != nil {
+			return err
+		}
+	}
 	return yield(Event{Usage: &usage})
 }
 

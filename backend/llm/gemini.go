@@ -148,6 +148,13 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 			return err
 		}
 	}
+	if reason != string(genai.FinishReasonStop) {
+		// MAX_TOKENS, SAFETY, RECITATION, PROHIBITED_CONTENT ...: every
+		// reason but STOP ends a reply before its end.
+		if err := yield(Event{Cut: reason}); err != nil {
+			return err
+		}
+	}
 	return yield(Event{Usage: &usage})
 }
 

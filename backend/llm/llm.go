@@ -184,12 +184,18 @@ type Usage struct {
 	PromptTokens, CompletionTokens int64
 }
 
-// Event is one thing a stream yields: text, a tool call, or the usage
-// (usually last).
+// Event is one thing a stream yields: text, a tool call, the reply cut
+// short, or the usage (usually last).
 type Event struct {
 	Text     string
 	ToolCall *ToolCall
 	Usage    *Usage
+	// Cut is why the provider stopped a reply that had begun before its
+	// end: its bound reached (OpenAI's length, Anthropic's max_tokens,
+	// Gemini's MAX_TOKENS) or its filters (content_filter, refusal,
+	// SAFETY ...). It comes after the reply's text and calls. (A reply so
+	// stopped before its first text or call is ErrNoAnswer instead.)
+	Cut string
 }
 
 // Model streams a reply. Stream calls yield for each event in order and
@@ -246,6 +252,16 @@ func endedEmpty(provider, reason string, normal ...string) error {
 		return nil
 	}
 	return &ProviderError{Provider: provider, Final: true, Err: fmt.Errorf("%w (%s)", ErrNoAnswer, reason)}
+}
+
+// cutShort is the event that tells a reply that said or called something
+// was stopped for reason, nil when reason is not one of cut (the
+// provider's stops short of the reply's end).
+func cutShort(reason string, cut ...string) *Event {
+	if !slices.Contains(cut, reason) {
+		return nil
+	}
+	return &Event{Cut: reason}
 }
 
 // Retry wraps m so that a failed call is tried again, up to attempts times in

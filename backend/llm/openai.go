@@ -139,6 +139,11 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 			return err
 		}
 	}
+	if cut := cutShort(reason, "length", "content_filter"); cut != nil {
+		if err := yield(*cut); err != nil {
+			return err
+		}
+	}
 	if usage != nil {
 		return yield(Event{Usage: usage})
 	}

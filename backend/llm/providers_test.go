@@ -432,3 +432,84 @@ func TestReplyEndedEmptyIsNoAnswer(t *testing.T) {
 		})
 	}
 }
+
+// A reply stopped after its text began, at its bound (OpenAI's length,
+// Anthropic's max_tokens, Gemini's MAX_TOKENS) or by the provider's
+// filters, is told as cut: it was taken for a whole answer, and the chat
+// stored an answer cut mid-sentence as complete. A reply that ended
+// normally is not.
+func TestReplyStoppedMidAnswerIsCut(t *testing.T) {
+	t.Parallel()
+	openAIEnd := func(reason string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			streamHeaders(w)
+			chunk(w, `{"role":"assistant","content":"The plan costs"}`, "")
+			finish(w, reason)
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":3,"total_tokens":13}}`+"\n\n")
+			fmt.Fprint(w, "data: [DONE]\n\n")
+		}
+	}
+	anthropicEnd := func(reason string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			sse(w, "message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":10,"output_tokens":1}}}`)
+			sse(w, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+			sse(w, "content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"The plan costs"}}`)
+			sse(w, "content_block_stop", `{"type":"content_block_stop","index":0}`)
+			sse(w, "message_delta", `{"type":"message_delta","delta":{"stop_reason":"`+reason+`","stop_sequence":null},"usage":{"output_tokens":3}}`)
+			sse(w, "message_stop", `{"type":"message_stop"}`)
+		}
+	}
+	geminiEnd := func(reason string) func(w http.ResponseWriter) {
+		return func(w http.ResponseWriter) {
+			w.Header().Set("Content-Type", "text/event-stream")
+			sse(w, "", `{"candidates":[{"content":{"parts":[{"text":"The plan costs"}],"role":"model"},"index":0}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":3}}`)
+			sse(w, "", `{"candidates":[{"content":{"parts":[{"text":""}],"role":"model"},"finishReason":"`+reason+`","index":0}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":3}}`)
+		}
+	}
+	for _, tc := range []struct {
+		name, reason string
+		newModel     func(string) llm.Model
+		write        func(w http.ResponseWriter)
+		cut          bool
+	}{
+		{"openai", "length", func(u string) llm.Model { return newOpenAI(u) }, openAIEnd("length"), true},
+		{"openai", "content_filter", func(u string) llm.Model { return newOpenAI(u) }, openAIEnd("content_filter"), true},
+		{"openai", "stop", func(u string) llm.Model { return newOpenAI(u) }, openAIEnd("stop"), false},
+		{"anthropic", "max_tokens", anthropicWire.newModel, anthropicEnd("max_tokens"), true},
+		{"anthropic", "refusal", anthropicWire.newModel, anthropicEnd("refusal"), true},
+		{"anthropic", "end_turn", anthropicWire.newModel, anthropicEnd("end_turn"), false},
+		{"anthropic", "stop_sequence", anthropicWire.newModel, anthropicEnd("stop_sequence"), false},
+		{"gemini", "MAX_TOKENS", geminiWire.newModel, geminiEnd("MAX_TOKENS"), true},
+		{"gemini", "SAFETY", geminiWire.newModel, geminiEnd("SAFETY"), true},
+		{"gemini", "STOP", geminiWire.newModel, geminiEnd("STOP"), false},
+	} {
+		t.Run(tc.name+"/"+tc.reason, func(t *testing.T) {
+			t.Parallel()
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tc.write(w) }))
+			t.Cleanup(srv.Close)
+			var text, cut string
+			var usage *llm.Usage
+			err := tc.newModel(srv.URL).Stream(t.Context(), llm.Request{Model: "gemini-1.5-pro", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}, func(ev llm.Event) error {
+				text += ev.Text
+				if ev.Cut != "" {
+					require.Empty(t, cut, "told once")
+					require.Nil(t, usage, "before the usage")
+					cut = ev.Cut
+				}
+				if ev.Usage != nil {
+					usage = ev.Usage
+				}
+				return nil
+			})
+			require.NoError(t, err)
+			require.Equal(t, "The plan costs", text)
+			require.NotNil(t, usage)
+			if tc.cut {
+				require.Equal(t, tc.reason, cut)
+			} else {
+				require.Empty(t, cut)
+			}
+		})
+	}
+}
