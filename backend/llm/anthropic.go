@@ -6,6 +6,7 @@ import (
 	"errors"
 	"net/http"
 	"sort"
+	"strings"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -53,7 +54,12 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 	}
 	for _, m := range alternating(req.Messages) {
 		var blocks []anthropic.ContentBlockParamUnion
-		if m.Content != "" || (len(m.ToolCalls) == 0 && len(m.ToolResults) == 0) {
+		// Beside tool calls or results, a text that is blank (a model may
+		// say only a line break before its calls) is left out: Anthropic
+		// refuses a blank text block ("text content blocks must contain
+		// non-whitespace text"), and the round's next call failed after
+		// its tools had run.
+		if strings.TrimSpace(m.Content) != "" || (len(m.ToolCalls) == 0 && len(m.ToolResults) == 0) {
 			blocks = append(blocks, anthropic.NewTextBlock(m.Content))
 		}
 		switch m.Role {

@@ -126,7 +126,13 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 					}
 				}
 				if fc := p.FunctionCall; fc != nil {
-					args, _ := json.Marshal(fc.Args)
+					// A call of a function without parameters comes
+					// without args: {} as the other providers give it, not
+					// null (shown and stored as the call's arguments).
+					args := []byte("{}")
+					if fc.Args != nil {
+						args, _ = json.Marshal(fc.Args)
+					}
 					calls = append(calls, ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(args), Signature: p.ThoughtSignature})
 				}
 			}

@@ -109,7 +109,14 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 				if tc.ID != "" {
 					p.id = tc.ID
 				}
-				p.name += tc.Function.Name
+				if tc.Function.Name != p.name {
+					// Fragments of the name are joined, as the SDK's
+					// accumulator joins them; but some servers (MiniMax
+					// through NVIDIA NIM) send the whole name again in
+					// every fragment, and joined it read
+					// "web_searchweb_search", a tool no agent offers.
+					p.name += tc.Function.Name
+				}
 				p.args += tc.Function.Arguments
 			}
 		}

@@ -80,3 +80,34 @@ func TestToolResultsInEachProvidersWireFormat(t *testing.T) {
 		})
 	}
 }
+
+// Claude may say nothing but a line break before its tool calls. Given
+// back as a text block, Anthropic refuses the round's next request
+// ("text content blocks must contain non-whitespace text", 400): the turn
+// failed after its tools had run.
+func TestAnthropicGetsNoBlankTextBesideToolCalls(t *testing.T) {
+	t.Parallel()
+	var body []byte
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ = io.ReadAll(r.Body)
+		anthropicWire.text(w, []string{"We open at nine."}, 30, 5)
+	}))
+	t.Cleanup(srv.Close)
+	req := llm.Request{Model: "claude", Messages: []llm.Message{
+		{Role: llm.RoleUser, Content: "When do you open?"},
+		{Role: llm.RoleAssistant, Content: "\n\n", ToolCalls: []llm.ToolCall{{ID: "toolu_1", Name: "datastore_query", Arguments: `{"query":"hours"}`}}},
+		{Role: llm.RoleTool, ToolResults: []llm.ToolResult{{CallID: "toolu_1", Name: "datastore_query", Content: "we open at nine"}}},
+	}}
+	_, _, _, err := collect(t, anthropicWire.newModel(srv.URL), req)
+	require.NoError(t, err)
+	var sent struct {
+		Messages []struct {
+			Role    string
+			Content []map[string]any
+		}
+	}
+	require.NoError(t, json.Unmarshal(body, &sent))
+	require.Len(t, sent.Messages, 3)
+	assistant, _ := json.Marshal(sent.Messages[1].Content)
+	require.JSONEq(t, `[{"type":"tool_use","id":"toolu_1","name":"datastore_query","input":{"query":"hours"}}]`, string(assistant))
+}

@@ -104,6 +104,51 @@ func TestOpenAIParallelCallsAtOneIndexStayApart(t *testing.T) {
 	}, calls)
 }
 
+// Gemini sends a call of a function without parameters (request_human)
+// without args. Its arguments read "null", shown in the tool_call event
+// and stored so, where the other providers give {}.
+func TestGeminiCallWithoutArgsHasAnEmptyObject(t *testing.T) {
+	t.Parallel()
+	srv, _ := wireServer(t, geminiWire, func(_ int, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "", `{"candidates":[{"content":{"parts":[{"text":"One moment."},{"functionCall":{"name":"request_human"}}],"role":"model"},"finishReason":"STOP","index":0}],"usageMetadata":{"promptTokenCount":10,"candidatesTokenCount":5}}`)
+	})
+	text, calls, _, err := collect(t, geminiWire.newModel(srv.URL), llm.Request{Model: "gemini-1.5-pro", Messages: []llm.Message{{Role: llm.RoleUser, Content: "a person please"}},
+		Tools: []llm.Tool{{Name: "request_human", Parameters: map[string]any{"type": "object"}}}})
+	require.NoError(t, err)
+	require.Equal(t, "One moment.", text)
+	require.Equal(t, []llm.ToolCall{{Name: "request_human", Arguments: "{}"}}, calls)
+}
+
+// Some OpenAI-compatible servers (MiniMax models through NVIDIA NIM)
+// repeat a call's whole name, and its id, in every fragment of its
+// arguments. The names were joined ("web_searchweb_search"): the kit knew
+// no such tool, and every call of such a server failed.
+func TestOpenAIToolCallNameRepeatedInEachFragment(t *testing.T) {
+	t.Parallel()
+	srv, _ := openAIServer(t, func(_ int, w http.ResponseWriter, _ map[string]any) {
+		streamHeaders(w)
+		chunk(w, `{"role":"assistant","content":"Checking. "}`, "")
+		chunk(w, `{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"web_search","arguments":"{\"query\":"}}]}`, "")
+		chunk(w, `{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"lead_capture","arguments":"{\"email\""}}]}`, "")
+		chunk(w, `{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"web_search","arguments":"\"parley\"}"}}]}`, "")
+		chunk(w, `{"tool_calls":[{"index":1,"id":"call_2","type":"function","function":{"name":"lead_capture","arguments":":\"a@b.c\"}"}}]}`, "")
+		// A name sent in pieces is joined, as the SDK's accumulator does.
+		chunk(w, `{"tool_calls":[{"index":2,"id":"call_3","type":"function","function":{"name":"request_","arguments":""}}]}`, "")
+		chunk(w, `{"tool_calls":[{"index":2,"function":{"name":"human","arguments":"{}"}}]}`, "")
+		finish(w, "tool_calls")
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	})
+	text, calls, _, err := collect(t, newOpenAI(srv.URL), basicReq)
+	require.NoError(t, err)
+	require.Equal(t, "Checking. ", text)
+	require.Equal(t, []llm.ToolCall{
+		{ID: "call_1", Name: "web_search", Arguments: `{"query":"parley"}`},
+		{ID: "call_2", Name: "lead_capture", Arguments: `{"email":"a@b.c"}`},
+		{ID: "call_3", Name: "request_human", Arguments: `{}`},
+	}, calls)
+}
+
 // Ollama's OpenAI-compatible /v1/chat/completions reads the reply's bound
 // from max_tokens only (its ChatCompletionRequest has no
 // max_completion_tokens): a server of the models file (docs/models.md's
