@@ -426,7 +426,13 @@ func (c *Console) errorPage(w http.ResponseWriter, r *http.Request, err error) {
 	pub := shown(err)
 	status := apperr.Lookup(pub.Code).HTTPStatus
 	if pub.Code == apperr.Internal {
-		slog.ErrorContext(r.Context(), "console internal error", "err", err, "path", r.URL.Path)
+		if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
+			// The client went away while it waited (a sign-in for a
+			// password check's slot, a query): nothing to fix.
+			slog.DebugContext(r.Context(), "console: the client went away", "err", err, "path", r.URL.Path)
+		} else {
+			slog.ErrorContext(r.Context(), "console internal error", "err", err, "path", r.URL.Path)
+		}
 	}
 	msg := pub.Message
 	if r.Header.Get("HX-Request") == "true" {

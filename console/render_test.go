@@ -74,3 +74,26 @@ func TestRenderLogsClientGoneAtDebug(t *testing.T) {
 	require.Contains(t, out, `level=ERROR msg="console render" err="template exploded"`, "%s", out)
 	require.Equal(t, 1, strings.Count(out, "level=ERROR"), "only the failed component is an error:\n%s", out)
 }
+
+// A request whose client went away while it waited (a sign-in for a
+// password check's slot, a query) is logged at debug, not as an internal
+// error: an address could send its sign-ins and hang up, an error logged
+// for each. An internal error of a request still there is one. Not
+// parallel: it swaps the default logger.
+func TestErrorPageLogsClientGoneAtDebug(t *testing.T) {
+	logs := &syncbuf.Buffer{}
+	prev := slog.Default()
+	slog.SetDefault(slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	gone := httptest.NewRequestWithContext(ctx, http.MethodPost, "/console/signin", nil)
+	(&Console{}).errorPage(httptest.NewRecorder(), gone, context.Canceled)
+	require.Contains(t, logs.String(), `level=DEBUG msg="console: the client went away"`)
+	require.NotContains(t, logs.String(), "level=ERROR")
+
+	there := httptest.NewRequest(http.MethodPost, "/console/signin", nil)
+	(&Console{}).errorPage(httptest.NewRecorder(), there, errors.New("boom"))
+	require.Equal(t, 1, strings.Count(logs.String(), `level=ERROR msg="console internal error"`), "%s", logs.String())
+}

@@ -14,7 +14,7 @@ import (
 // give it: a session alone (a borrowed laptop, a stolen cookie) does not
 // change it. One who signs in with links only sets a first one.
 func (s *Service) ChangePassword(ctx context.Context, m *Member, current, password string) error {
-	h, err := newPasswordHash(password)
+	h, err := newPasswordHash(ctx, password)
 	if err != nil {
 		return err
 	}
@@ -28,8 +28,14 @@ func (s *Service) ChangePassword(ctx context.Context, m *Member, current, passwo
 		}
 		// SECURITY: the current password, when there is one, is checked
 		// against the row as it is now, not as the session read it.
-		if row.PasswordHash != nil && *row.PasswordHash != "" && !CheckPassword(*row.PasswordHash, current) {
-			return apperr.InvalidField("current_password", "is not your current password")
+		if row.PasswordHash != nil && *row.PasswordHash != "" {
+			ok, err := CheckPassword(ctx, *row.PasswordHash, current)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				return apperr.InvalidField("current_password", "is not your current password")
+			}
 		}
 		_, err = q.SetMemberPassword(ctx, dbq.SetMemberPasswordParams{OrgID: m.OrgID, ID: m.ID, PasswordHash: &h})
 		return err

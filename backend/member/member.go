@@ -142,7 +142,11 @@ func (s *Service) SignInPassword(ctx context.Context, email, password string) (*
 	if has {
 		hash = *row.PasswordHash
 	}
-	if ok := CheckPassword(hash, password); !ok || !has {
+	ok, err := CheckPassword(ctx, hash, password)
+	if err != nil {
+		return nil, err
+	}
+	if !ok || !has {
 		return nil, errBadSignIn
 	}
 	m := fromRow(row)
@@ -351,11 +355,11 @@ func (s *Service) link(ctx context.Context, q *dbq.Queries, org uuid.UUID, purpo
 
 // newPasswordHash is the hash of a new password, checked first
 // (CheckNewPassword): an invitation's, a sign-in link's, a change's.
-func newPasswordHash(password string) (string, error) {
+func newPasswordHash(ctx context.Context, password string) (string, error) {
 	if err := CheckNewPassword(password); err != nil {
 		return "", err
 	}
-	return HashPassword(password)
+	return HashPassword(ctx, password)
 }
 
 // errBadLink is every link that cannot be followed.
@@ -408,7 +412,7 @@ func (s *Service) FollowLink(ctx context.Context, token, password string) (*Memb
 			}
 			var hash *string
 			if password != "" {
-				ph, err := newPasswordHash(password)
+				ph, err := newPasswordHash(ctx, password)
 				if err != nil {
 					return err
 				}
@@ -431,7 +435,7 @@ func (s *Service) FollowLink(ctx context.Context, token, password string) (*Memb
 				// A sign-in link is how a member who lost their password
 				// gets back in (parley admin signin-link): it may set a new
 				// one, which ends their other sessions.
-				ph, err := newPasswordHash(password)
+				ph, err := newPasswordHash(ctx, password)
 				if err != nil {
 					return err
 				}
