@@ -378,9 +378,15 @@ func (q *Queries) RevokeAPIKey(ctx context.Context, arg RevokeAPIKeyParams) (Api
 }
 
 const touchAPIKeys = `-- name: TouchAPIKeys :exec
+WITH locked AS (
+  SELECT l.id FROM api_keys l
+  WHERE l.org_id = $1 AND l.id = ANY ($2::uuid[])
+  ORDER BY l.id
+  FOR UPDATE
+)
 UPDATE api_keys k SET last_used_at = greatest(k.last_used_at, u.used_at)
-FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::timestamptz[]) AS used_at) AS u
-WHERE k.org_id = $1 AND k.id = u.id
+FROM (SELECT unnest($2::uuid[]) AS id, unnest($3::timestamptz[]) AS used_at) AS u, locked
+WHERE k.org_id = $1 AND k.id = u.id AND locked.id = k.id
 `
 
 type TouchAPIKeysParams struct {
@@ -389,7 +395,12 @@ type TouchAPIKeysParams struct {
 	UsedAt []time.Time
 }
 
-// Records last use for a batch of one organization's keys.
+// Records last use for a batch of one organization's keys. The rows are
+// locked in id order before any is updated (the join only reaches a row
+// the ordered lock took): every instance flushes the same keys, each in
+// its own order (a map's), and two flushes at once (at a shutdown of
+// several instances, each flushes at its end) locked them in orders that
+// crossed, and deadlocked, one of them losing its times.
 func (q *Queries) TouchAPIKeys(ctx context.Context, arg TouchAPIKeysParams) error {
 	_, err := q.db.Exec(ctx, touchAPIKeys, arg.OrgID, arg.Ids, arg.UsedAt)
 	return err

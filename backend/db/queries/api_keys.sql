@@ -40,10 +40,21 @@ WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id)
 RETURNING *;
 
 -- name: TouchAPIKeys :exec
--- Records last use for a batch of one organization's keys.
+-- Records last use for a batch of one organization's keys. The rows are
+-- locked in id order before any is updated (the join only reaches a row
+-- the ordered lock took): every instance flushes the same keys, each in
+-- its own order (a map's), and two flushes at once (at a shutdown of
+-- several instances, each flushes at its end) locked them in orders that
+-- crossed, and deadlocked, one of them losing its times.
+WITH locked AS (
+  SELECT l.id FROM api_keys l
+  WHERE l.org_id = sqlc.arg(org_id) AND l.id = ANY (sqlc.arg(ids)::uuid[])
+  ORDER BY l.id
+  FOR UPDATE
+)
 UPDATE api_keys k SET last_used_at = greatest(k.last_used_at, u.used_at)
-FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(used_at)::timestamptz[]) AS used_at) AS u
-WHERE k.org_id = sqlc.arg(org_id) AND k.id = u.id;
+FROM (SELECT unnest(sqlc.arg(ids)::uuid[]) AS id, unnest(sqlc.arg(used_at)::timestamptz[]) AS used_at) AS u, locked
+WHERE k.org_id = sqlc.arg(org_id) AND k.id = u.id AND locked.id = k.id;
 
 -- name: CountLiveAdminKeys :one
 -- Keys of the organization that can still manage it.
