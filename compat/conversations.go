@@ -214,7 +214,8 @@ func (h *Handler) postMessage(w http.ResponseWriter, r *http.Request) error {
 // the conversation's new messages and status changes (SSE), each with its
 // event number as the SSE id; Last-Event-ID (or ?lastEventId=) resumes
 // after it. The stream opens with a ": ready" comment, once every event to
-// come will be sent, and keeps quiet connections alive with comment lines.
+// come will be sent, carrying the starting point as its id (a block without
+// data: no event), and keeps quiet connections alive with comment lines.
 func (h *Handler) watchConversation(w http.ResponseWriter, r *http.Request) error {
 	q := r.URL.Query()
 	req := &parleyv1.WatchConversationRequest{ConversationId: r.PathValue("id"), AgentId: q.Get("agentId"), VisitorId: q.Get("visitorId")}
@@ -247,7 +248,13 @@ func (h *Handler) watchConversation(w http.ResponseWriter, r *http.Request) erro
 				return nil // the stream's own keep-alive comments go out every 15 s
 			}
 			ready = true
-			return sse.Comment("ready")
+			// The starting point, as the stream's SSE id: a client that
+			// received no event before the stream ended (its instance
+			// shut down, StreamLife) reconnects with it, possibly to
+			// another instance, and misses nothing written meanwhile;
+			// with no id it reconnected without Last-Event-ID and began
+			// again from the events then to come.
+			return sse.Mark("ready", strconv.FormatInt(ev.GetEventId(), 10))
 		case *parleyv1.WatchConversationResponse_Message:
 			data = map[string]any{"type": "message", "message": messageJSON(e.Message)}
 		case *parleyv1.WatchConversationResponse_Status:

@@ -210,6 +210,17 @@ func (s *sseStream) Comment(text string) error {
 	return s.writeLocked([]byte(": " + lineEndsSpaced.Replace(text) + "\n\n"))
 }
 
+// Mark sends a comment line with an id and no data: clients fire no event
+// for it (SSE: a block without data dispatches nothing) but keep id as the
+// last event id, which EventSource sends back as Last-Event-ID when it
+// reconnects. It starts the stream.
+func (s *sseStream) Mark(text, id string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.startLocked()
+	return s.writeLocked([]byte(": " + lineEndsSpaced.Replace(text) + "\nid: " + noLineEnds.Replace(id) + "\n\n"))
+}
+
 // writeLocked writes b and flushes it, with whatever waited.
 func (s *sseStream) writeLocked(b []byte) error {
 	if s.flushErr != nil {
