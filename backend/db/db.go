@@ -286,7 +286,10 @@ func Migrate(ctx context.Context, url string) ([]*goose.MigrationResult, error) 
 	return res, nil
 }
 
-// Pending reports how many migrations are not applied yet.
+// Pending reports how many migrations are not applied yet: Parley's and
+// River's, as Migrate applies both. (River's alone counted as none: after
+// a release whose River adds one, an instance started with --migrate=false
+// was ready with its job tables behind, and its jobs failed.)
 func Pending(ctx context.Context, url string) (int, error) {
 	p, sqldb, err := migrator(url)
 	if err != nil {
@@ -300,6 +303,33 @@ func Pending(ctx context.Context, url string) (int, error) {
 	n := 0
 	for _, m := range st {
 		if m.State == goose.StatePending {
+			n++
+		}
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return 0, err
+	}
+	cfg.MaxConns = 1
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	m, err := rivermigrate.New(riverpgxv5.New(pool), nil)
+	if err != nil {
+		return 0, err
+	}
+	applied, err := m.ExistingVersions(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("river migrations: %w", err)
+	}
+	have := map[int]bool{}
+	for _, v := range applied {
+		have[v.Version] = true
+	}
+	for _, v := range m.AllVersions() {
+		if !have[v.Version] {
 			n++
 		}
 	}

@@ -62,3 +62,29 @@ func migrateTogether(t *testing.T) {
 	require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM goose_db_version WHERE version_id > 0").Scan(&versions))
 	require.Equal(t, versions, total)
 }
+
+// Pending counts River's migrations too, as Migrate applies them: with
+// River's last one undone, an instance started with --migrate=false was
+// ready (/readyz) with its job tables behind.
+func TestPendingCountsRiversMigrations(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewEmpty(t)
+	ctx := context.Background()
+	n, err := db.Pending(ctx, url)
+	require.NoError(t, err)
+	require.Positive(t, n, "an empty database has everything pending")
+	_, err = db.Migrate(ctx, url)
+	require.NoError(t, err)
+	n, err = db.Pending(ctx, url)
+	require.NoError(t, err)
+	require.Zero(t, n)
+
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "DELETE FROM river_migration WHERE version = (SELECT max(version) FROM river_migration)")
+	require.NoError(t, err)
+	n, err = db.Pending(ctx, url)
+	require.NoError(t, err)
+	require.Equal(t, 1, n)
+}
