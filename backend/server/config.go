@@ -133,6 +133,13 @@ type Config struct {
 	envErrs []error
 }
 
+// EnvErr reports the environment variables that could not be read, alone:
+// what an admin command, which uses only the database of the settings,
+// must not take for their defaults (PARLEY_MIGRATE=no is not true). The
+// rest of Err (a serving setting that cannot work, an embedder without its
+// key) is serve's and worker's to refuse.
+func (c *Config) EnvErr() error { return errors.Join(c.envErrs...) }
+
 // Err reports environment variables that could not be read, and settings
 // that contradict each other.
 func (c *Config) Err() error {

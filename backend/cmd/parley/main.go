@@ -326,8 +326,10 @@ func openStore(ctx context.Context, url string) (*db.Store, func(), error) {
 	var cfg server.Config
 	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
 	// An unreadable variable (PARLEY_MIGRATE=no) stops here as it stops
-	// serve, rather than count as its default (true: migrate).
-	if err := cfg.Err(); err != nil {
+	// serve, rather than count as its default (true: migrate). Settings
+	// only a server uses are not checked: PARLEY_EMBEDDINGS=openai without
+	// its key stopped `parley admin signin-link`, which embeds nothing.
+	if err := cfg.EnvErr(); err != nil {
 		return nil, nil, err
 	}
 	if !cfg.Migrate {

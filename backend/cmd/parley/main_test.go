@@ -490,6 +490,19 @@ func TestAdminCommandsRefuseAnUnreadableMigrate(t *testing.T) {
 	require.Positive(t, n, "the command migrated the database")
 }
 
+// An admin command uses the database alone: a server's setting it does not
+// use (an embedder whose key this shell lacks) does not stop it, as it
+// stops serve. Not parallel: the environment is the process's.
+func TestAdminCommandsIgnoreServersSettings(t *testing.T) {
+	t.Setenv("PARLEY_EMBEDDINGS", "openai")
+	t.Setenv("PARLEY_OPENAI_API_KEY", "")
+	u := dbtest.NewEmpty(t)
+	var out, errOut bytes.Buffer
+	err := run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Acme"}, &out, &errOut)
+	require.NoError(t, err, "%s", errOut.String())
+	require.Contains(t, out.String(), "API key (shown once")
+}
+
 // Settings that cannot work stop serve at start with an error naming the
 // flag (or variable), before it serves: --last-used-flush 0 served, then
 // panicked in the flusher (time.NewTicker). Not parallel: the environment
