@@ -62,6 +62,11 @@ func (k *Knowledge) ForgetCited(ctx context.Context, org uuid.UUID, datasources 
 		if err := q.LockWebhooksForForget(ctx, org); err != nil {
 			return 0, err
 		}
+		// Locked, then changed in a statement of its own: the copies that
+		// replays of them commit meanwhile are changed too.
+		if err := q.LockDeliveredText(ctx, dbq.LockDeliveredTextParams{OrgID: org, DatasourceIds: ids, After: after, Upto: upto}); err != nil {
+			return 0, err
+		}
 		return q.ForgetDeliveredText(ctx, dbq.ForgetDeliveredTextParams{OrgID: org, DatasourceIds: ids, After: after, Upto: upto})
 	})
 	return answers + deliveries, err

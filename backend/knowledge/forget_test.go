@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -288,4 +289,68 @@ func TestForgetCitedLeavesWebhookDeliveries(t *testing.T) {
 	n, err = e.k.ForgetCited(ctx, e.org, []uuid.UUID{gone}, uuid.Nil)
 	require.NoError(t, err)
 	require.Zero(t, n, "a second run changes nothing")
+}
+
+// A message.created delivery replayed while the forget job takes a
+// deleted datasource's text out of it: the copy the replay makes loses
+// the text too. The job's UPDATE did not wait for the replay's FOR KEY
+// SHARE, and the copy, committed after it, kept the text and sent it again.
+func TestForgetCitedRacesReplay(t *testing.T) {
+	t.Parallel()
+	e := setupForget(t)
+	ctx := context.Background()
+	gone := uuid.New()
+	original := e.delivery(t, e.org, "message.created", source(gone, "The combination is 7749."))
+
+	// The replay under way (ReplayWebhookDelivery's statements,
+	// uncommitted): the endpoint and the delivery held, the copy written.
+	tx, err := e.store.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String())
+	require.NoError(t, err)
+	q := dbq.New(tx)
+	held, err := q.GetWebhookDelivery(ctx, dbq.GetWebhookDeliveryParams{OrgID: e.org, ID: original})
+	require.NoError(t, err)
+	_, err = q.KeyShareWebhook(ctx, dbq.KeyShareWebhookParams{OrgID: e.org, ID: held.WebhookID})
+	require.NoError(t, err)
+	d, err := q.KeyShareWebhookDelivery(ctx, dbq.KeyShareWebhookDeliveryParams{OrgID: e.org, ID: original})
+	require.NoError(t, err)
+	copyID, err := uuid.NewV7()
+	require.NoError(t, err)
+	_, err = q.CreateWebhookDelivery(ctx, dbq.CreateWebhookDeliveryParams{
+		OrgID: e.org, ID: copyID, WebhookID: d.WebhookID, EventID: d.EventID, EventType: d.EventType, Body: d.Body,
+	})
+	require.NoError(t, err)
+
+	forgot := make(chan error, 1)
+	go func() {
+		_, err := e.k.ForgetCited(ctx, e.org, []uuid.UUID{gone}, uuid.Nil)
+		forgot <- err
+	}()
+	// The job waits for the replay (or, unfixed, is done without).
+	var done bool
+	for i := 0; !done; i++ {
+		require.Less(t, i, 2000, "the job neither waits for a lock nor ends after 20 s")
+		var n int
+		require.NoError(t, e.store.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND wait_event_type = 'Lock'`).Scan(&n))
+		if n > 0 {
+			break
+		}
+		select {
+		case err := <-forgot:
+			require.NoError(t, err)
+			done = true
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	require.NoError(t, tx.Commit(ctx))
+	if !done {
+		require.NoError(t, <-forgot)
+	}
+	bodies := e.bodies(t, e.org)
+	require.Len(t, bodies, 2)
+	require.NotContains(t, bodies[original], "7749")
+	require.NotContains(t, bodies[copyID], "7749", "the replay's copy lost the deleted datasource's text too")
 }

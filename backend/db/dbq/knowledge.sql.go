@@ -996,6 +996,42 @@ func (q *Queries) LockDatastore(ctx context.Context, arg LockDatastoreParams) (i
 	return result.RowsAffected(), nil
 }
 
+const lockDeliveredText = `-- name: LockDeliveredText :exec
+SELECT 1 FROM webhook_deliveries d
+WHERE d.org_id = $1 AND d.id > $2 AND d.id <= $3
+  AND d.event_type = 'message.created'
+  AND jsonb_typeof(convert_from(d.body, 'UTF8')::jsonb->'data'->'sources') = 'array'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(convert_from(d.body, 'UTF8')::jsonb->'data'->'sources') AS c(s)
+              WHERE c.s->>'datasourceId' = ANY ($4::text[])
+                AND c.s ?| array['chunk', 'excerpt', 'heading'])
+ORDER BY d.id
+FOR UPDATE
+`
+
+type LockDeliveredTextParams struct {
+	OrgID         uuid.UUID
+	After         uuid.UUID
+	Upto          uuid.UUID
+	DatasourceIds []string
+}
+
+// Takes the deliveries ForgetDeliveredText changes, in a statement before
+// it: a replay of one (webhook.ReplayWebhookDelivery, which holds it FOR
+// KEY SHARE while it copies its body into a new delivery) is waited for
+// here, and its copy, committed before the UPDATE's statement starts, is
+// changed with the others (by this batch or a later one: a copy's id is
+// newer). FOR UPDATE: the UPDATE's own lock (FOR NO KEY UPDATE) does not
+// wait for a KEY SHARE, and the copy kept the text.
+func (q *Queries) LockDeliveredText(ctx context.Context, arg LockDeliveredTextParams) error {
+	_, err := q.db.Exec(ctx, lockDeliveredText,
+		arg.OrgID,
+		arg.After,
+		arg.Upto,
+		arg.DatasourceIds,
+	)
+	return err
+}
+
 const lockKnowledgeQuota = `-- name: LockKnowledgeQuota :exec
 SELECT pg_advisory_xact_lock(hashtextextended('parley.knowledge_quota:' || $1::uuid::text, 0))
 `
@@ -1013,7 +1049,7 @@ const lockWebhooksForForget = `-- name: LockWebhooksForForget :exec
 SELECT 1 FROM webhooks WHERE org_id = $1 ORDER BY id FOR KEY SHARE
 `
 
-// Taken before ForgetDeliveredText's row locks: an endpoint's deletion
+// Taken before LockDeliveredText's row locks: an endpoint's deletion
 // locks the endpoint, then its deliveries (the cascade); taking the
 // endpoints first, in the same order, it waits instead of deadlocking.
 // KEY SHARE: new deliveries (CreateWebhookDelivery) go on.

@@ -124,11 +124,29 @@ ORDER BY id
 LIMIT 1 OFFSET sqlc.arg(batch_rows)::int - 1;
 
 -- name: LockWebhooksForForget :exec
--- Taken before ForgetDeliveredText's row locks: an endpoint's deletion
+-- Taken before LockDeliveredText's row locks: an endpoint's deletion
 -- locks the endpoint, then its deliveries (the cascade); taking the
 -- endpoints first, in the same order, it waits instead of deadlocking.
 -- KEY SHARE: new deliveries (CreateWebhookDelivery) go on.
 SELECT 1 FROM webhooks WHERE org_id = sqlc.arg(org_id) ORDER BY id FOR KEY SHARE;
+
+-- name: LockDeliveredText :exec
+-- Takes the deliveries ForgetDeliveredText changes, in a statement before
+-- it: a replay of one (webhook.ReplayWebhookDelivery, which holds it FOR
+-- KEY SHARE while it copies its body into a new delivery) is waited for
+-- here, and its copy, committed before the UPDATE's statement starts, is
+-- changed with the others (by this batch or a later one: a copy's id is
+-- newer). FOR UPDATE: the UPDATE's own lock (FOR NO KEY UPDATE) does not
+-- wait for a KEY SHARE, and the copy kept the text.
+SELECT 1 FROM webhook_deliveries d
+WHERE d.org_id = sqlc.arg(org_id) AND d.id > sqlc.arg(after) AND d.id <= sqlc.arg(upto)
+  AND d.event_type = 'message.created'
+  AND jsonb_typeof(convert_from(d.body, 'UTF8')::jsonb->'data'->'sources') = 'array'
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(convert_from(d.body, 'UTF8')::jsonb->'data'->'sources') AS c(s)
+              WHERE c.s->>'datasourceId' = ANY (sqlc.arg(datasource_ids)::text[])
+                AND c.s ?| array['chunk', 'excerpt', 'heading'])
+ORDER BY d.id
+FOR UPDATE;
 
 -- name: ForgetDeliveredText :execrows
 -- ForgetCitedText for the bodies of message.created deliveries, kept for
