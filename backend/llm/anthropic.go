@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"sort"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -97,6 +98,7 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 	calls := map[int64]*partial{}
 	var usage Usage
 	stopped, said, reason := false, false, ""
+	var chars runes
 	for stream.Next() {
 		ev := stream.Current()
 		switch ev.Type {
@@ -112,8 +114,10 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 			switch ev.Delta.Type {
 			case "text_delta":
 				said = said || ev.Delta.Text != ""
-				if err := yield(Event{Text: ev.Delta.Text}); err != nil {
-					return err
+				if text := chars.whole(ev.Delta.Text); text != "" {
+					if err := yield(Event{Text: text}); err != nil {
+						return err
+					}
 				}
 			case "input_json_delta":
 				if p := calls[ev.Index]; p != nil {
@@ -127,6 +131,11 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 	}
 	if err := stream.Err(); err != nil {
 		return a.wrap(ctx, err)
+	}
+	if text := chars.end(); text != "" {
+		if err := yield(Event{Text: text}); err != nil {
+			return err
+		}
 	}
 	if !stopped {
 		if ctx.Err() != nil {
@@ -206,4 +215,33 @@ func anthropicErrorStatus(t anthropic.ErrorType) int {
 		return 529
 	}
 	return http.StatusInternalServerError // api_error, or a type this code does not know
+}
+
+// runes joins text deltas into whole characters. Anthropic's SDK hands a
+// delta's bytes on as they came (encoding/json makes them UTF-8 for the
+// other providers), and a gateway may cut a character between two deltas:
+// a token that is not UTF-8 cannot go out over Connect, and the stream
+// failed. A delta that ends inside a character keeps those bytes for the
+// next; bytes that are no UTF-8 at all become U+FFFD.
+type runes struct{ rest string }
+
+func (r *runes) whole(s string) string {
+	s, r.rest = r.rest+s, ""
+	// A character begun in the last bytes and not ended waits.
+	for i := len(s) - 1; i >= 0 && i > len(s)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(s[i]) {
+			if !utf8.FullRuneInString(s[i:]) {
+				s, r.rest = s[:i], s[i:]
+			}
+			break
+		}
+	}
+	return strings.ToValidUTF8(s, "\uFFFD")
+}
+
+// end is what waited when the stream ended.
+func (r *runes) end() string {
+	s := r.rest
+	r.rest = ""
+	return strings.ToValidUTF8(s, "\uFFFD")
 }

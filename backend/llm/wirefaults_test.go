@@ -1,13 +1,16 @@
 package llm_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -275,4 +278,33 @@ func recordingServer(t *testing.T) (*httptest.Server, <-chan map[string]any) {
 	}))
 	t.Cleanup(srv.Close)
 	return srv, bodies
+}
+
+// A character cut between two text deltas (a gateway's chunking) reached
+// the turn as two tokens that are not UTF-8: a Connect stream cannot encode
+// such a token, and the stream failed. The cut character goes out whole,
+// with the next delta; bytes that are no UTF-8 at all come out as U+FFFD,
+// as encoding/json gives them for the other providers.
+func TestAnthropicTokensAreValidUTF8(t *testing.T) {
+	t.Parallel()
+	srv, _ := wireServer(t, anthropicWire, func(_ int, w http.ResponseWriter) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		sse(w, "message_start", `{"type":"message_start","message":{"id":"msg_1","type":"message","role":"assistant","content":[],"model":"m","usage":{"input_tokens":3,"output_tokens":1}}}`)
+		sse(w, "content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`)
+		for _, d := range []string{"caf\xc3", "\xa9 o", "k \xff!", "\xe2\x82"} {
+			sse(w, "content_block_delta", "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\""+d+"\"}}")
+		}
+		sse(w, "content_block_stop", `{"type":"content_block_stop","index":0}`)
+		sse(w, "message_delta", `{"type":"message_delta","delta":{"stop_reason":"end_turn","stop_sequence":null},"usage":{"output_tokens":2}}`)
+		sse(w, "message_stop", `{"type":"message_stop"}`)
+	})
+	req := llm.Request{Model: "claude", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}}
+	var text strings.Builder
+	err := anthropicWire.newModel(srv.URL).Stream(context.Background(), req, func(ev llm.Event) error {
+		require.True(t, utf8.ValidString(ev.Text), "token %q", ev.Text)
+		text.WriteString(ev.Text)
+		return nil
+	})
+	require.NoError(t, err)
+	require.Equal(t, "café ok \uFFFD!\uFFFD", text.String())
 }
