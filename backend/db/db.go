@@ -126,16 +126,36 @@ func CheckRole(ctx context.Context, pool *pgxpool.Pool) error {
 
 // Tenant runs fn in a transaction scoped to org: app.org_id is set local to
 // the transaction, so it is gone at commit or rollback and the next user of
-// the connection starts with none.
+// the connection starts with none. Its statements are planned for their
+// parameters, and not compiled (planned).
 func (s *Store) Tenant(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn)))
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn), planned...))
 }
 
 // TenantTx is Tenant with the transaction itself, for work that must commit
 // with the rows (enqueueing a job in the same transaction).
 func (s *Store) TenantTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
-	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, fn))
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, fn, planned...))
 }
+
+// planned is how Tenant's statements are planned (docs/benchmarks.md,
+// "Plans at volume"):
+//   - for their own parameters, their organization's above all. pgx
+//     prepares a statement once per connection, and after five runs
+//     Postgres may keep a generic plan, costed for an average organization:
+//     beside many small ones, a large organization's pages of
+//     conversations or contacts then read all its rows: a page of 200,000
+//     conversations 300 days back took 0.26–0.34 s against 1 ms, the first
+//     page of 100,000 contacts 0.2 s against 0.03 ms. Planning costs tens
+//     of microseconds a statement.
+//   - without JIT compilation, which Postgres starts for any statement
+//     whose estimated cost passes jit_above_cost, as a large
+//     organization's do: compiling a contact's deletion
+//     (ForgetContactLeadCaptures) took 0.6 s of its 0.62.
+//
+// The chat turn's batches (TenantBatch and its kin) keep the server's
+// settings.
+var planned = []Scope{{"plan_cache_mode", "force_custom_plan"}, {"jit", "off"}}
 
 // TenantRow is TenantTx for one resource of org, named by rawID as a
 // caller gave it: an id that is no UUID is NotFound, and fn finding no row

@@ -27,8 +27,9 @@ type explainer struct {
 	err  error
 }
 
-func (e *explainer) Exec(context.Context, string, ...any) (pgconn.CommandTag, error) {
-	panic("explainer: Exec")
+func (e *explainer) Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error) {
+	_ = e.QueryRow(ctx, sql, args...)
+	return pgconn.CommandTag{}, e.err
 }
 
 func (e *explainer) Query(context.Context, string, ...any) (pgx.Rows, error) {
@@ -144,4 +145,214 @@ func TestContactByPhoneUsesAnIndex(t *testing.T) {
 	}))
 	require.Contains(t, plan, "contacts_org_phone_number", plan)
 	require.Contains(t, plan, "rows=1 ", plan)
+}
+
+// A list read in a tenant transaction is planned for its own organization,
+// and not compiled.
+// pgx prepares each statement once per connection, and after five runs
+// Postgres may keep a generic plan, made for no organization in
+// particular: its estimates are those of an average one. Beside many small
+// organizations the average is small, and the generic plan of a page of
+// conversations or contacts read a large organization's every row: 0.26 s
+// and more for a page of 200,000 conversations 300 days back, where the
+// organization's own plan reads the page by index in 1 ms
+// (docs/benchmarks.md, "Plans at volume").
+func TestTenantListsArePlannedForTheirOrganization(t *testing.T) {
+	t.Parallel()
+	_, url := dbtest.NewPool(t)
+	ctx := context.Background()
+	pool, err := db.Open(ctx, url, 1, nil) // one connection: its prepared statements are the ones read
+	require.NoError(t, err)
+	defer pool.Close()
+	store := &db.Store{Pool: pool}
+	seed := func(name string, n int) uuid.UUID {
+		org, _, err := account.Bootstrap(ctx, store, name, "free")
+		require.NoError(t, err)
+		agent := seedAgent(t, store, org)
+		require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			for i := range n {
+				if _, err := q.CreateConversation(ctx, dbq.CreateConversationParams{OrgID: org, ID: fmt.Sprintf("c%05d", i), AgentID: agent, Channel: "api"}); err != nil {
+					return err
+				}
+			}
+			return nil
+		}))
+		return org
+	}
+	big := seed("big", 3000)
+	for i := range 40 {
+		seed(fmt.Sprintf("small %d", i), 2)
+	}
+	_, err = pool.Exec(ctx, "ANALYZE conversations")
+	require.NoError(t, err)
+
+	var generic, custom int64
+	var jit string
+	require.NoError(t, store.TenantTx(ctx, big, func(tx pgx.Tx, q *dbq.Queries) error {
+		for range 10 {
+			if _, err := q.SearchConversations(ctx, dbq.SearchConversationsParams{OrgID: big, MaxRows: 51}); err != nil {
+				return err
+			}
+		}
+		if err := tx.QueryRow(ctx, "SELECT current_setting('jit')").Scan(&jit); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements
+			WHERE statement LIKE '-- name: SearchConversations %'`).Scan(&generic, &custom)
+	}))
+	require.Zero(t, generic, "generic plans: %d, custom: %d", generic, custom)
+	require.EqualValues(t, 10, custom)
+	// Nor compiled: JIT starts on a large organization's statements (their
+	// estimated cost), and compiling a contact's deletion took 0.6 s of
+	// its 0.62.
+	if got, want := jit, "off"; got != want {
+		t.Errorf("jit in a tenant transaction: got %q, want %q", got, want)
+	}
+}
+
+// An agent's stats read its conversations, not their messages: each
+// conversation counts its own (message_count). Joined to the messages,
+// they took 1.5 s for an agent of 100,000 conversations, on every read
+// and write of the agent (docs/benchmarks.md, "Plans at volume").
+func TestAgentStatsReadsNoMessages(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	ctx := context.Background()
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "free")
+	require.NoError(t, err)
+	agent := seedAgent(t, store, org)
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		for i := range 3 {
+			id := fmt.Sprintf("c%d", i)
+			if _, err := q.CreateConversation(ctx, dbq.CreateConversationParams{OrgID: org, ID: id, AgentID: agent, Channel: "api"}); err != nil {
+				return err
+			}
+			for range i + 1 {
+				if _, err := q.CreateHumanMessage(ctx, dbq.CreateHumanMessageParams{OrgID: org, ID: uuid.New(), ConversationID: id, Content: "hi", Channel: "api", Author: "a"}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		st, err := q.AgentStats(ctx, dbq.AgentStatsParams{OrgID: org, AgentID: agent})
+		require.NoError(t, err)
+		if got, want := st.TotalConversations, int64(3); got != want {
+			t.Errorf("conversations: got %d, want %d", got, want)
+		}
+		if got, want := st.TotalMessages, int64(6); got != want {
+			t.Errorf("messages: got %d, want %d", got, want)
+		}
+		return nil
+	}))
+	var plan string
+	require.NoError(t, store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		e := &explainer{tx: tx}
+		_, _ = dbq.New(e).AgentStats(ctx, dbq.AgentStatsParams{OrgID: org, AgentID: agent})
+		plan = strings.Join(e.plan, "\n")
+		return e.err
+	}))
+	require.NotContains(t, plan, "messages", plan)
+}
+
+// The form.submitted deliveries of one submission are found by index
+// (webhook_deliveries_form_submission), not by parsing the body of each of
+// the organization's deliveries: about a second, twice, for each deleted
+// submission at 500,000 deliveries (docs/benchmarks.md, "Plans at volume").
+func TestSubmissionDeliveriesAreFoundByIndex(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	ctx := context.Background()
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "free")
+	require.NoError(t, err)
+	form, hook, sub := uuid.New(), uuid.New(), uuid.New()
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		if _, err := q.CreateWebhook(ctx, dbq.CreateWebhookParams{OrgID: org, ID: hook, Url: "https://example.com/h", Events: []string{"form.submitted"}, Secret: []byte("s")}); err != nil {
+			return err
+		}
+		for i := range 3000 {
+			id := uuid.New()
+			if i == 1234 {
+				id = sub
+			}
+			body := fmt.Sprintf(`{"type":"form.submitted","timestamp":"2026-11-28T10:00:00.000Z","data":{"id":%q,"formId":%q,"data":{"email":"a%d@example.com"}}}`, id, form, i)
+			if _, err := q.CreateWebhookDelivery(ctx, dbq.CreateWebhookDeliveryParams{OrgID: org, ID: uuid.New(), WebhookID: hook, EventID: fmt.Sprintf("msg_%d", i), EventType: "form.submitted", Body: []byte(body)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	_, err = pool.Exec(ctx, "ANALYZE webhook_deliveries")
+	require.NoError(t, err)
+	rollback := errors.New("rolled back")
+	var plan string
+	sid := sub.String()
+	err = store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
+		e := &explainer{tx: tx}
+		_, _ = dbq.New(e).DeleteSubmissionDeliveries(ctx, dbq.DeleteSubmissionDeliveriesParams{OrgID: org, FormID: form.String(), SubmissionID: &sid})
+		plan = strings.Join(e.plan, "\n")
+		if e.err != nil {
+			return e.err
+		}
+		return rollback
+	})
+	require.ErrorIs(t, err, rollback)
+	require.Contains(t, plan, "webhook_deliveries_form_submission", plan)
+	require.Contains(t, plan, "rows=1 ", plan)
+}
+
+// A contact's deletion finds the answers whose lead_capture calls may have
+// recorded it by an index of those answers (messages_org_lead_capture),
+// not by reading every answer of the organization: 0.7 s at 1,000,000
+// messages (docs/benchmarks.md, "Plans at volume").
+func TestForgetLeadCapturesUsesAnIndex(t *testing.T) {
+	t.Parallel()
+	pool, _ := dbtest.NewPool(t)
+	ctx := context.Background()
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(ctx, store, "A", "free")
+	require.NoError(t, err)
+	agent := seedAgent(t, store, org)
+	contact := uuid.New()
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		email := "ada@example.com"
+		if _, err := q.InsertContact(ctx, dbq.InsertContactParams{OrgID: org, ID: contact, Email: &email, CustomFields: []byte("{}")}); err != nil {
+			return err
+		}
+		for i := range 300 {
+			id := fmt.Sprintf("c%d", i)
+			if _, err := q.CreateConversation(ctx, dbq.CreateConversationParams{OrgID: org, ID: id, AgentID: agent, Channel: "api"}); err != nil {
+				return err
+			}
+			for j := range 10 {
+				calls := []byte("[]")
+				if i%50 == 0 && j == 1 {
+					calls = []byte(`[{"id":"c1","name":"lead_capture","arguments":"{\"email\":\"ada@example.com\"}","result":"contact recorded: email ada@example.com"}]`)
+				}
+				if _, err := q.CreateMessage(ctx, dbq.CreateMessageParams{OrgID: org, ID: uuid.New(), ConversationID: id, Role: "assistant",
+					Content: "answer", Channel: "api", Attachments: []byte("[]"), Sources: []byte("[]"), ToolCalls: calls}); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}))
+	_, err = pool.Exec(ctx, "ANALYZE messages")
+	require.NoError(t, err)
+	rollback := errors.New("rolled back")
+	var plan string
+	err = store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		e := &explainer{tx: tx}
+		_, _ = dbq.New(e).ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{OrgID: org, ContactID: contact, Result: "forgotten"})
+		plan = strings.Join(e.plan, "\n")
+		if e.err != nil {
+			return e.err
+		}
+		return rollback
+	})
+	require.ErrorIs(t, err, rollback)
+	require.Contains(t, plan, "using messages_org_lead_capture on messages", plan)
 }

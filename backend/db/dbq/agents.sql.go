@@ -12,12 +12,10 @@ import (
 )
 
 const agentStats = `-- name: AgentStats :one
-SELECT count(DISTINCT c.id)::bigint AS total_conversations,
-       count(m.id)::bigint AS total_messages,
-       coalesce((SELECT avg(r.rating) FROM conversations r
-                 WHERE r.org_id = $1 AND r.agent_id = $2), 0)::double precision AS average_rating
+SELECT count(*)::bigint AS total_conversations,
+       coalesce(sum(c.message_count), 0)::bigint AS total_messages,
+       coalesce(avg(c.rating), 0)::double precision AS average_rating
 FROM conversations c
-LEFT JOIN messages m ON m.org_id = c.org_id AND m.conversation_id = c.id
 WHERE c.org_id = $1 AND c.agent_id = $2
 `
 
@@ -33,6 +31,8 @@ type AgentStatsRow struct {
 }
 
 // average_rating is the mean rating of the agent's rated conversations.
+// The messages are counted by their conversations (message_count,
+// migration 00032), not read.
 func (q *Queries) AgentStats(ctx context.Context, arg AgentStatsParams) (AgentStatsRow, error) {
 	row := q.db.QueryRow(ctx, agentStats, arg.OrgID, arg.AgentID)
 	var i AgentStatsRow

@@ -97,7 +97,7 @@ const createConversation = `-- name: CreateConversation :one
 INSERT INTO conversations (org_id, id, agent_id, visitor_id, channel, contact_id)
 VALUES ($1, $2, $3, $4, $5, $6)
 ON CONFLICT (org_id, id) DO NOTHING
-RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq
+RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq, message_count
 `
 
 type CreateConversationParams struct {
@@ -136,6 +136,7 @@ func (q *Queries) CreateConversation(ctx context.Context, arg CreateConversation
 		&i.StatusBy,
 		&i.StatusChangedAt,
 		&i.EventSeq,
+		&i.MessageCount,
 	)
 	return i, err
 }
@@ -293,7 +294,7 @@ func (q *Queries) CreateTurnMessage(ctx context.Context, arg CreateTurnMessagePa
 }
 
 const getConversation = `-- name: GetConversation :one
-SELECT org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq FROM conversations WHERE org_id = $1 AND id = $2
+SELECT org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq, message_count FROM conversations WHERE org_id = $1 AND id = $2
 `
 
 type GetConversationParams struct {
@@ -319,6 +320,7 @@ func (q *Queries) GetConversation(ctx context.Context, arg GetConversationParams
 		&i.StatusBy,
 		&i.StatusChangedAt,
 		&i.EventSeq,
+		&i.MessageCount,
 	)
 	return i, err
 }

@@ -623,7 +623,7 @@ WHERE c.org_id = $4 AND c.id = $5 AND c.status <> $1
                     JOIN agents a ON a.org_id = k.org_id AND a.id = k.agent_id
                     WHERE k.org_id = $4 AND k.id = $5
                     FOR KEY SHARE OF a)
-RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq
+RETURNING org_id, id, agent_id, visitor_id, status, channel, created_at, updated_at, contact_id, rating, status_reason, status_by, status_changed_at, event_seq, message_count
 `
 
 type SetConversationStatusParams struct {
@@ -666,6 +666,7 @@ func (q *Queries) SetConversationStatus(ctx context.Context, arg SetConversation
 		&i.StatusBy,
 		&i.StatusChangedAt,
 		&i.EventSeq,
+		&i.MessageCount,
 	)
 	return i, err
 }

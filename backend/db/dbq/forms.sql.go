@@ -177,9 +177,8 @@ func (q *Queries) DeleteSubmission(ctx context.Context, arg DeleteSubmissionPara
 const deleteSubmissionDeliveries = `-- name: DeleteSubmissionDeliveries :execrows
 DELETE FROM webhook_deliveries
 WHERE org_id = $1 AND event_type = 'form.submitted'
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = $2::text
-  AND ($3::text IS NULL
-       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = $3::text)
+  AND form_id = $2::text
+  AND ($3::text IS NULL OR submission_id = $3::text)
 `
 
 type DeleteSubmissionDeliveriesParams struct {
@@ -193,7 +192,9 @@ type DeleteSubmissionDeliveriesParams struct {
 // retries and replays, holds its values; with their attempts by the
 // cascade: deleted with the submission or the form, a pending one is
 // never sent. Taken after LockWebhooksForForget, as an endpoint's deletion
-// takes the endpoint before its deliveries.
+// takes the endpoint before its deliveries. Found by
+// webhook_deliveries_form_submission (migration 00031: form_id and
+// submission_id are read from the body when it is written).
 func (q *Queries) DeleteSubmissionDeliveries(ctx context.Context, arg DeleteSubmissionDeliveriesParams) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteSubmissionDeliveries, arg.OrgID, arg.FormID, arg.SubmissionID)
 	if err != nil {
@@ -414,9 +415,8 @@ func (q *Queries) ListSubmissions(ctx context.Context, arg ListSubmissionsParams
 const lockSubmissionDeliveries = `-- name: LockSubmissionDeliveries :exec
 SELECT 1 FROM webhook_deliveries
 WHERE org_id = $1 AND event_type = 'form.submitted'
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = $2::text
-  AND ($3::text IS NULL
-       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = $3::text)
+  AND form_id = $2::text
+  AND ($3::text IS NULL OR submission_id = $3::text)
 ORDER BY id
 FOR UPDATE
 `

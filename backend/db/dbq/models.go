@@ -99,6 +99,7 @@ type Conversation struct {
 	StatusBy        string
 	StatusChangedAt *time.Time
 	EventSeq        int64
+	MessageCount    int64
 }
 
 type ConversationEvent struct {
@@ -315,13 +316,15 @@ type WebhookAttempt struct {
 }
 
 type WebhookDelivery struct {
-	OrgID     uuid.UUID
-	ID        uuid.UUID
-	WebhookID uuid.UUID
-	EventID   string
-	EventType string
-	Body      []byte
-	Status    string
-	CreatedAt time.Time
-	UpdatedAt time.Time
+	OrgID        uuid.UUID
+	ID           uuid.UUID
+	WebhookID    uuid.UUID
+	EventID      string
+	EventType    string
+	Body         []byte
+	Status       string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	FormID       *string
+	SubmissionID *string
 }

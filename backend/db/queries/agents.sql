@@ -43,10 +43,10 @@ DELETE FROM agents WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
 -- name: AgentStats :one
 -- average_rating is the mean rating of the agent's rated conversations.
-SELECT count(DISTINCT c.id)::bigint AS total_conversations,
-       count(m.id)::bigint AS total_messages,
-       coalesce((SELECT avg(r.rating) FROM conversations r
-                 WHERE r.org_id = sqlc.arg(org_id) AND r.agent_id = sqlc.arg(agent_id)), 0)::double precision AS average_rating
+-- The messages are counted by their conversations (message_count,
+-- migration 00032), not read.
+SELECT count(*)::bigint AS total_conversations,
+       coalesce(sum(c.message_count), 0)::bigint AS total_messages,
+       coalesce(avg(c.rating), 0)::double precision AS average_rating
 FROM conversations c
-LEFT JOIN messages m ON m.org_id = c.org_id AND m.conversation_id = c.id
 WHERE c.org_id = sqlc.arg(org_id) AND c.agent_id = sqlc.arg(agent_id);

@@ -60,6 +60,8 @@ hits AS MATERIALIZED (
   SELECT m.id, e.n FROM messages m, jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n)
   WHERE m.org_id = sqlc.arg(org_id)
     AND m.role = 'assistant'
+    -- messages_org_lead_capture's predicate (migration 00033).
+    AND m.tool_calls @> '[{"name": "lead_capture"}]'
     AND e.c->>'name' = 'lead_capture'
     AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
     AND (m.conversation_id IN (SELECT linked.id FROM linked)

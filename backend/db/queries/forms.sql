@@ -85,9 +85,8 @@ WHERE org_id = sqlc.arg(org_id) AND form_id = sqlc.arg(form_id) AND id = sqlc.ar
 -- missed its copy, which it could not see: the values were sent again.
 SELECT 1 FROM webhook_deliveries
 WHERE org_id = sqlc.arg(org_id) AND event_type = 'form.submitted'
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = sqlc.arg(form_id)::text
-  AND (sqlc.narg(submission_id)::text IS NULL
-       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = sqlc.narg(submission_id)::text)
+  AND form_id = sqlc.arg(form_id)::text
+  AND (sqlc.narg(submission_id)::text IS NULL OR submission_id = sqlc.narg(submission_id)::text)
 ORDER BY id
 FOR UPDATE;
 
@@ -97,12 +96,13 @@ FOR UPDATE;
 -- retries and replays, holds its values; with their attempts by the
 -- cascade: deleted with the submission or the form, a pending one is
 -- never sent. Taken after LockWebhooksForForget, as an endpoint's deletion
--- takes the endpoint before its deliveries.
+-- takes the endpoint before its deliveries. Found by
+-- webhook_deliveries_form_submission (migration 00031: form_id and
+-- submission_id are read from the body when it is written).
 DELETE FROM webhook_deliveries
 WHERE org_id = sqlc.arg(org_id) AND event_type = 'form.submitted'
-  AND convert_from(body, 'UTF8')::jsonb #>> '{data,formId}' = sqlc.arg(form_id)::text
-  AND (sqlc.narg(submission_id)::text IS NULL
-       OR convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = sqlc.narg(submission_id)::text);
+  AND form_id = sqlc.arg(form_id)::text
+  AND (sqlc.narg(submission_id)::text IS NULL OR submission_id = sqlc.narg(submission_id)::text);
 
 -- name: ListSubmissions :many
 -- A page of a form's submissions, newest first, after the cursor.
