@@ -60,6 +60,26 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
+// explainIn returns the plan of the statement run(q) sends, executed
+// (EXPLAIN ANALYZE) in a tenant transaction of org that is then rolled
+// back: nothing of an explained write stays.
+func explainIn(t *testing.T, store *db.Store, org uuid.UUID, run func(q *dbq.Queries)) string {
+	t.Helper()
+	var plan string
+	rollback := errors.New("rolled back")
+	err := store.TenantTx(context.Background(), org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		e := &explainer{tx: tx}
+		run(dbq.New(e))
+		plan = strings.Join(e.plan, "\n")
+		if e.err != nil {
+			return e.err
+		}
+		return rollback
+	})
+	require.ErrorIs(t, err, rollback)
+	return plan
+}
+
 // A turn's question finds its conversation by the primary key once
 // Postgres has statistics of the table. Before its first ANALYZE (a new
 // deployment, until autovacuum analyzes the table, within a minute of its
@@ -88,22 +108,12 @@ func TestCreateQuestionFindsItsConversationByKey(t *testing.T) {
 
 	explain := func(t *testing.T) string {
 		t.Helper()
-		var plan string
-		rollback := errors.New("rolled back") // nothing of the explained insert stays
-		err := store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
-			e := &explainer{tx: tx}
-			_, _ = dbq.New(e).CreateQuestion(ctx, dbq.CreateQuestionParams{
+		return explainIn(t, store, org, func(q *dbq.Queries) {
+			_, _ = q.CreateQuestion(ctx, dbq.CreateQuestionParams{
 				ID: uuid.New(), Content: "hello", Channel: "api", Attachments: []byte("[]"),
 				OrgID: org, ConversationID: "c01234", AgentID: agent, AnyCaller: true,
 			})
-			plan = strings.Join(e.plan, "\n")
-			if e.err != nil {
-				return e.err
-			}
-			return rollback
 		})
-		require.ErrorIs(t, err, rollback)
-		return plan
 	}
 	_, err = pool.Exec(ctx, "ANALYZE conversations")
 	require.NoError(t, err)
@@ -135,14 +145,10 @@ func TestContactByPhoneUsesAnIndex(t *testing.T) {
 	}))
 	_, err = pool.Exec(ctx, "ANALYZE contacts")
 	require.NoError(t, err)
-	var plan string
-	require.NoError(t, store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
-		e := &explainer{tx: tx}
+	plan := explainIn(t, store, org, func(q *dbq.Queries) {
 		phone := "+15550001234"
-		_, _ = dbq.New(e).ContactByPhone(ctx, dbq.ContactByPhoneParams{OrgID: org, PhoneNumber: &phone})
-		plan = strings.Join(e.plan, "\n")
-		return e.err
-	}))
+		_, _ = q.ContactByPhone(ctx, dbq.ContactByPhoneParams{OrgID: org, PhoneNumber: &phone})
+	})
 	require.Contains(t, plan, "contacts_org_phone_number", plan)
 	require.Contains(t, plan, "rows=1 ", plan)
 }
@@ -247,13 +253,9 @@ func TestAgentStatsReadsNoMessages(t *testing.T) {
 		}
 		return nil
 	}))
-	var plan string
-	require.NoError(t, store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
-		e := &explainer{tx: tx}
-		_, _ = dbq.New(e).AgentStats(ctx, dbq.AgentStatsParams{OrgID: org, AgentID: agent})
-		plan = strings.Join(e.plan, "\n")
-		return e.err
-	}))
+	plan := explainIn(t, store, org, func(q *dbq.Queries) {
+		_, _ = q.AgentStats(ctx, dbq.AgentStatsParams{OrgID: org, AgentID: agent})
+	})
 	require.NotContains(t, plan, "messages", plan)
 }
 
@@ -287,19 +289,10 @@ func TestSubmissionDeliveriesAreFoundByIndex(t *testing.T) {
 	}))
 	_, err = pool.Exec(ctx, "ANALYZE webhook_deliveries")
 	require.NoError(t, err)
-	rollback := errors.New("rolled back")
-	var plan string
 	sid := sub.String()
-	err = store.TenantTx(ctx, org, func(tx pgx.Tx, q *dbq.Queries) error {
-		e := &explainer{tx: tx}
-		_, _ = dbq.New(e).DeleteSubmissionDeliveries(ctx, dbq.DeleteSubmissionDeliveriesParams{OrgID: org, FormID: form.String(), SubmissionID: &sid})
-		plan = strings.Join(e.plan, "\n")
-		if e.err != nil {
-			return e.err
-		}
-		return rollback
+	plan := explainIn(t, store, org, func(q *dbq.Queries) {
+		_, _ = q.DeleteSubmissionDeliveries(ctx, dbq.DeleteSubmissionDeliveriesParams{OrgID: org, FormID: form.String(), SubmissionID: &sid})
 	})
-	require.ErrorIs(t, err, rollback)
 	require.Contains(t, plan, "webhook_deliveries_form_submission", plan)
 	require.Contains(t, plan, "rows=1 ", plan)
 }
@@ -342,17 +335,8 @@ func TestForgetLeadCapturesUsesAnIndex(t *testing.T) {
 	}))
 	_, err = pool.Exec(ctx, "ANALYZE messages")
 	require.NoError(t, err)
-	rollback := errors.New("rolled back")
-	var plan string
-	err = store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
-		e := &explainer{tx: tx}
-		_, _ = dbq.New(e).ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{OrgID: org, ContactID: contact, Result: "forgotten"})
-		plan = strings.Join(e.plan, "\n")
-		if e.err != nil {
-			return e.err
-		}
-		return rollback
+	plan := explainIn(t, store, org, func(q *dbq.Queries) {
+		_, _ = q.ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{OrgID: org, ContactID: contact, Result: "forgotten"})
 	})
-	require.ErrorIs(t, err, rollback)
 	require.Contains(t, plan, "using messages_org_lead_capture on messages", plan)
 }
