@@ -302,17 +302,33 @@ func TestLastUsedIsWrittenInBatches(t *testing.T) {
 	t.Parallel()
 	e := testenv.New(t)
 	ctx := context.Background()
+	// Key B is used; A (whose own uses are recorded too) only reads B.
+	b, err := keysClient(e, e.A.Key).CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: "b", Scopes: []string{"admin"}})
+	require.NoError(t, err)
 	for range 3 {
-		require.Equal(t, http.StatusOK, e.Do("GET", "/api/agents", e.A.Key, nil).Status)
+		require.Equal(t, http.StatusOK, e.Do("GET", "/api/agents", b.GetSecret(), nil).Status)
 	}
-	list := func() *parleyv1.ApiKey {
+	lastUsed := func() *timestamppb.Timestamp {
+		t.Helper()
 		l, err := keysClient(e, e.A.Key).ListApiKeys(ctx, &parleyv1.ListApiKeysRequest{})
 		require.NoError(t, err)
-		return l.GetApiKeys()[0]
+		for _, k := range l.GetApiKeys() {
+			if k.GetId() == b.GetApiKey().GetId() {
+				return k.GetLastUsedTime()
+			}
+		}
+		t.Fatal("key b not listed")
+		return nil
 	}
-	require.Nil(t, list().GetLastUsedTime(), "last use must not be written per request")
+	require.Nil(t, lastUsed(), "last use must not be written per request")
+	// A flush that fails (here: its context ended) keeps the times for the
+	// next one; they were dropped.
+	ended, cancel := context.WithCancel(ctx)
+	cancel()
+	require.Error(t, e.App.Auth.FlushLastUsed(ended))
+	require.Nil(t, lastUsed())
 	require.NoError(t, e.App.Auth.FlushLastUsed(ctx))
-	got := list().GetLastUsedTime()
+	got := lastUsed()
 	require.NotNil(t, got)
 	require.WithinDuration(t, time.Now(), got.AsTime(), 10*time.Second)
 }

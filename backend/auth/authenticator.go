@@ -132,7 +132,9 @@ func (a *Authenticator) ForgetOrg(org uuid.UUID) {
 }
 
 // FlushLastUsed writes the last-use times gathered since the previous flush,
-// one transaction per organization.
+// one transaction per organization. An organization's times that could not
+// be written (the database unreachable for a moment) wait for the next
+// flush, unless a later use replaced them; they were dropped.
 func (a *Authenticator) FlushLastUsed(ctx context.Context) error {
 	a.usedMu.Lock()
 	pending := a.used
@@ -157,6 +159,15 @@ func (a *Authenticator) FlushLastUsed(ctx context.Context) error {
 		err := a.store.Tenant(ctx, org, func(q *dbq.Queries) error {
 			return q.TouchAPIKeys(ctx, dbq.TouchAPIKeysParams{OrgID: org, Ids: b.ids, UsedAt: b.times})
 		})
+		if err != nil {
+			a.usedMu.Lock()
+			for i, id := range b.ids {
+				if u, ok := a.used[id]; !ok || u.at.Before(b.times[i]) {
+					a.used[id] = lastUse{org: org, at: b.times[i]}
+				}
+			}
+			a.usedMu.Unlock()
+		}
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
