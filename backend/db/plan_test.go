@@ -60,6 +60,17 @@ type errRow struct{ err error }
 
 func (r errRow) Scan(...any) error { return r.err }
 
+// planOrg is a database of its own with one organization, whose plans a
+// test reads.
+func planOrg(t *testing.T) (*db.Store, uuid.UUID) {
+	t.Helper()
+	pool, _ := dbtest.NewPool(t)
+	store := &db.Store{Pool: pool}
+	org, _, err := account.Bootstrap(context.Background(), store, "A", "free")
+	require.NoError(t, err)
+	return store, org
+}
+
 // explainIn returns the plan of the statement run(q) sends, executed
 // (EXPLAIN ANALYZE) in a tenant transaction of org that is then rolled
 // back: nothing of an explained write stays.
@@ -91,11 +102,8 @@ func explainIn(t *testing.T, store *db.Store, org uuid.UUID, run func(q *dbq.Que
 // the query keeps them out of the planner's choice.
 func TestCreateQuestionFindsItsConversationByKey(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewPool(t)
+	store, org := planOrg(t)
 	ctx := context.Background()
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "free")
-	require.NoError(t, err)
 	agent := seedAgent(t, store, org)
 	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		for i := range 3000 {
@@ -115,7 +123,7 @@ func TestCreateQuestionFindsItsConversationByKey(t *testing.T) {
 			})
 		})
 	}
-	_, err = pool.Exec(ctx, "ANALYZE conversations")
+	_, err := store.Pool.Exec(ctx, "ANALYZE conversations")
 	require.NoError(t, err)
 	plan := explain(t)
 	require.Contains(t, plan, "conversations_pkey", plan)
@@ -129,11 +137,8 @@ func TestCreateQuestionFindsItsConversationByKey(t *testing.T) {
 // contact of the organization.
 func TestContactByPhoneUsesAnIndex(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewPool(t)
+	store, org := planOrg(t)
 	ctx := context.Background()
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "free")
-	require.NoError(t, err)
 	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		for i := range 3000 {
 			email, phone := fmt.Sprintf("c%d@example.com", i), fmt.Sprintf("+1555%07d", i)
@@ -143,7 +148,7 @@ func TestContactByPhoneUsesAnIndex(t *testing.T) {
 		}
 		return nil
 	}))
-	_, err = pool.Exec(ctx, "ANALYZE contacts")
+	_, err := store.Pool.Exec(ctx, "ANALYZE contacts")
 	require.NoError(t, err)
 	plan := explainIn(t, store, org, func(q *dbq.Queries) {
 		phone := "+15550001234"
@@ -189,7 +194,7 @@ func TestTenantListsArePlannedForTheirOrganization(t *testing.T) {
 	for i := range 40 {
 		seed(fmt.Sprintf("small %d", i), 2)
 	}
-	_, err = pool.Exec(ctx, "ANALYZE conversations")
+	_, err = store.Pool.Exec(ctx, "ANALYZE conversations")
 	require.NoError(t, err)
 
 	var generic, custom int64
@@ -222,11 +227,8 @@ func TestTenantListsArePlannedForTheirOrganization(t *testing.T) {
 // and write of the agent (docs/benchmarks.md, "Plans at volume").
 func TestAgentStatsReadsNoMessages(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewPool(t)
+	store, org := planOrg(t)
 	ctx := context.Background()
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "free")
-	require.NoError(t, err)
 	agent := seedAgent(t, store, org)
 	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		for i := range 3 {
@@ -265,11 +267,8 @@ func TestAgentStatsReadsNoMessages(t *testing.T) {
 // submission at 500,000 deliveries (docs/benchmarks.md, "Plans at volume").
 func TestSubmissionDeliveriesAreFoundByIndex(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewPool(t)
+	store, org := planOrg(t)
 	ctx := context.Background()
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "free")
-	require.NoError(t, err)
 	form, hook, sub := uuid.New(), uuid.New(), uuid.New()
 	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
 		if _, err := q.CreateWebhook(ctx, dbq.CreateWebhookParams{OrgID: org, ID: hook, Url: "https://example.com/h", Events: []string{"form.submitted"}, Secret: []byte("s")}); err != nil {
@@ -287,7 +286,7 @@ func TestSubmissionDeliveriesAreFoundByIndex(t *testing.T) {
 		}
 		return nil
 	}))
-	_, err = pool.Exec(ctx, "ANALYZE webhook_deliveries")
+	_, err := store.Pool.Exec(ctx, "ANALYZE webhook_deliveries")
 	require.NoError(t, err)
 	sid := sub.String()
 	plan := explainIn(t, store, org, func(q *dbq.Queries) {
@@ -303,11 +302,8 @@ func TestSubmissionDeliveriesAreFoundByIndex(t *testing.T) {
 // messages (docs/benchmarks.md, "Plans at volume").
 func TestForgetLeadCapturesUsesAnIndex(t *testing.T) {
 	t.Parallel()
-	pool, _ := dbtest.NewPool(t)
+	store, org := planOrg(t)
 	ctx := context.Background()
-	store := &db.Store{Pool: pool}
-	org, _, err := account.Bootstrap(ctx, store, "A", "free")
-	require.NoError(t, err)
 	agent := seedAgent(t, store, org)
 	contact := uuid.New()
 	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
@@ -333,7 +329,7 @@ func TestForgetLeadCapturesUsesAnIndex(t *testing.T) {
 		}
 		return nil
 	}))
-	_, err = pool.Exec(ctx, "ANALYZE messages")
+	_, err := store.Pool.Exec(ctx, "ANALYZE messages")
 	require.NoError(t, err)
 	plan := explainIn(t, store, org, func(q *dbq.Queries) {
 		_, _ = q.ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{OrgID: org, ContactID: contact, Result: "forgotten"})
