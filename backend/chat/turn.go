@@ -640,6 +640,15 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 			g.err = t.refuseCalls(calls)
 			break
 		}
+		// People may have taken the conversation over while the model
+		// answered: its calls do not run for them (a contact recorded, a
+		// request sent, after a person's reply) nor is the model asked
+		// again, its tokens streamed to the visitor over the person's.
+		// The answer so far is not stored (CreateAnswer): the visitor
+		// hears the handoff message.
+		if s.takenOver(modelCtx, t) {
+			break
+		}
 		results, end, err := t.runCalls(modelCtx, kit, calls)
 		if err != nil {
 			g.err = err
@@ -675,6 +684,29 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 		g.err = apperr.New(apperr.Timeout, "the model gave no complete answer within %s; try again", s.TurnTimeout)
 	}
 	return g
+}
+
+// takenOver reports whether people have the turn's conversation now
+// (status human_requested): read between the rounds of a turn, which
+// began while the model had it. A turn that hands the conversation over
+// itself ends its rounds there. The conversation gone, or made again
+// under its id, is persist's to tell; so is a read that fails (the turn
+// goes on, as before the check: CreateAnswer still keeps its answer out).
+func (s *Service) takenOver(ctx context.Context, t *turn) bool {
+	var over bool
+	// SECURITY: the turn's organization and conversation.
+	err := s.Store.Tenant(ctx, t.org, func(q *dbq.Queries) error {
+		c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: t.org, ID: t.conv.ID})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return nil
+		}
+		over = err == nil && c.CreatedAt.Equal(t.conv.CreatedAt) && handoff.Silenced(c.Status)
+		return err
+	})
+	if err != nil && ctx.Err() == nil {
+		slog.WarnContext(ctx, "could not read whether people took the conversation over", "err", err)
+	}
+	return over
 }
 
 // errShuttingDown ends a turn the server's shutdown cut.

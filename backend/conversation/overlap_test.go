@@ -172,3 +172,52 @@ func TestOtherTurnDoesNotAnswerAfterTheModelHandedOver(t *testing.T) {
 	require.NotContains(t, texts, "assistant: The model speaks late.", "the model answered after it handed the conversation over")
 	require.Equal(t, "human: I am a person; I take it from here.", texts[len(texts)-1], "%q", texts)
 }
+
+// A person takes a conversation over while the model is answering, and
+// the model's reply calls a tool: the turn stops there. The tool does not
+// run in the conversation people now have (a contact recorded after the
+// person's reply), and the model is not asked again: its next round's
+// tokens would reach the visitor after the person's reply, at people's
+// cost. The visitor hears the handoff message, as on any turn while
+// people have the conversation.
+func TestTurnStopsBetweenRoundsWhenAPersonTookOver(t *testing.T) {
+	t.Parallel()
+	f := setup(t)
+	desk := f.agent(t, `{"name":"Desk","instructions":"Help.","visibility":"public","tools":["lead_capture"]}`)
+	took := make(chan int, 1)
+	f.fake.Reply = func(_ int, body map[string]any) testenv.FakeReply {
+		msgs, _ := body["messages"].([]any)
+		last, _ := msgs[len(msgs)-1].(map[string]any)
+		switch {
+		case last["role"] == "tool":
+			return testenv.FakeReply{Tokens: []string{"The model", " speaks over the person."}}
+		case strings.Contains(fmt.Sprint(last["content"]), "call me back"):
+			// The person's reply lands while the model answers.
+			took <- f.Do("POST", "/api/v2/conversations/rounds-1/messages", f.A.Key, `{"text":"I am a person; I take it from here."}`).Status
+			return testenv.FakeReply{ToolCalls: []llm.ToolCall{{ID: "lc_1", Name: "lead_capture", Arguments: `{"email":"ada@example.com"}`}}}
+		}
+		return testenv.FakeReply{Tokens: []string{"Hello."}}
+	}
+	f.chat(t, desk, "", "rounds-1", "ada", "Hello")
+	asked := len(f.fake.Requests())
+
+	reply := f.chat(t, desk, "", "rounds-1", "ada", "Please call me back")
+	require.Equal(t, 201, <-took)
+	require.True(t, reply.Metadata.Handoff, "%+v", reply)
+	require.Equal(t, "A person will answer here shortly.", reply.Answer)
+	require.Equal(t, asked+1, len(f.fake.Requests()), "the model was asked again after a person took the conversation over")
+
+	r := f.Do("GET", "/api/contacts", f.A.Key, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	var contacts struct{ Contacts []map[string]any }
+	r.JSON(t, &contacts)
+	require.Empty(t, contacts.Contacts, "lead_capture ran after a person took the conversation over")
+
+	var d detail
+	r = f.Do("GET", "/api/v2/conversations/rounds-1", f.A.Key, nil)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	r.JSON(t, &d)
+	require.Equal(t, "human_requested", d.Status)
+	last := d.Messages[len(d.Messages)-1]
+	require.Equal(t, "human", last.Role, "%+v", d.Messages)
+}
