@@ -3,6 +3,7 @@ package conversation
 import (
 	"context"
 	"errors"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -14,6 +15,7 @@ import (
 	"github.com/parleyhq/parley/backend/conversation/view"
 	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/handoff"
 	"github.com/parleyhq/parley/backend/origin"
 	"github.com/parleyhq/parley/backend/ratelimit"
 )
@@ -181,8 +183,14 @@ func (p *Party) author(ctx context.Context, q *dbq.Queries) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	if name == "" {
+	switch {
+	case name == "":
 		name = "API key " + p.Principal.KeyID.String()
+	case name == handoff.ByAgent || strings.Contains(name, "@"):
+		// A key's name is free text: one that reads as another author
+		// (the model, handoff.ByAgent; a member, signed by its email)
+		// says it is a key's, as a key's created_by does.
+		name = "API key " + name
 	}
 	return name, nil
 }

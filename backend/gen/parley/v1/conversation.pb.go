@@ -147,8 +147,10 @@ type ConversationSummary struct {
 	Contact   *Contact `protobuf:"bytes,11,opt,name=contact,proto3" json:"contact,omitempty"`
 	ContactId string   `protobuf:"bytes,12,opt,name=contact_id,json=contactId,proto3" json:"contact_id,omitempty"`
 	// Why the status last changed (request_human's reason, say), and who
-	// changed it: a key's name, a console member's email, or "agent". Keys
-	// only: a visitor's own reads leave them empty (the organization's notes).
+	// changed it: a key's name, a console member's email, or "agent" (a key
+	// named "agent" or with an @ signs as "API key <name>", never as the
+	// model or a member). Keys only: a visitor's own reads leave them empty
+	// (the organization's notes).
 	StatusReason    string `protobuf:"bytes,13,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
 	StatusChangedBy string `protobuf:"bytes,14,opt,name=status_changed_by,json=statusChangedBy,proto3" json:"status_changed_by,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -345,7 +347,8 @@ type ConversationMessage struct {
 	// organization) or tool.
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
-	// Who wrote a human message: a key's name or a console member's email.
+	// Who wrote a human message: a key's name or a console member's email
+	// (a key named "agent" or with an @ signs as "API key <name>").
 	// Empty in a visitor's own reads and stream: the role says a person of
 	// the organization wrote, not who.
 	Author string `protobuf:"bytes,4,opt,name=author,proto3" json:"author,omitempty"`
@@ -1140,8 +1143,9 @@ type StatusChange struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Status string                 `protobuf:"bytes,1,opt,name=status,proto3" json:"status,omitempty"`
 	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
-	// A key's name, a console member's email, or "agent". reason and
-	// changed_by are empty in a visitor's stream.
+	// A key's name, a console member's email, or "agent" (as
+	// Conversation.status_changed_by). reason and changed_by are empty in a
+	// visitor's stream.
 	ChangedBy     string `protobuf:"bytes,3,opt,name=changed_by,json=changedBy,proto3" json:"changed_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
