@@ -8,9 +8,11 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/dbtest"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -112,4 +114,61 @@ func TestDeleteContactRacesContactTurns(t *testing.T) {
 			}
 		}
 	}
+}
+
+// A contact's lead.created delivery replayed while the contact is deleted:
+// the replay's copy, committed while the deletion waits for it, goes with
+// the contact. The deletion takes the deliveries in a statement before the
+// one that deletes them, so that the latter sees the copy.
+func TestReplayRacesDeleteContact(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": "https://203.0.113.7/hook", "events": []string{"lead.created"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var hook struct{ ID string }
+	r.JSON(t, &hook)
+	chatAs(t, e, e.A.Key, newAgent(t, e, e.A.Key), "replayed", map[string]any{"email": "replayed@example.com"})
+	r = e.Do("GET", "/api/contacts?email=replayed@example.com", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var p pageJSON
+	r.JSON(t, &p)
+	require.Len(t, p.Contacts, 1)
+	contact := p.Contacts[0].ID
+	carrying := func() int {
+		var n int
+		require.NoError(t, e.App.Store.TenantTx(ctx, e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+			return tx.QueryRow(ctx, `SELECT count(*) FROM webhook_deliveries
+				WHERE org_id = $1 AND convert_from(body, 'UTF8')::jsonb #>> '{data,id}' = $2`, e.A.ID, contact).Scan(&n)
+		}))
+		return n
+	}
+	require.Equal(t, 1, carrying())
+
+	// The replay under way (its statements, uncommitted), as
+	// ReplayWebhookDelivery makes them.
+	tx, err := e.App.Pool.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.A.ID.String())
+	require.NoError(t, err)
+	q := dbq.New(tx)
+	_, err = q.KeyShareWebhook(ctx, dbq.KeyShareWebhookParams{OrgID: e.A.ID, ID: uuid.MustParse(hook.ID)})
+	require.NoError(t, err)
+	var delivery uuid.UUID
+	require.NoError(t, tx.QueryRow(ctx, `SELECT id FROM webhook_deliveries WHERE org_id = $1 AND event_type = 'lead.created'`, e.A.ID).Scan(&delivery))
+	d, err := q.KeyShareWebhookDelivery(ctx, dbq.KeyShareWebhookDeliveryParams{OrgID: e.A.ID, ID: delivery})
+	require.NoError(t, err)
+	_, err = q.CreateWebhookDelivery(ctx, dbq.CreateWebhookDeliveryParams{
+		OrgID: e.A.ID, ID: uuid.New(), WebhookID: d.WebhookID, EventID: d.EventID, EventType: d.EventType, Body: d.Body,
+	})
+	require.NoError(t, err)
+
+	deleted := make(chan testenv.Response, 1)
+	go func() { deleted <- e.Do("DELETE", "/api/contacts/"+contact, e.A.Key, nil) }()
+	dbtest.WaitForLockWait(t, e.App.Pool, "")
+	require.NoError(t, tx.Commit(ctx))
+	got := <-deleted
+	require.Equal(t, http.StatusOK, got.Status, "%s", got.Body)
+	require.Equal(t, 0, carrying(), "the replay's copy went with the contact")
 }

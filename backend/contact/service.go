@@ -112,7 +112,8 @@ func (s *Service) GetContact(ctx context.Context, req *parleyv1.GetContactReques
 
 // DeleteContact deletes one of the organization's contacts; its
 // conversations stay, unlinked, and the lead_capture calls in them lose
-// the details they recorded (ForgetContactLeadCaptures). Another organization's contact is
+// the details they recorded (ForgetContactLeadCaptures), and the webhook
+// deliveries that carry it lose it (deleteDeliveries). Another organization's contact is
 // Forbidden and an unknown id NotFound, as for GetContact. Unlinking takes
 // the conversations in another order than an agent's deletion does, so the
 // agents of the contact's conversations are taken first
@@ -145,12 +146,38 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		if err == nil && n == 0 {
 			return db.Missing(ctx, q, "contact", "contact", id)
 		}
-		return err
+		if err != nil {
+			return err
+		}
+		return deleteDeliveries(ctx, q, p.OrgID, id)
 	})
 	if err != nil {
 		return nil, err
 	}
 	return &parleyv1.DeleteContactResponse{}, nil
+}
+
+// deleteDeliveries takes contact out of the webhook deliveries that carry
+// it, kept for retries and replays: its lead.created ones are deleted, as
+// a form submission's form.submitted ones are with it (a pending one is
+// never sent), and the conversation events' lose it, as its conversations
+// do. The endpoints are locked first, as an endpoint's
+// deletion takes them before its cascade to their deliveries; the
+// deliveries then, in a statement of their own, so that the copies that
+// replays of them commit meanwhile are changed too.
+func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, contact uuid.UUID) error {
+	if err := q.LockWebhooksForForget(ctx, org); err != nil {
+		return err
+	}
+	params := dbq.LockContactDeliveriesParams{OrgID: org, ContactID: contact.String()}
+	if err := q.LockContactDeliveries(ctx, params); err != nil {
+		return err
+	}
+	if _, err := q.DeleteContactDeliveries(ctx, dbq.DeleteContactDeliveriesParams(params)); err != nil {
+		return err
+	}
+	_, err := q.UnlinkContactDeliveries(ctx, dbq.UnlinkContactDeliveriesParams(params))
+	return err
 }
 
 // ForgottenLeadResult is the result a lead_capture call of a deleted

@@ -2,6 +2,7 @@ package contact_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"net/http"
 	"net/url"
@@ -9,8 +10,10 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/testenv"
@@ -344,4 +347,110 @@ func TestOfflineLeadCaptureKeepsEmailBesideNationalNumber(t *testing.T) {
 	require.Len(t, p.Contacts, 1, "the email address given is recorded")
 	require.Equal(t, "Nina", p.Contacts[0].FirstName)
 	require.Empty(t, p.Contacts[0].LastName, `"and" is no last name`)
+}
+
+// A deleted contact leaves the webhook deliveries that carried it, whose
+// bodies are kept for retries and replays until --webhook-retention ends:
+// its lead.created delivery goes (never sent, listed or replayed again),
+// and its conversation's conversation.created delivery loses it, as the
+// conversation does. Another contact's stay as they were.
+func TestDeleteContactLeavesItsWebhookDeliveries(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{
+		"url": "https://203.0.113.7/hook", "events": []string{"lead.created", "conversation.created"},
+	})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var hook struct{ ID string }
+	r.JSON(t, &hook)
+	agent := newAgent(t, e, e.A.Key)
+	chatAs(t, e, e.A.Key, agent, "lead-gone", map[string]any{"email": "gone@example.com", "firstName": "Gwendolyn", "phoneNumber": "+33612345678"})
+	chatAs(t, e, e.A.Key, agent, "lead-kept", map[string]any{"email": "kept@example.com"})
+	type delivery struct{ ID, EventType string }
+	deliveries := func() map[string]string {
+		t.Helper()
+		r := e.Do("GET", "/api/webhooks/"+hook.ID+"/deliveries", e.A.Key, nil)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+		var p struct{ Deliveries []delivery }
+		r.JSON(t, &p)
+		out := map[string]string{}
+		for _, d := range p.Deliveries {
+			out[d.ID] = d.EventType
+		}
+		return out
+	}
+	// bodies are the bodies of the deliveries holding text, by id.
+	bodies := func(text string) map[string]string {
+		t.Helper()
+		out := map[string]string{}
+		require.NoError(t, e.App.Store.TenantTx(ctx, e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+			rows, err := tx.Query(ctx, `SELECT id::text, convert_from(body, 'UTF8') FROM webhook_deliveries
+				WHERE org_id = $1 AND position($2 in convert_from(body, 'UTF8')) > 0`, e.A.ID, text)
+			if err != nil {
+				return err
+			}
+			for rows.Next() {
+				var id, body string
+				if err := rows.Scan(&id, &body); err != nil {
+					return err
+				}
+				out[id] = body
+			}
+			return rows.Err()
+		}))
+		return out
+	}
+	before := deliveries()
+	require.Len(t, before, 4)
+	gone, kept := bodies("gone@example.com"), bodies("kept@example.com")
+	require.Len(t, gone, 2, "its lead.created and conversation.created deliveries")
+	require.Len(t, kept, 2)
+	var lead, conv string
+	for id := range gone {
+		switch before[id] {
+		case "lead.created":
+			lead = id
+		case "conversation.created":
+			conv = id
+		}
+	}
+	require.NotEmpty(t, lead)
+	require.NotEmpty(t, conv)
+	r = e.Do("GET", "/api/contacts?email=gone@example.com", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	var p pageJSON
+	r.JSON(t, &p)
+	require.Len(t, p.Contacts, 1)
+
+	r = e.Do("DELETE", "/api/contacts/"+p.Contacts[0].ID, e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	after := deliveries()
+	require.Len(t, after, 3, "its lead.created delivery is gone")
+	require.NotContains(t, after, lead)
+	require.Contains(t, after, conv, "its conversation's delivery stays")
+	for _, s := range []string{"gone@example.com", "Gwendolyn", "612345678", p.Contacts[0].ID} {
+		require.Empty(t, bodies(s), "a delivery still holds the deleted contact's %q", s)
+	}
+	require.Equal(t, kept, bodies("kept@example.com"), "another contact's deliveries are untouched")
+	r = e.Do("POST", "/api/webhooks/"+hook.ID+"/deliveries/"+lead+"/replay", e.A.Key, nil)
+	require.Equal(t, http.StatusNotFound, r.Status, "a replay sends the deleted contact's details again: %s", r.Body)
+	// What the conversation's delivery now sends is its summary without a
+	// contact, as the conversation reads.
+	var body struct {
+		Type string
+		Data map[string]any
+	}
+	require.NoError(t, e.App.Store.TenantTx(ctx, e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+		var raw []byte
+		if err := tx.QueryRow(ctx, `SELECT body FROM webhook_deliveries WHERE org_id = $1 AND id = $2`, e.A.ID, conv).Scan(&raw); err != nil {
+			return err
+		}
+		return json.Unmarshal(raw, &body)
+	}))
+	require.Equal(t, "conversation.created", body.Type)
+	require.Equal(t, "lead-gone", body.Data["id"])
+	require.Nil(t, body.Data["contact"])
+	require.Equal(t, "", body.Data["contactId"])
 }

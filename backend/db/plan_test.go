@@ -296,6 +296,43 @@ func TestSubmissionDeliveriesAreFoundByIndex(t *testing.T) {
 	require.Contains(t, plan, "rows=1 ", plan)
 }
 
+// The deliveries that carry one contact are found by index
+// (webhook_deliveries_contact), as a submission's are, not by parsing the
+// body of each of the organization's deliveries at each contact's deletion.
+func TestContactDeliveriesAreFoundByIndex(t *testing.T) {
+	t.Parallel()
+	store, org := planOrg(t)
+	ctx := context.Background()
+	hook, contact := uuid.New(), uuid.New()
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		if _, err := q.CreateWebhook(ctx, dbq.CreateWebhookParams{OrgID: org, ID: hook, Url: "https://example.com/h", Events: []string{"lead.created"}, Secret: []byte("s")}); err != nil {
+			return err
+		}
+		for i := range 3000 {
+			id := uuid.New()
+			if i == 1234 {
+				id = contact
+			}
+			body := fmt.Sprintf(`{"type":"lead.created","timestamp":"2026-11-28T10:00:00.000Z","data":{"id":%q,"email":"a%d@example.com"}}`, id, i)
+			if _, err := q.CreateWebhookDelivery(ctx, dbq.CreateWebhookDeliveryParams{OrgID: org, ID: uuid.New(), WebhookID: hook, EventID: fmt.Sprintf("msg_%d", i), EventType: "lead.created", Body: []byte(body)}); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	_, err := store.Pool.Exec(ctx, "ANALYZE webhook_deliveries")
+	require.NoError(t, err)
+	plan := explainIn(t, store, org, func(q *dbq.Queries) {
+		_, _ = q.DeleteContactDeliveries(ctx, dbq.DeleteContactDeliveriesParams{OrgID: org, ContactID: contact.String()})
+	})
+	require.Contains(t, plan, "webhook_deliveries_contact", plan)
+	require.Contains(t, plan, "rows=1 ", plan)
+	plan = explainIn(t, store, org, func(q *dbq.Queries) {
+		_, _ = q.UnlinkContactDeliveries(ctx, dbq.UnlinkContactDeliveriesParams{OrgID: org, ContactID: contact.String()})
+	})
+	require.Contains(t, plan, "webhook_deliveries_contact", plan)
+}
+
 // A contact's deletion finds the answers whose lead_capture calls may have
 // recorded it by an index of those answers (messages_org_lead_capture),
 // not by reading every answer of the organization: 0.7 s at 1,000,000

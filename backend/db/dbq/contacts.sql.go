@@ -124,6 +124,31 @@ func (q *Queries) DeleteContact(ctx context.Context, arg DeleteContactParams) (i
 	return result.RowsAffected(), nil
 }
 
+const deleteContactDeliveries = `-- name: DeleteContactDeliveries :execrows
+DELETE FROM webhook_deliveries
+WHERE org_id = $1 AND event_type = 'lead.created'
+  AND contact_id = $2::text
+`
+
+type DeleteContactDeliveriesParams struct {
+	OrgID     uuid.UUID
+	ContactID string
+}
+
+// The lead.created webhook deliveries of a contact, whose body, kept for
+// retries and replays, is the contact; with their attempts by the
+// cascade: deleted with the contact, a pending one is never sent. Taken
+// after LockWebhooksForForget, as an endpoint's deletion takes the
+// endpoint before its deliveries. Found by webhook_deliveries_contact
+// (migration 00034).
+func (q *Queries) DeleteContactDeliveries(ctx context.Context, arg DeleteContactDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteContactDeliveries, arg.OrgID, arg.ContactID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const forgetContactLeadCaptures = `-- name: ForgetContactLeadCaptures :execrows
 WITH k AS MATERIALIZED (
   SELECT ct.email, ct.phone_number FROM contacts ct
@@ -398,6 +423,28 @@ func (q *Queries) LockContactConversations(ctx context.Context, arg LockContactC
 	return err
 }
 
+const lockContactDeliveries = `-- name: LockContactDeliveries :exec
+SELECT 1 FROM webhook_deliveries
+WHERE org_id = $1 AND contact_id = $2::text
+ORDER BY id
+FOR UPDATE
+`
+
+type LockContactDeliveriesParams struct {
+	OrgID     uuid.UUID
+	ContactID string
+}
+
+// Takes the deliveries that carry a contact (DeleteContactDeliveries,
+// UnlinkContactDeliveries), in a statement before those, as
+// LockSubmissionDeliveries takes a submission's: a replay of one (which
+// holds it FOR KEY SHARE while it copies its body) is waited for here, and
+// its copy is deleted or changed with the others.
+func (q *Queries) LockContactDeliveries(ctx context.Context, arg LockContactDeliveriesParams) error {
+	_, err := q.db.Exec(ctx, lockContactDeliveries, arg.OrgID, arg.ContactID)
+	return err
+}
+
 const mergeContact = `-- name: MergeContact :one
 UPDATE contacts SET
   email = coalesce($1, email),
@@ -465,4 +512,29 @@ func (q *Queries) MergeContact(ctx context.Context, arg MergeContactParams) (uui
 	var id uuid.UUID
 	err := row.Scan(&id)
 	return id, err
+}
+
+const unlinkContactDeliveries = `-- name: UnlinkContactDeliveries :execrows
+UPDATE webhook_deliveries SET body = convert_to(jsonb_set(jsonb_set(convert_from(body, 'UTF8')::jsonb,
+    '{data,contact}', 'null'::jsonb), '{data,contactId}', '""'::jsonb)::text, 'UTF8')
+WHERE org_id = $1 AND event_type <> 'lead.created'
+  AND contact_id = $2::text
+`
+
+type UnlinkContactDeliveriesParams struct {
+	OrgID     uuid.UUID
+	ContactID string
+}
+
+// The conversation events' deliveries that carry a contact (their data is
+// the conversation's summary) lose it, as the conversations do: contact
+// null and contactId empty, as a summary without a contact is sent. The
+// rest of the body is unchanged (as JSON: jsonb's text writes its keys in
+// its own order, as ForgetDeliveredText's).
+func (q *Queries) UnlinkContactDeliveries(ctx context.Context, arg UnlinkContactDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, unlinkContactDeliveries, arg.OrgID, arg.ContactID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
 }

@@ -327,4 +327,5 @@ type WebhookDelivery struct {
 	UpdatedAt    time.Time
 	FormID       *string
 	SubmissionID *string
+	ContactID    *string
 }

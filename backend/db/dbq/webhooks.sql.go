@@ -88,7 +88,7 @@ SELECT w.org_id, $1::uuid, w.id, $2::text, $3::text, $4::bytea
 FROM webhooks w
 WHERE w.org_id = $5 AND w.id = $6
 FOR KEY SHARE
-RETURNING org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id
+RETURNING org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id
 `
 
 type CreateWebhookDeliveryParams struct {
@@ -130,6 +130,7 @@ func (q *Queries) CreateWebhookDelivery(ctx context.Context, arg CreateWebhookDe
 		&i.UpdatedAt,
 		&i.FormID,
 		&i.SubmissionID,
+		&i.ContactID,
 	)
 	return i, err
 }
@@ -221,7 +222,7 @@ func (q *Queries) GetWebhook(ctx context.Context, arg GetWebhookParams) (Webhook
 }
 
 const getWebhookDelivery = `-- name: GetWebhookDelivery :one
-SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
+SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
 `
 
 type GetWebhookDeliveryParams struct {
@@ -244,6 +245,7 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, arg GetWebhookDelivery
 		&i.UpdatedAt,
 		&i.FormID,
 		&i.SubmissionID,
+		&i.ContactID,
 	)
 	return i, err
 }
@@ -281,7 +283,7 @@ func (q *Queries) KeyShareWebhook(ctx context.Context, arg KeyShareWebhookParams
 }
 
 const keyShareWebhookDelivery = `-- name: KeyShareWebhookDelivery :one
-SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
+SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
 FOR KEY SHARE
 `
 
@@ -308,6 +310,7 @@ func (q *Queries) KeyShareWebhookDelivery(ctx context.Context, arg KeyShareWebho
 		&i.UpdatedAt,
 		&i.FormID,
 		&i.SubmissionID,
+		&i.ContactID,
 	)
 	return i, err
 }
@@ -353,7 +356,7 @@ func (q *Queries) ListWebhookAttempts(ctx context.Context, arg ListWebhookAttemp
 }
 
 const listWebhookDeliveries = `-- name: ListWebhookDeliveries :many
-SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id FROM webhook_deliveries
+SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id FROM webhook_deliveries
 WHERE org_id = $1 AND webhook_id = $2
   AND ($3::timestamptz IS NULL
        OR (created_at, id) < ($3::timestamptz, $4::uuid))
@@ -396,6 +399,7 @@ func (q *Queries) ListWebhookDeliveries(ctx context.Context, arg ListWebhookDeli
 			&i.UpdatedAt,
 			&i.FormID,
 			&i.SubmissionID,
+			&i.ContactID,
 		); err != nil {
 			return nil, err
 		}

@@ -178,3 +178,36 @@ SELECT id FROM conversations
 WHERE org_id = sqlc.arg(org_id) AND contact_id = sqlc.arg(contact_id)
 ORDER BY created_at DESC, id DESC
 LIMIT sqlc.arg(max_rows);
+
+-- name: LockContactDeliveries :exec
+-- Takes the deliveries that carry a contact (DeleteContactDeliveries,
+-- UnlinkContactDeliveries), in a statement before those, as
+-- LockSubmissionDeliveries takes a submission's: a replay of one (which
+-- holds it FOR KEY SHARE while it copies its body) is waited for here, and
+-- its copy is deleted or changed with the others.
+SELECT 1 FROM webhook_deliveries
+WHERE org_id = sqlc.arg(org_id) AND contact_id = sqlc.arg(contact_id)::text
+ORDER BY id
+FOR UPDATE;
+
+-- name: DeleteContactDeliveries :execrows
+-- The lead.created webhook deliveries of a contact, whose body, kept for
+-- retries and replays, is the contact; with their attempts by the
+-- cascade: deleted with the contact, a pending one is never sent. Taken
+-- after LockWebhooksForForget, as an endpoint's deletion takes the
+-- endpoint before its deliveries. Found by webhook_deliveries_contact
+-- (migration 00034).
+DELETE FROM webhook_deliveries
+WHERE org_id = sqlc.arg(org_id) AND event_type = 'lead.created'
+  AND contact_id = sqlc.arg(contact_id)::text;
+
+-- name: UnlinkContactDeliveries :execrows
+-- The conversation events' deliveries that carry a contact (their data is
+-- the conversation's summary) lose it, as the conversations do: contact
+-- null and contactId empty, as a summary without a contact is sent. The
+-- rest of the body is unchanged (as JSON: jsonb's text writes its keys in
+-- its own order, as ForgetDeliveredText's).
+UPDATE webhook_deliveries SET body = convert_to(jsonb_set(jsonb_set(convert_from(body, 'UTF8')::jsonb,
+    '{data,contact}', 'null'::jsonb), '{data,contactId}', '""'::jsonb)::text, 'UTF8')
+WHERE org_id = sqlc.arg(org_id) AND event_type <> 'lead.created'
+  AND contact_id = sqlc.arg(contact_id)::text;
