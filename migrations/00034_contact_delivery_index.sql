@@ -10,15 +10,27 @@
 -- contact's id is a column computed from the body when it is written, for
 -- the reason 00031 gives (row-level security keeps a condition on the
 -- parsed body from an index).
+--
+-- lead_message_id is the answer's id in a message.created delivery whose
+-- toolCalls name lead_capture: its calls' arguments and results hold the
+-- details they recorded, which the contact's deletion takes out of them as
+-- out of the stored answer (ForgetContactLeadCaptures). The body is parsed
+-- only when it names the tool (a byte search), not for every answer.
 ALTER TABLE webhook_deliveries
   ADD COLUMN contact_id text GENERATED ALWAYS AS (
     CASE WHEN event_type = 'lead.created' THEN parley_delivery_field(body, 'id')
          WHEN event_type IN ('conversation.created', 'conversation.human_requested', 'conversation.resolved')
-           THEN nullif(parley_delivery_field(body, 'contactId'), '') END) STORED;
+           THEN nullif(parley_delivery_field(body, 'contactId'), '') END) STORED,
+  ADD COLUMN lead_message_id text GENERATED ALWAYS AS (
+    CASE WHEN event_type = 'message.created' AND position('"lead_capture"'::bytea IN body) > 0
+      THEN parley_delivery_field(body, 'id') END) STORED;
 
 CREATE INDEX webhook_deliveries_contact ON webhook_deliveries (org_id, contact_id)
   WHERE contact_id IS NOT NULL;
+CREATE INDEX webhook_deliveries_lead_message ON webhook_deliveries (org_id, lead_message_id)
+  WHERE lead_message_id IS NOT NULL;
 
 -- +goose Down
+DROP INDEX webhook_deliveries_lead_message;
 DROP INDEX webhook_deliveries_contact;
-ALTER TABLE webhook_deliveries DROP COLUMN contact_id;
+ALTER TABLE webhook_deliveries DROP COLUMN lead_message_id, DROP COLUMN contact_id;

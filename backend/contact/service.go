@@ -137,9 +137,10 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		}
 		// While its conversations still name it: the lead_capture calls
 		// that recorded it keep no copy of what it held.
-		if _, err := q.ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{
+		answers, err := q.ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{
 			OrgID: p.OrgID, ContactID: id, Result: ForgottenLeadResult,
-		}); err != nil {
+		})
+		if err != nil {
 			return err
 		}
 		n, err := q.DeleteContact(ctx, dbq.DeleteContactParams{OrgID: p.OrgID, ID: id})
@@ -149,7 +150,7 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		if err != nil {
 			return err
 		}
-		return deleteDeliveries(ctx, q, p.OrgID, id)
+		return deleteDeliveries(ctx, q, p.OrgID, id, answers)
 	})
 	if err != nil {
 		return nil, err
@@ -160,12 +161,14 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 // deleteDeliveries takes contact out of the webhook deliveries that carry
 // it, kept for retries and replays: its lead.created ones are deleted, as
 // a form submission's form.submitted ones are with it (a pending one is
-// never sent), and the conversation events' lose it, as its conversations
-// do. The endpoints are locked first, as an endpoint's
+// never sent), the conversation events' lose it, as its conversations
+// do, and the message.created ones of answers, whose lead_capture calls
+// ForgetContactLeadCaptures changed, lose what the calls recorded, as the
+// answers did. The endpoints are locked first, as an endpoint's
 // deletion takes them before its cascade to their deliveries; the
 // deliveries then, in a statement of their own, so that the copies that
 // replays of them commit meanwhile are changed too.
-func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, contact uuid.UUID) error {
+func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, contact uuid.UUID, answers []uuid.UUID) error {
 	if err := q.LockWebhooksForForget(ctx, org); err != nil {
 		return err
 	}
@@ -176,7 +179,20 @@ func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, contact uuid.UUI
 	if _, err := q.DeleteContactDeliveries(ctx, dbq.DeleteContactDeliveriesParams(params)); err != nil {
 		return err
 	}
-	_, err := q.UnlinkContactDeliveries(ctx, dbq.UnlinkContactDeliveriesParams(params))
+	if _, err := q.UnlinkContactDeliveries(ctx, dbq.UnlinkContactDeliveriesParams(params)); err != nil {
+		return err
+	}
+	if len(answers) == 0 {
+		return nil
+	}
+	ids := make([]string, len(answers))
+	for i, a := range answers {
+		ids[i] = a.String()
+	}
+	if err := q.LockLeadCaptureDeliveries(ctx, dbq.LockLeadCaptureDeliveriesParams{OrgID: org, MessageIds: ids}); err != nil {
+		return err
+	}
+	_, err := q.ForgetDeliveredLeadCaptures(ctx, dbq.ForgetDeliveredLeadCapturesParams{OrgID: org, MessageIds: ids, Result: ForgottenLeadResult})
 	return err
 }
 

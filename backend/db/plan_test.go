@@ -32,8 +32,12 @@ func (e *explainer) Exec(ctx context.Context, sql string, args ...any) (pgconn.C
 	return pgconn.CommandTag{}, e.err
 }
 
-func (e *explainer) Query(context.Context, string, ...any) (pgx.Rows, error) {
-	panic("explainer: Query")
+// Query explains the statement and returns no rows.
+func (e *explainer) Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error) {
+	if _ = e.QueryRow(ctx, sql, args...); e.err != nil {
+		return nil, e.err
+	}
+	return e.tx.Query(ctx, "SELECT 1 WHERE false")
 }
 
 func (e *explainer) QueryRow(ctx context.Context, sql string, args ...any) pgx.Row {
@@ -331,6 +335,11 @@ func TestContactDeliveriesAreFoundByIndex(t *testing.T) {
 		_, _ = q.UnlinkContactDeliveries(ctx, dbq.UnlinkContactDeliveriesParams{OrgID: org, ContactID: contact.String()})
 	})
 	require.Contains(t, plan, "webhook_deliveries_contact", plan)
+	answer := []string{uuid.NewString()}
+	plan = explainIn(t, store, org, func(q *dbq.Queries) {
+		_, _ = q.ForgetDeliveredLeadCaptures(ctx, dbq.ForgetDeliveredLeadCapturesParams{OrgID: org, MessageIds: answer, Result: "forgotten"})
+	})
+	require.Contains(t, plan, "webhook_deliveries_lead_message", plan)
 }
 
 // A contact's deletion finds the answers whose lead_capture calls may have

@@ -1,12 +1,16 @@
 package tool_test
 
 import (
+	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/testenv"
 	"github.com/parleyhq/parley/backend/tool"
 )
@@ -84,4 +88,67 @@ func TestLeadCaptureRepeatedNoteIsKeptOnce(t *testing.T) {
 	require.True(t, ok)
 	require.Equal(t, "Tess", c["firstName"])
 	require.Equal(t, "Wants a quote for 20 seats.", c["notes"])
+}
+
+// The same, in the message.created deliveries kept for retries and
+// replays: an answer's delivered lead_capture calls lose what they
+// recorded of the deleted contact as the stored answer's did; a pending
+// one is not sent with it, nor can a replay send it again. The other
+// contact's call keeps its details.
+func TestLeadCaptureForgottenInDeliveredAnswers(t *testing.T) {
+	t.Parallel()
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = actor
+	e := testenv.New(t, testenv.WithFakeModels(fp))
+	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": "https://203.0.113.7/hook", "events": []string{"message.created"}})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	id := createAgent(t, e, e.A.Key, map[string]any{"tools": []string{tool.LeadCapture}})["id"].(string)
+	for _, args := range []string{
+		`{\"email\":\"Gone.Person@Example.com\",\"firstName\":\"Gone\",\"note\":\"private-note-of-gone\"}`,
+		`{\"email\":\"kept@example.com\",\"firstName\":\"Kept\"}`,
+	} {
+		r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"delivered-1"}`)
+		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	}
+	// calls are the lead_capture calls of the answers' deliveries.
+	calls := func() string {
+		t.Helper()
+		var out []string
+		require.NoError(t, e.App.Store.TenantTx(context.Background(), e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+			rows, err := tx.Query(context.Background(), `SELECT body FROM webhook_deliveries
+				WHERE org_id = $1 AND event_type = 'message.created' ORDER BY created_at, id`, e.A.ID)
+			if err != nil {
+				return err
+			}
+			bodies, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
+			for _, b := range bodies {
+				var d struct {
+					Data struct {
+						Role      string
+						ToolCalls []struct{ Name, Arguments, Result string }
+					}
+				}
+				require.NoError(t, json.Unmarshal(b, &d))
+				for _, c := range d.Data.ToolCalls {
+					if d.Data.Role == "assistant" && c.Name == tool.LeadCapture {
+						out = append(out, c.Arguments+" => "+c.Result)
+					}
+				}
+			}
+			return err
+		}))
+		require.Len(t, out, 2)
+		return strings.ToLower(strings.Join(out, "\n"))
+	}
+	require.Contains(t, calls(), "private-note-of-gone")
+	gone, ok := contactOf(t, e, e.A.Key, "gone.person@example.com")
+	require.True(t, ok)
+
+	r = e.Do("DELETE", "/api/contacts/"+gone["id"].(string), e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	all := calls()
+	require.NotContains(t, all, "gone.person@example.com")
+	require.NotContains(t, all, "private-note-of-gone")
+	require.Contains(t, all, "kept@example.com", "the other contact's call is untouched")
 }

@@ -149,7 +149,7 @@ func (q *Queries) DeleteContactDeliveries(ctx context.Context, arg DeleteContact
 	return result.RowsAffected(), nil
 }
 
-const forgetContactLeadCaptures = `-- name: ForgetContactLeadCaptures :execrows
+const forgetContactLeadCaptures = `-- name: ForgetContactLeadCaptures :many
 WITH k AS MATERIALIZED (
   SELECT ct.email, ct.phone_number FROM contacts ct
   WHERE ct.org_id = $2 AND ct.id = $3::uuid),
@@ -185,6 +185,7 @@ UPDATE messages m SET tool_calls = (
   FROM jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n))
 FROM held
 WHERE m.org_id = $2 AND m.id = held.id
+RETURNING m.id
 `
 
 type ForgetContactLeadCapturesParams struct {
@@ -208,8 +209,60 @@ type ForgetContactLeadCapturesParams struct {
 // hits are the calls (answer, position) that recorded the contact and
 // still hold details: tool calls are written with their answer, so the
 // positions read here are the ones the update finds.
-func (q *Queries) ForgetContactLeadCaptures(ctx context.Context, arg ForgetContactLeadCapturesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, forgetContactLeadCaptures, arg.Result, arg.OrgID, arg.ContactID)
+func (q *Queries) ForgetContactLeadCaptures(ctx context.Context, arg ForgetContactLeadCapturesParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, forgetContactLeadCaptures, arg.Result, arg.OrgID, arg.ContactID)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const forgetDeliveredLeadCaptures = `-- name: ForgetDeliveredLeadCaptures :execrows
+UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,toolCalls}', (
+    SELECT jsonb_agg(CASE WHEN e.c->>'name' = 'lead_capture' AND x.calls->(e.n::int - 1)->>'result' = $1::text
+                          THEN e.c || jsonb_build_object('arguments', '{}', 'result', $1::text)
+                          ELSE e.c END ORDER BY e.n)
+    FROM jsonb_array_elements(x.delivered) WITH ORDINALITY AS e(c, n)))::text, 'UTF8')
+FROM (SELECT d.org_id, d.id, b.j, m.tool_calls AS calls,
+             CASE WHEN jsonb_typeof(b.j->'data'->'toolCalls') = 'array' THEN b.j->'data'->'toolCalls' ELSE '[]'::jsonb END AS delivered
+      FROM webhook_deliveries d
+      CROSS JOIN LATERAL (SELECT convert_from(d.body, 'UTF8')::jsonb AS j) b
+      JOIN messages m ON m.org_id = d.org_id AND m.id::text = d.lead_message_id
+      WHERE d.org_id = $2 AND d.lead_message_id = ANY ($3::text[])
+        AND m.id = ANY ($3::text[]::uuid[])) x
+WHERE w.org_id = x.org_id AND w.id = x.id
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(x.delivered) WITH ORDINALITY AS e(c, n)
+              WHERE e.c->>'name' = 'lead_capture' AND x.calls->(e.n::int - 1)->>'result' = $1::text
+                AND (e.c->>'arguments' IS DISTINCT FROM '{}' OR e.c->>'result' IS DISTINCT FROM $1::text))
+`
+
+type ForgetDeliveredLeadCapturesParams struct {
+	Result     string
+	OrgID      uuid.UUID
+	MessageIds []string
+}
+
+// ForgetContactLeadCaptures for the bodies of the answers' message.created
+// deliveries, kept for retries and replays: a delivered lead_capture call
+// whose stored call (the same place in the answer's calls: both are the
+// turn's calls) is now forgotten loses its arguments and result as the
+// stored one did. The rest of the body is unchanged (as JSON: jsonb's text
+// writes its keys in its own order, as ForgetDeliveredText's). Found by
+// webhook_deliveries_lead_message (migration 00034).
+func (q *Queries) ForgetDeliveredLeadCaptures(ctx context.Context, arg ForgetDeliveredLeadCapturesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetDeliveredLeadCaptures, arg.Result, arg.OrgID, arg.MessageIds)
 	if err != nil {
 		return 0, err
 	}
@@ -442,6 +495,27 @@ type LockContactDeliveriesParams struct {
 // its copy is deleted or changed with the others.
 func (q *Queries) LockContactDeliveries(ctx context.Context, arg LockContactDeliveriesParams) error {
 	_, err := q.db.Exec(ctx, lockContactDeliveries, arg.OrgID, arg.ContactID)
+	return err
+}
+
+const lockLeadCaptureDeliveries = `-- name: LockLeadCaptureDeliveries :exec
+SELECT 1 FROM webhook_deliveries
+WHERE org_id = $1 AND lead_message_id = ANY ($2::text[])
+ORDER BY id
+FOR UPDATE
+`
+
+type LockLeadCaptureDeliveriesParams struct {
+	OrgID      uuid.UUID
+	MessageIds []string
+}
+
+// Takes the message.created deliveries of the answers whose lead_capture
+// calls ForgetContactLeadCaptures changed, in a statement before
+// ForgetDeliveredLeadCaptures, as LockContactDeliveries takes the
+// contact's: a replay's copy is waited for, and changed with the others.
+func (q *Queries) LockLeadCaptureDeliveries(ctx context.Context, arg LockLeadCaptureDeliveriesParams) error {
+	_, err := q.db.Exec(ctx, lockLeadCaptureDeliveries, arg.OrgID, arg.MessageIds)
 	return err
 }
 

@@ -316,16 +316,17 @@ type WebhookAttempt struct {
 }
 
 type WebhookDelivery struct {
-	OrgID        uuid.UUID
-	ID           uuid.UUID
-	WebhookID    uuid.UUID
-	EventID      string
-	EventType    string
-	Body         []byte
-	Status       string
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
-	FormID       *string
-	SubmissionID *string
-	ContactID    *string
+	OrgID         uuid.UUID
+	ID            uuid.UUID
+	WebhookID     uuid.UUID
+	EventID       string
+	EventType     string
+	Body          []byte
+	Status        string
+	CreatedAt     time.Time
+	UpdatedAt     time.Time
+	FormID        *string
+	SubmissionID  *string
+	ContactID     *string
+	LeadMessageID *string
 }

@@ -88,7 +88,7 @@ SELECT w.org_id, $1::uuid, w.id, $2::text, $3::text, $4::bytea
 FROM webhooks w
 WHERE w.org_id = $5 AND w.id = $6
 FOR KEY SHARE
-RETURNING org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id
+RETURNING org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id, lead_message_id
 `
 
 type CreateWebhookDeliveryParams struct {
@@ -131,6 +131,7 @@ func (q *Queries) CreateWebhookDelivery(ctx context.Context, arg CreateWebhookDe
 		&i.FormID,
 		&i.SubmissionID,
 		&i.ContactID,
+		&i.LeadMessageID,
 	)
 	return i, err
 }
@@ -222,7 +223,7 @@ func (q *Queries) GetWebhook(ctx context.Context, arg GetWebhookParams) (Webhook
 }
 
 const getWebhookDelivery = `-- name: GetWebhookDelivery :one
-SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
+SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id, lead_message_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
 `
 
 type GetWebhookDeliveryParams struct {
@@ -246,6 +247,7 @@ func (q *Queries) GetWebhookDelivery(ctx context.Context, arg GetWebhookDelivery
 		&i.FormID,
 		&i.SubmissionID,
 		&i.ContactID,
+		&i.LeadMessageID,
 	)
 	return i, err
 }
@@ -283,7 +285,7 @@ func (q *Queries) KeyShareWebhook(ctx context.Context, arg KeyShareWebhookParams
 }
 
 const keyShareWebhookDelivery = `-- name: KeyShareWebhookDelivery :one
-SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
+SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id, lead_message_id FROM webhook_deliveries WHERE org_id = $1 AND id = $2
 FOR KEY SHARE
 `
 
@@ -311,6 +313,7 @@ func (q *Queries) KeyShareWebhookDelivery(ctx context.Context, arg KeyShareWebho
 		&i.FormID,
 		&i.SubmissionID,
 		&i.ContactID,
+		&i.LeadMessageID,
 	)
 	return i, err
 }
@@ -356,7 +359,7 @@ func (q *Queries) ListWebhookAttempts(ctx context.Context, arg ListWebhookAttemp
 }
 
 const listWebhookDeliveries = `-- name: ListWebhookDeliveries :many
-SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id FROM webhook_deliveries
+SELECT org_id, id, webhook_id, event_id, event_type, body, status, created_at, updated_at, form_id, submission_id, contact_id, lead_message_id FROM webhook_deliveries
 WHERE org_id = $1 AND webhook_id = $2
   AND ($3::timestamptz IS NULL
        OR (created_at, id) < ($3::timestamptz, $4::uuid))
@@ -400,6 +403,7 @@ func (q *Queries) ListWebhookDeliveries(ctx context.Context, arg ListWebhookDeli
 			&i.FormID,
 			&i.SubmissionID,
 			&i.ContactID,
+			&i.LeadMessageID,
 		); err != nil {
 			return nil, err
 		}

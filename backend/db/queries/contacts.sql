@@ -34,7 +34,7 @@ WHERE c.org_id = sqlc.arg(org_id) AND c.contact_id = (SELECT k.id FROM k)
 ORDER BY c.id
 FOR NO KEY UPDATE OF c;
 
--- name: ForgetContactLeadCaptures :execrows
+-- name: ForgetContactLeadCaptures :many
 -- Takes the details out of the lead_capture calls (messages.tool_calls,
 -- protojson ToolCalls) that recorded a contact, run before DeleteContact: a
 -- call's arguments and result hold the email, phone number, name and note
@@ -84,7 +84,8 @@ UPDATE messages m SET tool_calls = (
                         ELSE e.c END ORDER BY e.n)
   FROM jsonb_array_elements(m.tool_calls) WITH ORDINALITY AS e(c, n))
 FROM held
-WHERE m.org_id = sqlc.arg(org_id) AND m.id = held.id;
+WHERE m.org_id = sqlc.arg(org_id) AND m.id = held.id
+RETURNING m.id;
 
 -- name: DeleteContact :execrows
 -- Its conversations stay, without it (the foreign key sets their
@@ -211,3 +212,38 @@ UPDATE webhook_deliveries SET body = convert_to(jsonb_set(jsonb_set(convert_from
     '{data,contact}', 'null'::jsonb), '{data,contactId}', '""'::jsonb)::text, 'UTF8')
 WHERE org_id = sqlc.arg(org_id) AND event_type <> 'lead.created'
   AND contact_id = sqlc.arg(contact_id)::text;
+
+-- name: LockLeadCaptureDeliveries :exec
+-- Takes the message.created deliveries of the answers whose lead_capture
+-- calls ForgetContactLeadCaptures changed, in a statement before
+-- ForgetDeliveredLeadCaptures, as LockContactDeliveries takes the
+-- contact's: a replay's copy is waited for, and changed with the others.
+SELECT 1 FROM webhook_deliveries
+WHERE org_id = sqlc.arg(org_id) AND lead_message_id = ANY (sqlc.arg(message_ids)::text[])
+ORDER BY id
+FOR UPDATE;
+
+-- name: ForgetDeliveredLeadCaptures :execrows
+-- ForgetContactLeadCaptures for the bodies of the answers' message.created
+-- deliveries, kept for retries and replays: a delivered lead_capture call
+-- whose stored call (the same place in the answer's calls: both are the
+-- turn's calls) is now forgotten loses its arguments and result as the
+-- stored one did. The rest of the body is unchanged (as JSON: jsonb's text
+-- writes its keys in its own order, as ForgetDeliveredText's). Found by
+-- webhook_deliveries_lead_message (migration 00034).
+UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,toolCalls}', (
+    SELECT jsonb_agg(CASE WHEN e.c->>'name' = 'lead_capture' AND x.calls->(e.n::int - 1)->>'result' = sqlc.arg(result)::text
+                          THEN e.c || jsonb_build_object('arguments', '{}', 'result', sqlc.arg(result)::text)
+                          ELSE e.c END ORDER BY e.n)
+    FROM jsonb_array_elements(x.delivered) WITH ORDINALITY AS e(c, n)))::text, 'UTF8')
+FROM (SELECT d.org_id, d.id, b.j, m.tool_calls AS calls,
+             CASE WHEN jsonb_typeof(b.j->'data'->'toolCalls') = 'array' THEN b.j->'data'->'toolCalls' ELSE '[]'::jsonb END AS delivered
+      FROM webhook_deliveries d
+      CROSS JOIN LATERAL (SELECT convert_from(d.body, 'UTF8')::jsonb AS j) b
+      JOIN messages m ON m.org_id = d.org_id AND m.id::text = d.lead_message_id
+      WHERE d.org_id = sqlc.arg(org_id) AND d.lead_message_id = ANY (sqlc.arg(message_ids)::text[])
+        AND m.id = ANY (sqlc.arg(message_ids)::text[]::uuid[])) x
+WHERE w.org_id = x.org_id AND w.id = x.id
+  AND EXISTS (SELECT 1 FROM jsonb_array_elements(x.delivered) WITH ORDINALITY AS e(c, n)
+              WHERE e.c->>'name' = 'lead_capture' AND x.calls->(e.n::int - 1)->>'result' = sqlc.arg(result)::text
+                AND (e.c->>'arguments' IS DISTINCT FROM '{}' OR e.c->>'result' IS DISTINCT FROM sqlc.arg(result)::text));
