@@ -124,9 +124,13 @@ func (s *Service) Run(ctx context.Context, a *Admitted, req *parleyv1.ChatReques
 	g := s.rounds(ctx, t, kit, prompt)
 	if g.err != nil && g.text == "" && len(t.calls) == 0 && ctx.Err() == nil {
 		// The model gave nothing: nothing but the question is stored, and
-		// nothing is charged (a provider that refused the call bills
-		// nothing). Nothing went out: a plain error; sources went out (a
-		// stream): an error event ends the stream.
+		// no turn is counted. A provider that refused the call bills
+		// nothing; one that ended it without an answer (its filter, its
+		// bound spent on a thinking model's thoughts) reported what it
+		// billed, which is charged (unanswered). Nothing went out: a
+		// plain error; sources went out (a stream): an error event ends
+		// the stream.
+		s.unanswered(ctx, t, g.usage)
 		if g.drained {
 			return nil, t.endStream(ctx, errShuttingDown)
 		}
@@ -992,15 +996,7 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		// the handoff and their replies): the answer is not stored,
 		// but what it cost is counted, as a deleted conversation's answers
 		// are.
-		kept := s.Store.TenantAsync(storeCtx, t.org, func(q *dbq.Queries) error {
-			return q.AddDeletedUsage(storeCtx, dbq.AddDeletedUsageParams{
-				OrgID: t.org, AgentID: t.a.Agent.ID, Tokens: usage.PromptTokens + usage.CompletionTokens,
-				Cost: cost, ToolCalls: int64(len(t.calls)),
-			})
-		})
-		if kept != nil {
-			slog.WarnContext(ctx, "the usage of an answer not stored is not counted", "err", kept)
-		}
+		s.keepUsage(storeCtx, t, 1, *usage, cost)
 	}
 	if tookOver {
 		// What the visitor hears now is the agent's handoff message, as
@@ -1014,6 +1010,34 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 		return nil, err
 	}
 	return resp, nil
+}
+
+// keepUsage counts usage (what it cost: cost) that no stored answer
+// carries, as turns turns of the agent (usage_deleted).
+func (s *Service) keepUsage(ctx context.Context, t *turn, turns int64, usage llm.Usage, cost float64) {
+	kept := s.Store.TenantAsync(ctx, t.org, func(q *dbq.Queries) error {
+		return q.AddDeletedUsage(ctx, dbq.AddDeletedUsageParams{
+			OrgID: t.org, AgentID: t.a.Agent.ID, Turns: turns, Tokens: usage.PromptTokens + usage.CompletionTokens,
+			Cost: cost, ToolCalls: int64(len(t.calls)),
+		})
+	})
+	if kept != nil {
+		slog.WarnContext(ctx, "the usage of an answer not stored is not counted", "err", kept)
+	}
+}
+
+// unanswered charges the usage a provider reported for model calls that
+// gave no answer (nil: none reported, nothing billed). No turn is
+// counted: nothing was answered.
+func (s *Service) unanswered(ctx context.Context, t *turn, usage *llm.Usage) {
+	if usage == nil {
+		return
+	}
+	cost := t.route.Cost(*usage)
+	metrics.Usage(t.route.Model.Provider(), t.route.Upstream, t.a.PlanName(), usage.PromptTokens, usage.CompletionTokens, cost)
+	storeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeTimeout)
+	defer cancel()
+	s.keepUsage(storeCtx, t, 0, *usage, cost)
 }
 
 // errConversationGone is a turn's answer refused because its conversation

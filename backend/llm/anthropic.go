@@ -145,7 +145,7 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 	}
 	if !said && len(calls) == 0 {
 		if err := endedEmpty("anthropic", reason, "end_turn", "tool_use", "stop_sequence"); err != nil {
-			return err // refusal, max_tokens
+			return billed(&usage, err, yield) // refusal, max_tokens
 		}
 	}
 	idx := make([]int64, 0, len(calls))

@@ -146,7 +146,7 @@ func (g *Gemini) Stream(ctx context.Context, req Request, yield func(Event) erro
 	}
 	if !said && len(calls) == 0 {
 		if err := endedEmpty("gemini", reason, "STOP"); err != nil {
-			return err // SAFETY, RECITATION, PROHIBITED_CONTENT, MAX_TOKENS (spent on thoughts) ...
+			return billed(&usage, err, yield) // SAFETY, RECITATION, PROHIBITED_CONTENT, MAX_TOKENS (spent on thoughts) ...
 		}
 	}
 	for i := range calls {

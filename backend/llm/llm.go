@@ -194,7 +194,8 @@ type Event struct {
 	// end: its bound reached (OpenAI's length, Anthropic's max_tokens,
 	// Gemini's MAX_TOKENS) or its filters (content_filter, refusal,
 	// SAFETY ...). It comes after the reply's text and calls. (A reply so
-	// stopped before its first text or call is ErrNoAnswer instead.)
+	// stopped before its first text or call is ErrNoAnswer instead, after
+	// the usage the provider reported for it: billed all the same.)
 	Cut string
 }
 
@@ -252,6 +253,21 @@ func endedEmpty(provider, reason string, normal ...string) error {
 		return nil
 	}
 	return &ProviderError{Provider: provider, Final: true, Err: fmt.Errorf("%w (%s)", ErrNoAnswer, reason)}
+}
+
+// billed yields the usage the provider reported for a reply that ended
+// without an answer (err, endedEmpty's), then returns err. The provider
+// bills such a call (the prompt read, the thoughts or the filtered text
+// written): dropped, a thinking model that spent its whole bound on
+// thoughts, or a question its filter stops, cost the organization its
+// tokens with none of them counted, as often as a visitor asked.
+func billed(usage *Usage, err error, yield func(Event) error) error {
+	if usage != nil && (usage.PromptTokens > 0 || usage.CompletionTokens > 0) {
+		if yerr := yield(Event{Usage: usage}); yerr != nil {
+			return yerr
+		}
+	}
+	return err
 }
 
 // cutShort is the event that tells a reply that said or called something

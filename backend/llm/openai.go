@@ -138,7 +138,9 @@ func (o *OpenAI) Stream(ctx context.Context, req Request, yield func(Event) erro
 	}
 	if !said && len(calls) == 0 {
 		if err := endedEmpty(o.name, reason, "stop", "tool_calls", "function_call"); err != nil {
-			return err // content_filter, length
+			// content_filter, length (a reasoning model's bound spent on
+			// its reasoning): billed all the same.
+			return billed(usage, err, yield)
 		}
 	}
 	for _, p := range calls {

@@ -369,7 +369,9 @@ func TestGeminiThoughtsAreOutputTokens(t *testing.T) {
 // refusal or its bound spent on thoughts, is no answer: an error naming the
 // reason, asked once (the same request ends the same way), where it used to
 // be an empty answer, stored and shown as one. An empty reply that ended
-// normally is still an (empty) answer.
+// normally is still an (empty) answer. Either way the usage the provider
+// reported comes first: it billed the call (a thinking model's 4,096 tokens
+// of thoughts), which was counted as nothing.
 func TestReplyEndedEmptyIsNoAnswer(t *testing.T) {
 	t.Parallel()
 	openAIEnd := func(reason string) func(w http.ResponseWriter) {
@@ -377,6 +379,7 @@ func TestReplyEndedEmptyIsNoAnswer(t *testing.T) {
 			streamHeaders(w)
 			chunk(w, `{"role":"assistant","content":""}`, "")
 			finish(w, reason)
+			fmt.Fprint(w, `data: {"id":"c","object":"chat.completion.chunk","created":1,"model":"m","choices":[],"usage":{"prompt_tokens":10,"completion_tokens":4096,"total_tokens":4106}}`+"\n\n")
 			fmt.Fprint(w, "data: [DONE]\n\n")
 		}
 	}
@@ -417,8 +420,12 @@ func TestReplyEndedEmptyIsNoAnswer(t *testing.T) {
 				tc.write(w)
 			}))
 			t.Cleanup(srv.Close)
-			text, _, _, err := collect(t, tc.newModel(srv.URL), llm.Request{Model: "gemini-1.5-pro", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
+			text, _, usage, err := collect(t, tc.newModel(srv.URL), llm.Request{Model: "gemini-1.5-pro", Messages: []llm.Message{{Role: llm.RoleUser, Content: "hi"}}})
 			require.Empty(t, text)
+			// Answer or not, the call was billed: its usage is reported.
+			require.NotNil(t, usage, "the usage the provider reported")
+			require.Positive(t, usage.PromptTokens)
+			require.Positive(t, usage.CompletionTokens)
 			if tc.answer {
 				require.NoError(t, err)
 				return

@@ -15,29 +15,32 @@ import (
 
 const addDeletedUsage = `-- name: AddDeletedUsage :exec
 INSERT INTO usage_deleted AS u (org_id, day, agent_id, turns, tokens, cost, tool_calls)
-VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, 1,
-        $3, $4, $5)
+VALUES ($1, (now() AT TIME ZONE 'UTC')::date, $2, $3::bigint,
+        $4, $5, $6)
 ON CONFLICT (org_id, day, agent_id) DO UPDATE SET
-  turns = u.turns + 1, tokens = u.tokens + EXCLUDED.tokens,
+  turns = u.turns + EXCLUDED.turns, tokens = u.tokens + EXCLUDED.tokens,
   cost = u.cost + EXCLUDED.cost, tool_calls = u.tool_calls + EXCLUDED.tool_calls
 `
 
 type AddDeletedUsageParams struct {
 	OrgID     uuid.UUID
 	AgentID   uuid.UUID
+	Turns     int64
 	Tokens    int64
 	Cost      float64
 	ToolCalls int64
 }
 
 // One turn's usage whose answer was not stored: its conversation deleted
-// while the model answered, or taken over by people (chat's CreateAnswer).
-// Counted as a deleted conversation's are: in the organization's and the
-// agent's totals, with no message of its own.
+// while the model answered, or taken over by people (chat's CreateAnswer),
+// or a model call that ended without an answer yet was billed (turns 0:
+// no turn was answered). Counted as a deleted conversation's are: in the
+// organization's and the agent's totals, with no message of its own.
 func (q *Queries) AddDeletedUsage(ctx context.Context, arg AddDeletedUsageParams) error {
 	_, err := q.db.Exec(ctx, addDeletedUsage,
 		arg.OrgID,
 		arg.AgentID,
+		arg.Turns,
 		arg.Tokens,
 		arg.Cost,
 		arg.ToolCalls,

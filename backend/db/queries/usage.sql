@@ -25,12 +25,13 @@ ORDER BY 1, 2;
 
 -- name: AddDeletedUsage :exec
 -- One turn's usage whose answer was not stored: its conversation deleted
--- while the model answered, or taken over by people (chat's CreateAnswer).
--- Counted as a deleted conversation's are: in the organization's and the
--- agent's totals, with no message of its own.
+-- while the model answered, or taken over by people (chat's CreateAnswer),
+-- or a model call that ended without an answer yet was billed (turns 0:
+-- no turn was answered). Counted as a deleted conversation's are: in the
+-- organization's and the agent's totals, with no message of its own.
 INSERT INTO usage_deleted AS u (org_id, day, agent_id, turns, tokens, cost, tool_calls)
-VALUES (sqlc.arg(org_id), (now() AT TIME ZONE 'UTC')::date, sqlc.arg(agent_id), 1,
+VALUES (sqlc.arg(org_id), (now() AT TIME ZONE 'UTC')::date, sqlc.arg(agent_id), sqlc.arg(turns)::bigint,
         sqlc.arg(tokens), sqlc.arg(cost), sqlc.arg(tool_calls))
 ON CONFLICT (org_id, day, agent_id) DO UPDATE SET
-  turns = u.turns + 1, tokens = u.tokens + EXCLUDED.tokens,
+  turns = u.turns + EXCLUDED.turns, tokens = u.tokens + EXCLUDED.tokens,
   cost = u.cost + EXCLUDED.cost, tool_calls = u.tool_calls + EXCLUDED.tool_calls;
