@@ -1083,17 +1083,24 @@ func (t *turn) finish(ctx context.Context, resp *parleyv1.ChatResponse, g genera
 	case g.err != nil && t.emit == nil:
 		return nil, t.modelError(ctx, g.err)
 	case g.err != nil:
-		code, msg := "UPSTREAM_ERROR", "the model provider failed mid-answer; what was generated is stored as incomplete"
+		// The error event, then the error itself: Connect and gRPC end the
+		// stream with its code in the trailers (a stream ending OK reads as
+		// a complete answer to a client that checks the status), and the
+		// REST paths log it and end with [DONE], as after endStream.
+		err := apperr.New(apperr.Upstream, "the model provider failed mid-answer; what was generated is stored as incomplete")
 		switch {
 		case g.drained:
-			code, msg = apperr.Lookup(apperr.ShuttingDown).SpecCode, errShuttingDown.Message
+			err = errShuttingDown
 		case g.timedOut:
-			code, msg = apperr.Lookup(apperr.Timeout).SpecCode, g.err.Error()+"; what was generated is stored as incomplete"
+			err = &apperr.Error{Code: apperr.Timeout, Message: g.err.Error() + "; what was generated is stored as incomplete"}
 		default:
 			slog.WarnContext(ctx, "model failed mid-stream", "provider", t.route.Model.Provider(), "err", g.err)
 		}
-		_ = t.emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Error{Error: &parleyv1.ChatError{Code: code, Message: msg}}})
-		return resp, nil
+		pub := apperr.Public(err)
+		_ = t.emit(&parleyv1.ChatStreamResponse{Event: &parleyv1.ChatStreamResponse_Error{Error: &parleyv1.ChatError{
+			Code: apperr.Lookup(pub.Code).SpecCode, Message: pub.Message,
+		}}})
+		return nil, err
 	case t.emit != nil:
 		done := &parleyv1.ChatResponse{
 			ConversationId: resp.GetConversationId(), MessageId: resp.GetMessageId(), VisitorId: resp.GetVisitorId(),
