@@ -221,7 +221,12 @@ func embeddedV4(a netip.Addr) []netip.Addr {
 // address (or one the configuration opens), and for IPv6 forms that embed
 // an IPv4 address, that address too.
 func (c *Client) Allowed(a netip.Addr) bool {
-	a = a.Unmap()
+	// SECURITY: the zone ("%eth0", which a URL's host may carry and the
+	// dialled address keeps) is dropped: it does not change where a packet
+	// to a global address goes, and netip.Prefix.Contains is false for any
+	// zoned address, so that "64:ff9b::a9fe:a9fe%eth0" passed the NAT64,
+	// 6to4, Teredo and blocked-range checks.
+	a = a.Unmap().WithZone("")
 	for _, p := range c.cfg.Allow {
 		if p.Contains(a) {
 			return true

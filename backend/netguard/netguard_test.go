@@ -367,3 +367,49 @@ func TestUnfinishedBodyNamesNoAddress(t *testing.T) {
 		}
 	}
 }
+
+// An IPv6 zone ("%eth0") changes nothing of where a packet to a global
+// address goes, and the guard reads the address without it: netip's
+// Prefix.Contains is false for any zoned address, so the checks of NAT64,
+// 6to4, Teredo and the blocked ranges passed a zoned private address, at
+// dial time too (the dialled address keeps its zone).
+func TestAllowedIgnoresZone(t *testing.T) {
+	t.Parallel()
+	c := New(Config{})
+	for _, addr := range []string{
+		"64:ff9b::a9fe:a9fe%eth0", "64:ff9b::a00:1%1", "64:ff9b:1::a00:1%x",
+		"2002:7f00:1::1%eth0", "2001:0:a00:1::1%eth0", "fec0::1%eth0",
+	} {
+		if c.Allowed(netip.MustParseAddr(addr)) {
+			t.Errorf("Allowed(%s) = true, want false", addr)
+		}
+	}
+	if err := c.CheckDestination(context.Background(), "http://[64:ff9b::a9fe:a9fe%25eth0]/latest/meta-data/"); !Blocked(err) {
+		t.Errorf("a zoned NAT64 address of the metadata service: got %v, want a refusal", err)
+	}
+}
+
+// FuzzAllowed checks that an address's zone, or its IPv4-mapped IPv6
+// form, never changes what the guard allows.
+func FuzzAllowed(f *testing.F) {
+	f.Add([]byte(netip.MustParseAddr("64:ff9b::a9fe:a9fe").AsSlice()), "eth0")
+	f.Add([]byte(netip.MustParseAddr("2002:808:808::1").AsSlice()), "1")
+	f.Add([]byte{127, 0, 0, 1}, "")
+	c := New(Config{})
+	f.Fuzz(func(t *testing.T, b []byte, zone string) {
+		a, ok := netip.AddrFromSlice(b)
+		if !ok {
+			return
+		}
+		want := c.Allowed(a)
+		if a.Is4() {
+			if got := c.Allowed(netip.AddrFrom16(a.As16())); got != want {
+				t.Fatalf("Allowed(%s) = %v, but %v for its IPv4-mapped form", a, want, got)
+			}
+			return
+		}
+		if z := a.WithZone(zone); c.Allowed(z) != want {
+			t.Fatalf("Allowed(%s) = %v, but %v with zone %q", a, want, !want, zone)
+		}
+	})
+}
