@@ -333,6 +333,7 @@ func empty(d Document) bool {
 // whose levels follow the order in which the underline characters first
 // appear, as in reStructuredText.
 func Markdown(text string) Document {
+	text = loneCRs(text)
 	var doc Document
 	var path []string
 	// A section's text is the run of lines between two headings: a slice
@@ -437,6 +438,31 @@ func Markdown(text string) Document {
 	}
 	flush()
 	return doc
+}
+
+// loneCRs is text with each CR that ends a line alone (classic Mac OS
+// files; CRLF ends it with LF) made a LF: read as one line, a text starting
+// with "# Title" was a document whose title was all of it, and nothing of
+// it was indexed. The length is kept, and CRLF text is not copied.
+func loneCRs(text string) string {
+	i := strings.IndexByte(text, '\r')
+	for i >= 0 && i+1 < len(text) && text[i+1] == '\n' {
+		j := strings.IndexByte(text[i+1:], '\r')
+		if j < 0 {
+			return text
+		}
+		i += 1 + j
+	}
+	if i < 0 {
+		return text
+	}
+	b := []byte(text)
+	for ; i < len(b); i++ {
+		if b[i] == '\r' && (i+1 == len(b) || b[i+1] != '\n') {
+			b[i] = '\n'
+		}
+	}
+	return string(b)
 }
 
 // cutLine splits s after its first line, whose "\n" it keeps.

@@ -178,6 +178,22 @@ func TestExtractRefusesBadFiles(t *testing.T) {
 	}
 }
 
+// A line may end with CR alone (classic Mac OS files): read as one line,
+// a text starting with "# Title" was a document whose title was all of
+// it, of no section, and nothing of it was indexed.
+func TestMarkdownLoneCarriageReturns(t *testing.T) {
+	t.Parallel()
+	for _, eol := range []string{"\n", "\r\n", "\r"} {
+		doc := Markdown(strings.Join([]string{"# Store FAQ", "## Opening hours", "We open at nine.", "", "Returns", "=======", "Thirty days.", ""}, eol))
+		require.Equal(t, "Store FAQ", doc.Title, "%q", eol)
+		var got []string
+		for _, s := range doc.Sections {
+			got = append(got, s.Heading+"|"+strings.TrimSpace(s.Text))
+		}
+		require.Equal(t, []string{"Store FAQ > Opening hours|We open at nine.", "Returns|Thirty days."}, got, "%q", eol)
+	}
+}
+
 func TestMarkdownHeadings(t *testing.T) {
 	t.Parallel()
 	doc := Markdown(`# Store FAQ
