@@ -53,7 +53,8 @@ func (r *robots) allowed(u *url.URL) bool {
 	if !strings.HasPrefix(p, "/") {
 		p = "/" + p // Matches takes a path from its root
 	}
-	if u.RawQuery != "" {
+	if u.RawQuery != "" || u.ForceQuery {
+		// "/search?" is fetched as written: "Disallow: /search?" applies.
 		p += "?" + u.RawQuery
 	}
 	p = octets(p)

@@ -292,6 +292,8 @@ func TestParseRobotsWildcards(t *testing.T) {
 			"/a/z/b": false, "/x/a/b": true, "/end": false, "/x/end": true, "/end/x": true,
 		}},
 		{"User-agent: *\nDisallow: *\n", map[string]bool{"/": false, "/x": false}},
+		// An empty query is sent as written ("/search?"), and matched so.
+		{"User-agent: *\nDisallow: /search?\n", map[string]bool{"/search?": false, "/search": true, "/search?q=1": false}},
 		{"User-agent: Parley/1.0\nDisallow: /mine\n\nUser-agent: *\nDisallow: /\n", map[string]bool{
 			"/mine": false, "/other": true,
 		}},
