@@ -83,6 +83,11 @@ fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/apikey
 	go test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime $(FUZZTIME) ./backend/form
 	go test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./backend/phone
+	go test -run '^$$' -fuzz '^FuzzAllowed$$' -fuzztime $(FUZZTIME) ./backend/netguard
+	go test -run '^$$' -fuzz '^FuzzChunk$$' -fuzztime $(FUZZTIME) ./backend/knowledge
+	go test -run '^$$' -fuzz '^FuzzMarkdown$$' -fuzztime $(FUZZTIME) ./backend/knowledge
+	go test -run '^$$' -fuzz '^FuzzRobotsDiff$$' -fuzztime $(FUZZTIME) ./backend/knowledge
+	go test -run '^$$' -fuzz '^FuzzLocal$$' -fuzztime $(FUZZTIME) ./backend/llm
 
 .PHONY: bench
 bench: db redis ## Run the benchmarks (figures go to docs/benchmarks.md)

@@ -45,3 +45,32 @@ func TestStoredSchemasAreCompiledOnce(t *testing.T) {
 	require.NotSame(t, a, c, "changed fields kept their old schema")
 	require.Equal(t, "[A-Z]{3}[0-9]{3}", c.Fields()[0].GetPattern())
 }
+
+// FuzzPatternSize compares patternSize with the program syntax.Compile
+// makes: a count below it would let a costlier pattern past
+// MaxPatternInstructions and MaxPatternWork.
+func FuzzPatternSize(f *testing.F) {
+	for _, p := range []string{`(?:(?:ab)+|c){2,7}x{0,3}`, `(a*)*`, `(?:a{2}){3}`, `[\p{Greek}\p{Han}]{3,}`, `(?i)k\b|$^`, `(?:|a)*{2}`} {
+		f.Add(p)
+	}
+	f.Fuzz(func(t *testing.T, p string) {
+		if len(p) > 200 {
+			return
+		}
+		n, err := patternSize(p)
+		if err != nil {
+			return
+		}
+		re, err := syntax.Parse(`^(?:`+p+`)$`, syntax.Perl)
+		if err != nil {
+			t.Fatalf("%q: patternSize read it, Parse did not: %v", p, err)
+		}
+		prog, err := syntax.Compile(re.Simplify())
+		if err != nil {
+			return
+		}
+		if n != len(prog.Inst) {
+			t.Fatalf("%q: patternSize %d, compiled %d instructions", p, n, len(prog.Inst))
+		}
+	})
+}
