@@ -24,6 +24,7 @@ import (
 	"github.com/parleyhq/parley/backend/dbtest"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/ratelimit"
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
@@ -237,6 +238,38 @@ func TestSilentRedisDoesNotSlowEveryRequest(t *testing.T) {
 	}
 	require.Less(t, time.Since(start), 2*time.Second, "10 requests while Redis is silent")
 	require.Positive(t, e.App.Limits.Degraded())
+}
+
+// A Redis gone from the network costs a count one dial a try (each bounded
+// by the dial timeout, with one retry), not go-redis's five: a host whose
+// packets were dropped held the count 3.8 s (ten dials of 300 ms, and the
+// waits between them), and a refused port 0.8 s.
+func TestRedisDownCostsOneDialATry(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	closed := ln.Addr().String()
+	require.NoError(t, ln.Close())
+	opts, err := server.RedisOptions("redis://" + closed + "/0")
+	require.NoError(t, err)
+	var dials atomic.Int64
+	opts.Dialer = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		dials.Add(1)
+		var d net.Dialer
+		return d.DialContext(ctx, network, addr)
+	}
+	// go-redis stops dialing once the pool has failed as many dials as it
+	// holds connections: far from it here, so that every try dials.
+	opts.PoolSize = 1000
+	client := redis.NewClient(opts)
+	t.Cleanup(func() { client.Close() })
+	l, err := ratelimit.NewRedis(client, randomPrefix())
+	require.NoError(t, err)
+	dials.Store(0)
+	res, err := l.Allow(context.Background(), "k", plan.Limits{PerMinute: 3, PerDay: 10})
+	require.NoError(t, err)
+	require.True(t, res.Allowed, "counted in the instance")
+	require.EqualValues(t, 1+opts.MaxRetries, dials.Load(), "dials of one count")
 }
 
 // go-redis's own messages (here: a dial refused at start) go to the JSON

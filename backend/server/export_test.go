@@ -1,0 +1,4 @@
+package server
+
+// RedisOptions exposes redisOptions to the tests.
+var RedisOptions = redisOptions
