@@ -82,6 +82,7 @@ fuzz: ## Run each fuzz test for FUZZTIME executions (default 100000x)
 	go test -run '^$$' -fuzz '^FuzzFrame$$' -fuzztime $(FUZZTIME) ./compat/wire
 	go test -run '^$$' -fuzz '^FuzzParse$$' -fuzztime $(FUZZTIME) ./backend/apikey
 	go test -run '^$$' -fuzz '^FuzzDecodeSubmission$$' -fuzztime $(FUZZTIME) ./backend/form
+	go test -run '^$$' -fuzz '^FuzzPatternSize$$' -fuzztime $(FUZZTIME) ./backend/form
 	go test -run '^$$' -fuzz '^FuzzNormalize$$' -fuzztime $(FUZZTIME) ./backend/phone
 	go test -run '^$$' -fuzz '^FuzzAllowed$$' -fuzztime $(FUZZTIME) ./backend/netguard
 	go test -run '^$$' -fuzz '^FuzzChunk$$' -fuzztime $(FUZZTIME) ./backend/knowledge

@@ -135,6 +135,15 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		if err := q.LockContactConversations(ctx, dbq.LockContactConversationsParams{OrgID: p.OrgID, ContactID: id}); err != nil {
 			return err
 		}
+		// Its email and phone number, which its delivered lead_capture
+		// calls name (deleteDeliveries).
+		c, err := q.GetContact(ctx, dbq.GetContactParams{OrgID: p.OrgID, ID: id})
+		if errors.Is(err, pgx.ErrNoRows) {
+			return db.Missing(ctx, q, "contact", "contact", id)
+		}
+		if err != nil {
+			return err
+		}
 		// While its conversations still name it: the lead_capture calls
 		// that recorded it keep no copy of what it held.
 		answers, err := q.ForgetContactLeadCaptures(ctx, dbq.ForgetContactLeadCapturesParams{
@@ -150,7 +159,7 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 		if err != nil {
 			return err
 		}
-		return deleteDeliveries(ctx, q, p.OrgID, id, answers)
+		return deleteDeliveries(ctx, q, c, answers)
 	})
 	if err != nil {
 		return nil, err
@@ -158,21 +167,24 @@ func (s *Service) DeleteContact(ctx context.Context, req *parleyv1.DeleteContact
 	return &parleyv1.DeleteContactResponse{}, nil
 }
 
-// deleteDeliveries takes contact out of the webhook deliveries that carry
-// it, kept for retries and replays: its lead.created ones are deleted, as
-// a form submission's form.submitted ones are with it (a pending one is
-// never sent), the conversation events' lose it, as its conversations
-// do, and the message.created ones of answers, whose lead_capture calls
-// ForgetContactLeadCaptures changed, lose what the calls recorded, as the
-// answers did. The endpoints are locked first, as an endpoint's
+// deleteDeliveries takes contact c out of the webhook deliveries that
+// carry it, kept for retries and replays: its lead.created ones are
+// deleted, as a form submission's form.submitted ones are with it (a
+// pending one is never sent), the conversation events' lose it, as its
+// conversations do, and the message.created ones of answers, whose
+// lead_capture calls ForgetContactLeadCaptures changed, lose what the
+// calls recorded, as the answers did; so do the delivered calls that name
+// its email (or phone number), whose answer may be stored no longer (its
+// conversation deleted). The endpoints are locked first, as an endpoint's
 // deletion takes them before its cascade to their deliveries; the
 // deliveries then, in a statement of their own, so that the copies that
 // replays of them commit meanwhile are changed too.
-func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, contact uuid.UUID, answers []uuid.UUID) error {
+func deleteDeliveries(ctx context.Context, q *dbq.Queries, c dbq.Contact, answers []uuid.UUID) error {
+	org := c.OrgID
 	if err := q.LockWebhooksForForget(ctx, org); err != nil {
 		return err
 	}
-	params := dbq.LockContactDeliveriesParams{OrgID: org, ContactID: contact.String()}
+	params := dbq.LockContactDeliveriesParams{OrgID: org, ContactID: c.ID.String()}
 	if err := q.LockContactDeliveries(ctx, params); err != nil {
 		return err
 	}
@@ -182,17 +194,24 @@ func deleteDeliveries(ctx context.Context, q *dbq.Queries, org, contact uuid.UUI
 	if _, err := q.UnlinkContactDeliveries(ctx, dbq.UnlinkContactDeliveriesParams(params)); err != nil {
 		return err
 	}
-	if len(answers) == 0 {
+	if len(answers) == 0 && c.Email == nil && c.PhoneNumber == nil {
 		return nil
 	}
 	ids := make([]string, len(answers))
 	for i, a := range answers {
 		ids[i] = a.String()
 	}
-	if err := q.LockLeadCaptureDeliveries(ctx, dbq.LockLeadCaptureDeliveriesParams{OrgID: org, MessageIds: ids}); err != nil {
+	if err := q.LockLeadCaptureDeliveries(ctx, dbq.LockLeadCaptureDeliveriesParams{
+		OrgID: org, MessageIds: ids, Result: ForgottenLeadResult, Email: c.Email, PhoneNumber: c.PhoneNumber,
+	}); err != nil {
 		return err
 	}
-	_, err := q.ForgetDeliveredLeadCaptures(ctx, dbq.ForgetDeliveredLeadCapturesParams{OrgID: org, MessageIds: ids, Result: ForgottenLeadResult})
+	if _, err := q.ForgetDeliveredLeadCaptures(ctx, dbq.ForgetDeliveredLeadCapturesParams{OrgID: org, MessageIds: ids, Result: ForgottenLeadResult}); err != nil {
+		return err
+	}
+	_, err := q.ForgetNamedLeadCaptureDeliveries(ctx, dbq.ForgetNamedLeadCaptureDeliveriesParams{
+		OrgID: org, Result: ForgottenLeadResult, Email: c.Email, PhoneNumber: c.PhoneNumber,
+	})
 	return err
 }
 

@@ -19,13 +19,14 @@ import (
 // changes. A key named "agent" must not pass for the agent's model
 // (handoff.ByAgent: the console shows "by the agent", a webhook's
 // statusChangedBy says the model handed over), nor one named like an email
-// for the member of that email, whose replies are signed so.
+// for the member of that email, whose replies are signed so, nor one
+// named "API key <id>" for the unnamed key of that id.
 func TestKeyNamesDoNotPassForAnotherAuthor(t *testing.T) {
 	t.Parallel()
 	f := setup(t)
 	ctx := context.Background()
 	keys := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.A.Key)))
-	for i, name := range []string{handoff.ByAgent, "owner@example.com"} {
+	for i, name := range []string{handoff.ByAgent, "owner@example.com", "API key 0193a1b2-7c4d-7e5f-8a6b-9c0d1e2f3a4b"} {
 		k, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: name, Scopes: []string{"admin"}})
 		require.NoError(t, err)
 		conv := fmt.Sprintf("named-%d", i)

@@ -186,10 +186,11 @@ func (p *Party) author(ctx context.Context, q *dbq.Queries) (string, error) {
 	switch {
 	case name == "":
 		name = "API key " + p.Principal.KeyID.String()
-	case name == handoff.ByAgent || strings.Contains(name, "@"):
+	case name == handoff.ByAgent || strings.Contains(name, "@") || strings.HasPrefix(name, "API key "):
 		// A key's name is free text: one that reads as another author
-		// (the model, handoff.ByAgent; a member, signed by its email)
-		// says it is a key's, as a key's created_by does.
+		// (the model, handoff.ByAgent; a member, signed by its email;
+		// another key, an unnamed one signed "API key <id>") says it is
+		// this key's, as a key's created_by does.
 		name = "API key " + name
 	}
 	return name, nil

@@ -340,6 +340,11 @@ func TestContactDeliveriesAreFoundByIndex(t *testing.T) {
 		_, _ = q.ForgetDeliveredLeadCaptures(ctx, dbq.ForgetDeliveredLeadCapturesParams{OrgID: org, MessageIds: answer, Result: "forgotten"})
 	})
 	require.Contains(t, plan, "webhook_deliveries_lead_message", plan)
+	email := "a1234@example.com"
+	plan = explainIn(t, store, org, func(q *dbq.Queries) {
+		_, _ = q.ForgetNamedLeadCaptureDeliveries(ctx, dbq.ForgetNamedLeadCaptureDeliveriesParams{OrgID: org, Result: "forgotten", Email: &email})
+	})
+	require.Contains(t, plan, "webhook_deliveries_lead_message", plan)
 }
 
 // A contact's deletion finds the answers whose lead_capture calls may have

@@ -269,6 +269,58 @@ func (q *Queries) ForgetDeliveredLeadCaptures(ctx context.Context, arg ForgetDel
 	return result.RowsAffected(), nil
 }
 
+const forgetNamedLeadCaptureDeliveries = `-- name: ForgetNamedLeadCaptureDeliveries :execrows
+UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,toolCalls}', (
+    SELECT jsonb_agg(CASE WHEN x.named[e.n] THEN e.c || jsonb_build_object('arguments', '{}', 'result', $1::text)
+                          ELSE e.c END ORDER BY e.n)
+    FROM jsonb_array_elements(x.delivered) WITH ORDINALITY AS e(c, n)))::text, 'UTF8')
+FROM (SELECT y.org_id, y.id, y.j, y.delivered,
+             ARRAY(SELECT e.c->>'name' = 'lead_capture'
+                     AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text)
+                     AND (($2::text IS NOT NULL AND (
+                             position('"' || $2::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                             OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || $2::text
+                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || $2::text || ',')))
+                          OR ($2::text IS NULL AND $3::text IS NOT NULL AND (
+                             coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || $3::text
+                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || $3::text || ','))))
+                   FROM jsonb_array_elements(y.delivered) WITH ORDINALITY AS e(c, n) ORDER BY e.n) AS named
+      FROM (SELECT d.org_id, d.id, b.j,
+                   CASE WHEN jsonb_typeof(b.j->'data'->'toolCalls') = 'array' THEN b.j->'data'->'toolCalls' ELSE '[]'::jsonb END AS delivered
+            FROM webhook_deliveries d
+            CROSS JOIN LATERAL (SELECT convert_from(d.body, 'UTF8')::jsonb AS j) b
+            WHERE d.org_id = $4 AND d.lead_message_id IS NOT NULL) y) x
+WHERE w.org_id = x.org_id AND w.id = x.id AND true = ANY (x.named)
+`
+
+type ForgetNamedLeadCaptureDeliveriesParams struct {
+	Result      string
+	Email       *string
+	PhoneNumber *string
+	OrgID       uuid.UUID
+}
+
+// The delivered lead_capture calls that name a contact (its email, or its
+// phone number when it has no email: ForgetContactLeadCaptures' test)
+// lose their arguments and result, whether or not their answer is still
+// stored: an answer whose conversation was deleted keeps its delivery,
+// and ForgetDeliveredLeadCaptures, which reads the stored answer, never
+// reaches it. The rest of the body is unchanged (as JSON, as
+// ForgetDeliveredLeadCaptures'). Found by webhook_deliveries_lead_message
+// (migration 00034).
+func (q *Queries) ForgetNamedLeadCaptureDeliveries(ctx context.Context, arg ForgetNamedLeadCaptureDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, forgetNamedLeadCaptureDeliveries,
+		arg.Result,
+		arg.Email,
+		arg.PhoneNumber,
+		arg.OrgID,
+	)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getContact = `-- name: GetContact :one
 
 SELECT org_id, id, email, phone_number, first_name, last_name, custom_fields, created_at, updated_at, notes FROM contacts WHERE org_id = $1 AND id = $2
@@ -499,23 +551,47 @@ func (q *Queries) LockContactDeliveries(ctx context.Context, arg LockContactDeli
 }
 
 const lockLeadCaptureDeliveries = `-- name: LockLeadCaptureDeliveries :exec
-SELECT 1 FROM webhook_deliveries
-WHERE org_id = $1 AND lead_message_id = ANY ($2::text[])
-ORDER BY id
+SELECT 1 FROM webhook_deliveries d
+WHERE d.org_id = $1 AND d.lead_message_id IS NOT NULL
+  AND (d.lead_message_id = ANY ($2::text[])
+       OR EXISTS (
+         SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(convert_from(d.body, 'UTF8')::jsonb->'data'->'toolCalls') = 'array'
+                                                 THEN convert_from(d.body, 'UTF8')::jsonb->'data'->'toolCalls' ELSE '[]'::jsonb END) AS e(c)
+         WHERE e.c->>'name' = 'lead_capture'
+           AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $3::text)
+           AND (($4::text IS NOT NULL AND (
+                   position('"' || $4::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                   OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || $4::text
+                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || $4::text || ',')))
+                OR ($4::text IS NULL AND $5::text IS NOT NULL AND (
+                   coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || $5::text
+                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || $5::text || ','))))))
+ORDER BY d.id
 FOR UPDATE
 `
 
 type LockLeadCaptureDeliveriesParams struct {
-	OrgID      uuid.UUID
-	MessageIds []string
+	OrgID       uuid.UUID
+	MessageIds  []string
+	Result      string
+	Email       *string
+	PhoneNumber *string
 }
 
 // Takes the message.created deliveries of the answers whose lead_capture
-// calls ForgetContactLeadCaptures changed, in a statement before
-// ForgetDeliveredLeadCaptures, as LockContactDeliveries takes the
-// contact's: a replay's copy is waited for, and changed with the others.
+// calls ForgetContactLeadCaptures changed, and those whose delivered
+// lead_capture calls name the contact (ForgetNamedLeadCaptureDeliveries),
+// in one statement (in id order) before ForgetDeliveredLeadCaptures and
+// that one, as LockContactDeliveries takes the contact's: a replay's copy
+// is waited for, and changed with the others.
 func (q *Queries) LockLeadCaptureDeliveries(ctx context.Context, arg LockLeadCaptureDeliveriesParams) error {
-	_, err := q.db.Exec(ctx, lockLeadCaptureDeliveries, arg.OrgID, arg.MessageIds)
+	_, err := q.db.Exec(ctx, lockLeadCaptureDeliveries,
+		arg.OrgID,
+		arg.MessageIds,
+		arg.Result,
+		arg.Email,
+		arg.PhoneNumber,
+	)
 	return err
 }
 

@@ -215,12 +215,27 @@ WHERE org_id = sqlc.arg(org_id) AND event_type <> 'lead.created'
 
 -- name: LockLeadCaptureDeliveries :exec
 -- Takes the message.created deliveries of the answers whose lead_capture
--- calls ForgetContactLeadCaptures changed, in a statement before
--- ForgetDeliveredLeadCaptures, as LockContactDeliveries takes the
--- contact's: a replay's copy is waited for, and changed with the others.
-SELECT 1 FROM webhook_deliveries
-WHERE org_id = sqlc.arg(org_id) AND lead_message_id = ANY (sqlc.arg(message_ids)::text[])
-ORDER BY id
+-- calls ForgetContactLeadCaptures changed, and those whose delivered
+-- lead_capture calls name the contact (ForgetNamedLeadCaptureDeliveries),
+-- in one statement (in id order) before ForgetDeliveredLeadCaptures and
+-- that one, as LockContactDeliveries takes the contact's: a replay's copy
+-- is waited for, and changed with the others.
+SELECT 1 FROM webhook_deliveries d
+WHERE d.org_id = sqlc.arg(org_id) AND d.lead_message_id IS NOT NULL
+  AND (d.lead_message_id = ANY (sqlc.arg(message_ids)::text[])
+       OR EXISTS (
+         SELECT 1 FROM jsonb_array_elements(CASE WHEN jsonb_typeof(convert_from(d.body, 'UTF8')::jsonb->'data'->'toolCalls') = 'array'
+                                                 THEN convert_from(d.body, 'UTF8')::jsonb->'data'->'toolCalls' ELSE '[]'::jsonb END) AS e(c)
+         WHERE e.c->>'name' = 'lead_capture'
+           AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
+           AND ((sqlc.narg(email)::text IS NOT NULL AND (
+                   position('"' || sqlc.narg(email)::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                   OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || sqlc.narg(email)::text
+                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || sqlc.narg(email)::text || ',')))
+                OR (sqlc.narg(email)::text IS NULL AND sqlc.narg(phone_number)::text IS NOT NULL AND (
+                   coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || sqlc.narg(phone_number)::text
+                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || sqlc.narg(phone_number)::text || ','))))))
+ORDER BY d.id
 FOR UPDATE;
 
 -- name: ForgetDeliveredLeadCaptures :execrows
@@ -247,3 +262,34 @@ WHERE w.org_id = x.org_id AND w.id = x.id
   AND EXISTS (SELECT 1 FROM jsonb_array_elements(x.delivered) WITH ORDINALITY AS e(c, n)
               WHERE e.c->>'name' = 'lead_capture' AND x.calls->(e.n::int - 1)->>'result' = sqlc.arg(result)::text
                 AND (e.c->>'arguments' IS DISTINCT FROM '{}' OR e.c->>'result' IS DISTINCT FROM sqlc.arg(result)::text));
+
+-- name: ForgetNamedLeadCaptureDeliveries :execrows
+-- The delivered lead_capture calls that name a contact (its email, or its
+-- phone number when it has no email: ForgetContactLeadCaptures' test)
+-- lose their arguments and result, whether or not their answer is still
+-- stored: an answer whose conversation was deleted keeps its delivery,
+-- and ForgetDeliveredLeadCaptures, which reads the stored answer, never
+-- reaches it. The rest of the body is unchanged (as JSON, as
+-- ForgetDeliveredLeadCaptures'). Found by webhook_deliveries_lead_message
+-- (migration 00034).
+UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,toolCalls}', (
+    SELECT jsonb_agg(CASE WHEN x.named[e.n] THEN e.c || jsonb_build_object('arguments', '{}', 'result', sqlc.arg(result)::text)
+                          ELSE e.c END ORDER BY e.n)
+    FROM jsonb_array_elements(x.delivered) WITH ORDINALITY AS e(c, n)))::text, 'UTF8')
+FROM (SELECT y.org_id, y.id, y.j, y.delivered,
+             ARRAY(SELECT e.c->>'name' = 'lead_capture'
+                     AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
+                     AND ((sqlc.narg(email)::text IS NOT NULL AND (
+                             position('"' || sqlc.narg(email)::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
+                             OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || sqlc.narg(email)::text
+                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || sqlc.narg(email)::text || ',')))
+                          OR (sqlc.narg(email)::text IS NULL AND sqlc.narg(phone_number)::text IS NOT NULL AND (
+                             coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || sqlc.narg(phone_number)::text
+                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || sqlc.narg(phone_number)::text || ','))))
+                   FROM jsonb_array_elements(y.delivered) WITH ORDINALITY AS e(c, n) ORDER BY e.n) AS named
+      FROM (SELECT d.org_id, d.id, b.j,
+                   CASE WHEN jsonb_typeof(b.j->'data'->'toolCalls') = 'array' THEN b.j->'data'->'toolCalls' ELSE '[]'::jsonb END AS delivered
+            FROM webhook_deliveries d
+            CROSS JOIN LATERAL (SELECT convert_from(d.body, 'UTF8')::jsonb AS j) b
+            WHERE d.org_id = sqlc.arg(org_id) AND d.lead_message_id IS NOT NULL) y) x
+WHERE w.org_id = x.org_id AND w.id = x.id AND true = ANY (x.named);

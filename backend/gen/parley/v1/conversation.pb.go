@@ -148,9 +148,9 @@ type ConversationSummary struct {
 	ContactId string   `protobuf:"bytes,12,opt,name=contact_id,json=contactId,proto3" json:"contact_id,omitempty"`
 	// Why the status last changed (request_human's reason, say), and who
 	// changed it: a key's name, a console member's email, or "agent" (a key
-	// named "agent" or with an @ signs as "API key <name>", never as the
-	// model or a member). Keys only: a visitor's own reads leave them empty
-	// (the organization's notes).
+	// named "agent", with an @ or starting "API key " signs as "API key
+	// <name>", never as the model, a member or another key). Keys only: a
+	// visitor's own reads leave them empty (the organization's notes).
 	StatusReason    string `protobuf:"bytes,13,opt,name=status_reason,json=statusReason,proto3" json:"status_reason,omitempty"`
 	StatusChangedBy string `protobuf:"bytes,14,opt,name=status_changed_by,json=statusChangedBy,proto3" json:"status_changed_by,omitempty"`
 	unknownFields   protoimpl.UnknownFields
@@ -348,7 +348,8 @@ type ConversationMessage struct {
 	Role string `protobuf:"bytes,2,opt,name=role,proto3" json:"role,omitempty"`
 	Text string `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
 	// Who wrote a human message: a key's name or a console member's email
-	// (a key named "agent" or with an @ signs as "API key <name>").
+	// (a key named "agent", with an @ or starting "API key " signs as "API
+	// key <name>").
 	// Empty in a visitor's own reads and stream: the role says a person of
 	// the organization wrote, not who.
 	Author string `protobuf:"bytes,4,opt,name=author,proto3" json:"author,omitempty"`
