@@ -109,6 +109,13 @@ func Detect(name string, b []byte) (string, error) {
 	ext := strings.ToLower(path.Ext(name))
 	sniff := http.DetectContentType(b)
 	switch {
+	// Markdown may hold HTML, and a README often opens with some (a
+	// centred <p align="center"> logo, a <!-- comment -->), which the
+	// sniffer takes for a page: read as HTML, its headings and sections
+	// were lost and its text came out escaped (\# Install, \*\*bold\**).
+	// Only a whole HTML document named .md is a page.
+	case (ext == ".md" || ext == ".markdown") && !htmlDocument(b):
+		return KindMarkdown, nil
 	case strings.HasPrefix(sniff, "text/html") || ext == ".html" || ext == ".htm":
 		return KindHTML, nil
 	case ext == ".md" || ext == ".markdown":
@@ -119,6 +126,19 @@ func Detect(name string, b []byte) (string, error) {
 		return KindJSON, nil
 	}
 	return KindText, nil
+}
+
+// htmlDocument reports whether b's beginning holds the tags of a whole
+// HTML document (a doctype, <html>, <head> or <body>), not only the
+// fragments Markdown may embed.
+func htmlDocument(b []byte) bool {
+	head := bytes.ToLower(b[:min(len(b), 1024)])
+	for _, tag := range []string{"<!doctype html", "<html", "<head", "<body"} {
+		if bytes.Contains(head, []byte(tag)) {
+			return true
+		}
+	}
+	return false
 }
 
 // errUnreadable is a file that made a reader fail unexpectedly (a damaged
