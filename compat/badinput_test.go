@@ -130,6 +130,9 @@ func testMessageRulesNameTheirField(t *testing.T, e *testenv.Env) {
 		{`{"type":"web_site","url":"https://example.com/","answer":"a"}`, "answer", "answer is only for a qa datasource"},
 		{`{"type":"qa","question":"q","answer":"a","text":"t"}`, "text", "text is only for a text datasource"},
 		{`{"type":"text","text":"t","sourceUrl":"https://example.com/"}`, "sourceUrl", "sourceUrl is only for a qa datasource"},
+		// A name is given or left empty for the default, never blank
+		// (stored, it named the datasource and the answers' sources "  ").
+		{`{"type":"text","text":"t","name":" \t "}`, "name", "name: must not be blank"},
 	} {
 		r := e.Do("POST", "/api/datastores/"+ds.ID+"/datasources", e.A.Key, tc.body)
 		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", tc.body, r.Body)

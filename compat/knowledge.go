@@ -3,6 +3,7 @@ package compat
 import (
 	"context"
 	"errors"
+	"mime"
 	"net/http"
 	"strings"
 	"time"
@@ -137,7 +138,9 @@ func (h *Handler) deleteDatastore(w http.ResponseWriter, r *http.Request) error 
 // with the file in the field "file" (and an optional "name").
 func (h *Handler) createDatasource(w http.ResponseWriter, r *http.Request) error {
 	req := &parleyv1.CreateDatasourceRequest{DatastoreId: r.PathValue("id")}
-	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
+	// A media type is case-insensitive (RFC 9110 §8.3.1): an upload sent
+	// as Multipart/Form-Data was read as JSON, and refused as malformed.
+	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {
 		if err := knowledge.ReadUpload(w, r, req); err != nil {
 			return err
 		}

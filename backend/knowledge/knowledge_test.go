@@ -302,6 +302,68 @@ func TestFileUploadAndDatasourceFilters(t *testing.T) {
 	require.True(t, strings.HasPrefix(r.Err(t).Error.Message, "filters.datasourceIds[1]"), r.Err(t).Error.Message)
 }
 
+// An uploaded file's datasource is named after the file alone, whichever
+// separator its folders were sent with, and an upload is read as one
+// whatever the case of its media type.
+func TestUploadNamedAfterTheFileAlone(t *testing.T) {
+	t.Parallel()
+	f := kfix{testenv.New(t)}
+	store := f.datastore(t, f.A.Key, "Uploads")
+	upload := func(fileName, contentType string) datasource {
+		t.Helper()
+		var body bytes.Buffer
+		mw := multipart.NewWriter(&body)
+		fw, err := mw.CreateFormFile("file", fileName)
+		require.NoError(t, err)
+		_, err = fw.Write([]byte("Returns are accepted within thirty days."))
+		require.NoError(t, err)
+		require.NoError(t, mw.Close())
+		resp := f.Post("/api/datastores/"+store+"/datasources", map[string]string{
+			"Authorization": "Bearer " + f.A.Key, "Content-Type": strings.Replace(mw.FormDataContentType(), "multipart/form-data", contentType, 1),
+		}, body.String())
+		defer resp.Body.Close()
+		var b bytes.Buffer
+		_, err = b.ReadFrom(resp.Body)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusCreated, resp.StatusCode, "%s: %s", fileName, b.String())
+		var d datasource
+		require.NoError(t, json.Unmarshal(b.Bytes(), &d))
+		return d
+	}
+	for _, c := range []struct{ fileName, want string }{
+		{"returns.txt", "returns.txt"},
+		{"shop/policies/returns.txt", "returns.txt"},
+		// A Windows client's path: the client's folders were the name.
+		{`C:\Users\ann\Documents\returns.txt`, "returns.txt"},
+		{`..\..\returns.txt`, "returns.txt"},
+		// No name left: "." and "/" were the name.
+		{".", "upload"},
+		{"/", "upload"},
+	} {
+		require.Equal(t, c.want, upload(c.fileName, "multipart/form-data").Name, "%q", c.fileName)
+	}
+	// Media types are case-insensitive: it was read as JSON, and refused.
+	require.Equal(t, "returns.txt", upload("returns.txt", "Multipart/Form-Data").Name)
+}
+
+// A question's source URL is cited with the answer: one without a host
+// leads nowhere, and is refused as any other that is not http or https.
+func TestQASourceURLNeedsAHost(t *testing.T) {
+	t.Parallel()
+	f := kfix{testenv.New(t)}
+	store := f.datastore(t, f.A.Key, "FAQ")
+	for _, u := range []string{"http://", "https://", "https:faq", "http:///faq", "ftp://shop.example/faq"} {
+		r := f.Do("POST", "/api/datastores/"+store+"/datasources", f.A.Key, map[string]any{"type": "qa", "question": "Q?", "answer": "A.", "sourceUrl": u})
+		require.Equal(t, http.StatusBadRequest, r.Status, "%s: %s", u, r.Body)
+		require.Equal(t, "sourceUrl", r.Err(t).Error.Field, "%s", u)
+	}
+	r := f.Do("GET", "/api/datastores/"+store+"/datasources", f.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, string(r.Body), `"datasources":[]`, "nothing stored")
+	ds := f.source(t, f.A.Key, store, map[string]any{"type": "qa", "question": "Q?", "answer": "A.", "sourceUrl": "https://shop.example/faq"})
+	require.Equal(t, "Q?", ds.Name)
+}
+
 func TestKnowledgeTenantIsolation(t *testing.T) {
 	t.Parallel()
 	f := kfix{testenv.New(t, testenv.WithWorkers)}

@@ -6,8 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"path"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -313,6 +313,20 @@ func (s *Service) forget(ctx context.Context, tx pgx.Tx, org uuid.UUID, datasour
 	return nil
 }
 
+// baseName is an uploaded file's name without the folders a client sent
+// with it, as "/" or "\" separates them (a Windows browser or client sends
+// C:\Users\...\report.pdf, which multipart's FileName keeps whole on
+// Linux), or "upload" when no name is left ("", ".", "..", "/").
+func baseName(fileName string) string {
+	if i := strings.LastIndexAny(fileName, `/\`); i >= 0 {
+		fileName = fileName[i+1:]
+	}
+	if fileName == "" || fileName == "." || fileName == ".." {
+		return "upload"
+	}
+	return fileName
+}
+
 // maxNameRunes is a datasource name's length at most (the schema's).
 const maxNameRunes = 300
 
@@ -353,21 +367,21 @@ func (s *Service) CreateDatasource(ctx context.Context, req *parleyv1.CreateData
 		}
 	case "file":
 		content = req.GetFile()
-		if cfg.FileName == "" {
-			cfg.FileName = "upload"
-		}
+		cfg.FileName = baseName(cfg.FileName)
 		kind, err := Detect(cfg.FileName, content)
 		if err != nil {
 			return nil, apperr.InvalidField("file", "%v (supported: PDF, DOCX, PPTX, XLSX, HTML, Markdown, TXT, CSV, JSON)", err)
 		}
 		contentType = kind
 		if name == "" {
-			name = path.Base(cfg.FileName)
+			name = cfg.FileName
 		}
 	}
 	if cfg.SourceURL != "" {
-		if u, err := url.Parse(cfg.SourceURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") {
-			return nil, apperr.InvalidField("source_url", "must be an http or https URL")
+		// A host too: "http://" and "https:faq" were taken, and cited as
+		// the answer's source, a link that leads nowhere.
+		if u, err := url.Parse(cfg.SourceURL); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return nil, apperr.InvalidField("source_url", "must be an http or https URL with a host")
 		}
 	}
 	// A name taken from the question or the URL keeps to the 300

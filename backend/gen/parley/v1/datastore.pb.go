@@ -798,7 +798,8 @@ type CreateDatasourceRequest struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	DatastoreId string                 `protobuf:"bytes,1,opt,name=datastore_id,json=datastoreId,proto3" json:"datastore_id,omitempty"`
 	Type        string                 `protobuf:"bytes,2,opt,name=type,proto3" json:"type,omitempty"`
-	Name        string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	// Empty for the default (the file's name, the question, the URL).
+	Name string `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
 	// type text.
 	Text string `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
 	// type web_page and web_site.
@@ -1640,11 +1641,12 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\tdatastore\x18\x01 \x01(\v2\x14.parley.v1.DatastoreR\tdatastore\"3\n" +
 	"\x16DeleteDatastoreRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"\x19\n" +
-	"\x17DeleteDatastoreResponse\"\x92\x0f\n" +
+	"\x17DeleteDatastoreResponse\"\xdd\x0f\n" +
 	"\x17CreateDatasourceRequest\x12,\n" +
 	"\fdatastore_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\vdatastoreId\x12=\n" +
-	"\x04type\x18\x02 \x01(\tB)\xbaH&r$R\x04textR\x04fileR\bweb_pageR\bweb_siteR\x02qaR\x04type\x12\x1c\n" +
-	"\x04name\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xac\x02R\x04name\x12\x1e\n" +
+	"\x04type\x18\x02 \x01(\tB)\xbaH&r$R\x04textR\x04fileR\bweb_pageR\bweb_siteR\x02qaR\x04type\x12g\n" +
+	"\x04name\x18\x03 \x01(\tBS\xbaHP\xba\x01H\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a!this == '' || this.matches('\\\\S')r\x03\x18\xac\x02R\x04name\x12\x1e\n" +
 	"\x04text\x18\x04 \x01(\tB\n" +
 	"\xbaH\ar\x05\x18\xc0\x96\xb1\x02R\x04text\x12 \n" +
 	"\x03url\x18\x05 \x01(\tB\x0e\xbaH\v\xd8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12'\n" +
