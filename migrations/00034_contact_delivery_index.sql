@@ -1,5 +1,27 @@
 -- +goose Up
 
+-- parley_lead_call_names reports whether a lead_capture call (a protojson
+-- ToolCall) names the contact of email (lower case, as stored) in its
+-- arguments, quoted, or its result's "contact recorded: email ...", or,
+-- for a contact without an email, names phone in its result. The one test
+-- of the stored calls (ForgetContactLeadCaptures) and the delivered ones
+-- (LockLeadCaptureDeliveries, ForgetNamedLeadCaptureDeliveries).
+-- +goose StatementBegin
+CREATE FUNCTION parley_lead_call_names(c jsonb, email text, phone text) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+AS $$
+  SELECT coalesce(
+    (email IS NOT NULL AND (
+       position('"' || email || '"' IN lower(coalesce(c->>'arguments', ''))) > 0
+       OR coalesce(c->>'result', '') = 'contact recorded: email ' || email
+       OR starts_with(coalesce(c->>'result', ''), 'contact recorded: email ' || email || ',')))
+    OR (email IS NULL AND phone IS NOT NULL AND (
+       coalesce(c->>'result', '') = 'contact recorded: phone number ' || phone
+       OR starts_with(coalesce(c->>'result', ''), 'contact recorded: phone number ' || phone || ','))),
+    false)
+$$;
+-- +goose StatementEnd
+
 -- The webhook deliveries that carry a contact, found by index, as 00031
 -- finds a submission's: lead.created (its data is the contact) and the
 -- conversation events (their data is the conversation's summary, with its
@@ -34,3 +56,4 @@ CREATE INDEX webhook_deliveries_lead_message ON webhook_deliveries (org_id, lead
 DROP INDEX webhook_deliveries_lead_message;
 DROP INDEX webhook_deliveries_contact;
 ALTER TABLE webhook_deliveries DROP COLUMN lead_message_id, DROP COLUMN contact_id;
+DROP FUNCTION parley_lead_call_names(jsonb, text, text);

@@ -165,14 +165,7 @@ hits AS MATERIALIZED (
     AND e.c->>'name' = 'lead_capture'
     AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text)
     AND (m.conversation_id IN (SELECT linked.id FROM linked)
-         OR EXISTS (SELECT 1 FROM k WHERE
-              (k.email IS NOT NULL AND (
-                 position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                 OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
-                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
-              OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
-                 coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
-                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ',')))))),
+         OR EXISTS (SELECT 1 FROM k WHERE parley_lead_call_names(e.c, k.email, k.phone_number)))),
 held AS (
   SELECT m.id FROM messages m
   WHERE m.org_id = $2 AND m.id IN (SELECT hits.id FROM hits)
@@ -277,13 +270,7 @@ UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,toolCall
 FROM (SELECT y.org_id, y.id, y.j, y.delivered,
              ARRAY(SELECT e.c->>'name' = 'lead_capture'
                      AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $1::text)
-                     AND (($2::text IS NOT NULL AND (
-                             position('"' || $2::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                             OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || $2::text
-                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || $2::text || ',')))
-                          OR ($2::text IS NULL AND $3::text IS NOT NULL AND (
-                             coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || $3::text
-                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || $3::text || ','))))
+                     AND parley_lead_call_names(e.c, $2::text, $3::text)
                    FROM jsonb_array_elements(y.delivered) WITH ORDINALITY AS e(c, n) ORDER BY e.n) AS named
       FROM (SELECT d.org_id, d.id, b.j,
                    CASE WHEN jsonb_typeof(b.j->'data'->'toolCalls') = 'array' THEN b.j->'data'->'toolCalls' ELSE '[]'::jsonb END AS delivered
@@ -559,13 +546,7 @@ WHERE d.org_id = $1 AND d.lead_message_id IS NOT NULL
                                                  THEN convert_from(d.body, 'UTF8')::jsonb->'data'->'toolCalls' ELSE '[]'::jsonb END) AS e(c)
          WHERE e.c->>'name' = 'lead_capture'
            AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> $3::text)
-           AND (($4::text IS NOT NULL AND (
-                   position('"' || $4::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                   OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || $4::text
-                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || $4::text || ',')))
-                OR ($4::text IS NULL AND $5::text IS NOT NULL AND (
-                   coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || $5::text
-                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || $5::text || ','))))))
+           AND parley_lead_call_names(e.c, $4::text, $5::text)))
 ORDER BY d.id
 FOR UPDATE
 `

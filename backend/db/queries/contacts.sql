@@ -65,14 +65,7 @@ hits AS MATERIALIZED (
     AND e.c->>'name' = 'lead_capture'
     AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
     AND (m.conversation_id IN (SELECT linked.id FROM linked)
-         OR EXISTS (SELECT 1 FROM k WHERE
-              (k.email IS NOT NULL AND (
-                 position('"' || k.email || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                 OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || k.email
-                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || k.email || ',')))
-              OR (k.email IS NULL AND k.phone_number IS NOT NULL AND (
-                 coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || k.phone_number
-                 OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || k.phone_number || ',')))))),
+         OR EXISTS (SELECT 1 FROM k WHERE parley_lead_call_names(e.c, k.email, k.phone_number)))),
 held AS (
   SELECT m.id FROM messages m
   WHERE m.org_id = sqlc.arg(org_id) AND m.id IN (SELECT hits.id FROM hits)
@@ -228,13 +221,7 @@ WHERE d.org_id = sqlc.arg(org_id) AND d.lead_message_id IS NOT NULL
                                                  THEN convert_from(d.body, 'UTF8')::jsonb->'data'->'toolCalls' ELSE '[]'::jsonb END) AS e(c)
          WHERE e.c->>'name' = 'lead_capture'
            AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
-           AND ((sqlc.narg(email)::text IS NOT NULL AND (
-                   position('"' || sqlc.narg(email)::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                   OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || sqlc.narg(email)::text
-                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || sqlc.narg(email)::text || ',')))
-                OR (sqlc.narg(email)::text IS NULL AND sqlc.narg(phone_number)::text IS NOT NULL AND (
-                   coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || sqlc.narg(phone_number)::text
-                   OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || sqlc.narg(phone_number)::text || ','))))))
+           AND parley_lead_call_names(e.c, sqlc.narg(email)::text, sqlc.narg(phone_number)::text)))
 ORDER BY d.id
 FOR UPDATE;
 
@@ -279,13 +266,7 @@ UPDATE webhook_deliveries w SET body = convert_to(jsonb_set(x.j, '{data,toolCall
 FROM (SELECT y.org_id, y.id, y.j, y.delivered,
              ARRAY(SELECT e.c->>'name' = 'lead_capture'
                      AND (coalesce(e.c->>'arguments', '') <> '{}' OR coalesce(e.c->>'result', '') <> sqlc.arg(result)::text)
-                     AND ((sqlc.narg(email)::text IS NOT NULL AND (
-                             position('"' || sqlc.narg(email)::text || '"' IN lower(coalesce(e.c->>'arguments', ''))) > 0
-                             OR coalesce(e.c->>'result', '') = 'contact recorded: email ' || sqlc.narg(email)::text
-                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: email ' || sqlc.narg(email)::text || ',')))
-                          OR (sqlc.narg(email)::text IS NULL AND sqlc.narg(phone_number)::text IS NOT NULL AND (
-                             coalesce(e.c->>'result', '') = 'contact recorded: phone number ' || sqlc.narg(phone_number)::text
-                             OR starts_with(coalesce(e.c->>'result', ''), 'contact recorded: phone number ' || sqlc.narg(phone_number)::text || ','))))
+                     AND parley_lead_call_names(e.c, sqlc.narg(email)::text, sqlc.narg(phone_number)::text)
                    FROM jsonb_array_elements(y.delivered) WITH ORDINALITY AS e(c, n) ORDER BY e.n) AS named
       FROM (SELECT d.org_id, d.id, b.j,
                    CASE WHEN jsonb_typeof(b.j->'data'->'toolCalls') = 'array' THEN b.j->'data'->'toolCalls' ELSE '[]'::jsonb END AS delivered
