@@ -97,57 +97,13 @@ func TestLeadCaptureRepeatedNoteIsKeptOnce(t *testing.T) {
 // contact's call keeps its details.
 func TestLeadCaptureForgottenInDeliveredAnswers(t *testing.T) {
 	t.Parallel()
-	fp := testenv.NewFakeProvider(t)
-	fp.Reply = actor
-	e := testenv.New(t, testenv.WithFakeModels(fp))
-	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": "https://203.0.113.7/hook", "events": []string{"message.created"}})
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	id := createAgent(t, e, e.A.Key, map[string]any{"tools": []string{tool.LeadCapture}})["id"].(string)
-	for _, args := range []string{
-		`{\"email\":\"Gone.Person@Example.com\",\"firstName\":\"Gone\",\"note\":\"private-note-of-gone\"}`,
-		`{\"email\":\"kept@example.com\",\"firstName\":\"Kept\"}`,
-	} {
-		r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"delivered-1"}`)
-		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	}
-	// calls are the lead_capture calls of the answers' deliveries.
-	calls := func() string {
-		t.Helper()
-		var out []string
-		require.NoError(t, e.App.Store.TenantTx(context.Background(), e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
-			rows, err := tx.Query(context.Background(), `SELECT body FROM webhook_deliveries
-				WHERE org_id = $1 AND event_type = 'message.created' ORDER BY created_at, id`, e.A.ID)
-			if err != nil {
-				return err
-			}
-			bodies, err := pgx.CollectRows(rows, pgx.RowTo[[]byte])
-			for _, b := range bodies {
-				var d struct {
-					Data struct {
-						Role      string
-						ToolCalls []struct{ Name, Arguments, Result string }
-					}
-				}
-				require.NoError(t, json.Unmarshal(b, &d))
-				for _, c := range d.Data.ToolCalls {
-					if d.Data.Role == "assistant" && c.Name == tool.LeadCapture {
-						out = append(out, c.Arguments+" => "+c.Result)
-					}
-				}
-			}
-			return err
-		}))
-		require.Len(t, out, 2)
-		return strings.ToLower(strings.Join(out, "\n"))
-	}
-	require.Contains(t, calls(), "private-note-of-gone")
-	gone, ok := contactOf(t, e, e.A.Key, "gone.person@example.com")
-	require.True(t, ok)
+	e, gone := leadDeliveries(t, "delivered-1")
+	require.Contains(t, deliveredLeadCaptures(t, e), "private-note-of-gone")
 
-	r = e.Do("DELETE", "/api/contacts/"+gone["id"].(string), e.A.Key, nil)
+	r := e.Do("DELETE", "/api/contacts/"+gone, e.A.Key, nil)
 	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 
-	all := calls()
+	all := deliveredLeadCaptures(t, e)
 	require.NotContains(t, all, "gone.person@example.com")
 	require.NotContains(t, all, "private-note-of-gone")
 	require.Contains(t, all, "kept@example.com", "the other contact's call is untouched")
@@ -160,9 +116,28 @@ func TestLeadCaptureForgottenInDeliveredAnswers(t *testing.T) {
 // call in the same conversation keeps its details.
 func TestLeadCaptureForgottenInDeliveredAnswersOfADeletedConversation(t *testing.T) {
 	t.Parallel()
+	e, gone := leadDeliveries(t, "deleted-1")
+	r := e.Do("DELETE", "/api/v2/conversations/deleted-1", e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+	require.Contains(t, deliveredLeadCaptures(t, e), "private-note-of-gone", "a delivery keeps what it sent")
+
+	r = e.Do("DELETE", "/api/contacts/"+gone, e.A.Key, nil)
+	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
+
+	all := deliveredLeadCaptures(t, e)
+	require.NotContains(t, all, "gone.person@example.com")
+	require.NotContains(t, all, "private-note-of-gone")
+	require.Contains(t, all, "kept@example.com", "the other contact's call is untouched")
+}
+
+// leadDeliveries is a server whose organization A has a webhook of
+// message.created and conversation conv, where lead_capture recorded two
+// contacts in turn; gone is the first contact's id.
+func leadDeliveries(t *testing.T, conv string) (e *testenv.Env, gone string) {
+	t.Helper()
 	fp := testenv.NewFakeProvider(t)
 	fp.Reply = actor
-	e := testenv.New(t, testenv.WithFakeModels(fp))
+	e = testenv.New(t, testenv.WithFakeModels(fp))
 	r := e.Do("POST", "/api/webhooks", e.A.Key, map[string]any{"url": "https://203.0.113.7/hook", "events": []string{"message.created"}})
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	id := createAgent(t, e, e.A.Key, map[string]any{"tools": []string{tool.LeadCapture}})["id"].(string)
@@ -170,22 +145,12 @@ func TestLeadCaptureForgottenInDeliveredAnswersOfADeletedConversation(t *testing
 		`{\"email\":\"Gone.Person@Example.com\",\"firstName\":\"Gone\",\"note\":\"private-note-of-gone\"}`,
 		`{\"email\":\"kept@example.com\",\"firstName\":\"Kept\"}`,
 	} {
-		r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"deleted-1"}`)
+		r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"lead:`+args+`","conversationId":"`+conv+`"}`)
 		require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
 	}
-	gone, ok := contactOf(t, e, e.A.Key, "gone.person@example.com")
+	c, ok := contactOf(t, e, e.A.Key, "gone.person@example.com")
 	require.True(t, ok)
-	r = e.Do("DELETE", "/api/v2/conversations/deleted-1", e.A.Key, nil)
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-	require.Contains(t, deliveredLeadCaptures(t, e), "private-note-of-gone", "a delivery keeps what it sent")
-
-	r = e.Do("DELETE", "/api/contacts/"+gone["id"].(string), e.A.Key, nil)
-	require.Equal(t, http.StatusOK, r.Status, "%s", r.Body)
-
-	all := deliveredLeadCaptures(t, e)
-	require.NotContains(t, all, "gone.person@example.com")
-	require.NotContains(t, all, "private-note-of-gone")
-	require.Contains(t, all, "kept@example.com", "the other contact's call is untouched")
+	return e, c["id"].(string)
 }
 
 // deliveredLeadCaptures is the lead_capture calls (arguments => result,
