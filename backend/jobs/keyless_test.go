@@ -78,7 +78,9 @@ func TestWorkerWithoutDelivererRescuesStuckDeliveries(t *testing.T) {
 	}, 20*time.Second, 100*time.Millisecond, "the leader's rescuer never ran")
 	cancel()
 	require.NoError(t, <-done)
-	require.Equal(t, "retryable", state, "the leader without a deliverer gave up the delivery")
+	// Retried: retryable, or already available again when River's
+	// scheduler ran before the poll saw it; not discarded.
+	require.Contains(t, []string{"retryable", "available"}, state, "the leader without a deliverer gave up the delivery")
 
 	_, err = f.store.Pool.Exec(ctx, `UPDATE river_job SET scheduled_at = now() WHERE kind = $1`, DeliverArgs{}.Kind())
 	require.NoError(t, err)
