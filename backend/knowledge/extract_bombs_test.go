@@ -217,7 +217,10 @@ func TestExtractOfficeParagraphBomb(t *testing.T) {
 	require.True(t, cut)
 	require.LessOrEqual(t, textLen(doc), 64<<10)
 	require.Contains(t, allText(doc), "Refunds take fourteen days.")
-	require.Less(t, n, uint64(16<<20))
+	// About 1.3 MB read so; the whole document 320 MB. The race detector
+	// (CI) multiplies both by about twelve (15 and 3,970 MB): the bound
+	// leaves room for that and still tells a head from the whole.
+	require.Less(t, n, uint64(64<<20))
 }
 
 // A CSV of 16 MiB of commas is one record of 16 million empty fields,
