@@ -26,7 +26,7 @@ func TestKeyNamesDoNotPassForAnotherAuthor(t *testing.T) {
 	f := setup(t)
 	ctx := context.Background()
 	keys := parleyv1connect.NewApiKeyServiceClient(http.DefaultClient, f.URL, connect.WithInterceptors(testenv.Bearer(f.A.Key)))
-	for i, name := range []string{handoff.ByAgent, "owner@example.com", "API key 0193a1b2-7c4d-7e5f-8a6b-9c0d1e2f3a4b"} {
+	for i, name := range []string{handoff.ByAgent, " Agent ", "owner@example.com", "API key 0193a1b2-7c4d-7e5f-8a6b-9c0d1e2f3a4b", "api key 7"} {
 		k, err := keys.CreateApiKey(ctx, &parleyv1.CreateApiKeyRequest{Name: name, Scopes: []string{"admin"}})
 		require.NoError(t, err)
 		conv := fmt.Sprintf("named-%d", i)

@@ -186,7 +186,7 @@ func (p *Party) author(ctx context.Context, q *dbq.Queries) (string, error) {
 	switch {
 	case name == "":
 		name = "API key " + p.Principal.KeyID.String()
-	case name == handoff.ByAgent || strings.Contains(name, "@") || strings.HasPrefix(name, "API key "):
+	case readsAsAnotherAuthor(name):
 		// A key's name is free text: one that reads as another author
 		// (the model, handoff.ByAgent; a member, signed by its email;
 		// another key, an unnamed one signed "API key <id>") says it is
@@ -194,6 +194,14 @@ func (p *Party) author(ctx context.Context, q *dbq.Queries) (string, error) {
 		name = "API key " + name
 	}
 	return name, nil
+}
+
+// readsAsAnotherAuthor reports whether a key's name would read, to a
+// person, as the model, a member or another key: compared without case or
+// surrounding space, as "Agent " reads as the agent.
+func readsAsAnotherAuthor(name string) bool {
+	n := strings.ToLower(strings.TrimSpace(name))
+	return n == handoff.ByAgent || strings.Contains(n, "@") || strings.HasPrefix(n, "api key")
 }
 
 // shownAuthor is a message's author as the party reads it: a visitor sees
