@@ -12,7 +12,6 @@ import (
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
@@ -119,10 +118,7 @@ func protocols(t *testing.T) []protocol {
 			return parleyv1connect.NewAgentServiceClient(testenv.H2C(), e.URL, connect.WithGRPC(), connect.WithInterceptors(testenv.Bearer(key)))
 		}},
 		{"grpc (grpc-go)", func(e *testenv.Env, key string) agentAPI {
-			conn, err := grpc.NewClient(strings.TrimPrefix(e.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-			require.NoError(t, err)
-			t.Cleanup(func() { conn.Close() })
-			return grpcAgents{conn: conn, key: key}
+			return grpcAgents{conn: testenv.GRPC(t, e.URL), key: key}
 		}},
 	}
 }

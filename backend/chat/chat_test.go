@@ -18,7 +18,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
@@ -359,14 +358,7 @@ func TestChatOverConnectAndGRPC(t *testing.T) {
 		})
 	}
 	t.Run("grpc-go stream", func(t *testing.T) {
-		conn, err := grpc.NewClient(strings.TrimPrefix(f.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		defer conn.Close()
-		gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.A.Key)
-		s, err := conn.NewStream(gctx, &grpc.StreamDesc{ServerStreams: true}, "/parley.v1.ChatService/ChatStream")
-		require.NoError(t, err)
-		require.NoError(t, s.SendMsg(&parleyv1.ChatRequest{AgentId: f.private, Query: "Hi", ConversationId: "grpc-go"}))
-		require.NoError(t, s.CloseSend())
+		s := grpcChatStream(t, f, &parleyv1.ChatRequest{AgentId: f.private, Query: "Hi", ConversationId: "grpc-go"})
 		var text strings.Builder
 		var done bool
 		for {
@@ -382,6 +374,17 @@ func TestChatOverConnectAndGRPC(t *testing.T) {
 		require.Equal(t, "Hello from the fake model.", text.String())
 		require.True(t, done)
 	})
+}
+
+// grpcChatStream opens a ChatStream with grpc-go as f.A's key and sends req.
+func grpcChatStream(t *testing.T, f *fixture, req *parleyv1.ChatRequest) grpc.ClientStream {
+	t.Helper()
+	ctx := metadata.AppendToOutgoingContext(context.Background(), "authorization", "Bearer "+f.A.Key)
+	s, err := testenv.GRPC(t, f.URL).NewStream(ctx, &grpc.StreamDesc{ServerStreams: true}, "/parley.v1.ChatService/ChatStream")
+	require.NoError(t, err)
+	require.NoError(t, s.SendMsg(req))
+	require.NoError(t, s.CloseSend())
+	return s
 }
 
 func TestChatRules(t *testing.T) {

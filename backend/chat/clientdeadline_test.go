@@ -10,9 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
@@ -57,13 +55,11 @@ func TestClientDeadlineOverGRPC(t *testing.T) {
 	}
 	before := providerTimeouts(t, f)
 
-	conn, err := grpc.NewClient(strings.TrimPrefix(f.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-	require.NoError(t, err)
-	defer conn.Close()
+	conn := testenv.GRPC(t, f.URL)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	ctx = metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.A.Key)
-	err = conn.Invoke(ctx, "/parley.v1.ChatService/Chat",
+	err := conn.Invoke(ctx, "/parley.v1.ChatService/Chat",
 		&parleyv1.ChatRequest{AgentId: f.private, Query: "q", ConversationId: "grpc-deadline"}, new(parleyv1.ChatResponse))
 	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "%v", err)
 

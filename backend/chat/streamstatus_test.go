@@ -10,10 +10,7 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/stretchr/testify/require"
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials/insecure"
-	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
@@ -57,15 +54,9 @@ func TestChatStreamMidAnswerFailureEndsWithItsStatus(t *testing.T) {
 		})
 	}
 	t.Run("grpc-go", func(t *testing.T) {
-		conn, err := grpc.NewClient(strings.TrimPrefix(f.URL, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
-		require.NoError(t, err)
-		defer conn.Close()
-		gctx := metadata.AppendToOutgoingContext(ctx, "authorization", "Bearer "+f.A.Key)
-		s, err := conn.NewStream(gctx, &grpc.StreamDesc{ServerStreams: true}, "/parley.v1.ChatService/ChatStream")
-		require.NoError(t, err)
-		require.NoError(t, s.SendMsg(&parleyv1.ChatRequest{AgentId: f.private, Query: "q", ConversationId: "cut-grpc-go"}))
-		require.NoError(t, s.CloseSend())
+		s := grpcChatStream(t, f, &parleyv1.ChatRequest{AgentId: f.private, Query: "q", ConversationId: "cut-grpc-go"})
 		var sawError bool
+		var err error
 		for {
 			m := new(parleyv1.ChatStreamResponse)
 			if err = s.RecvMsg(m); err != nil {

@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,6 +22,8 @@ import (
 	"connectrpc.com/connect"
 	"github.com/google/uuid"
 	sse "github.com/tmaxmax/go-sse"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/dbtest"
@@ -133,6 +136,17 @@ func H2C() *http.Client {
 	tr.Protocols.SetUnencryptedHTTP2(true)
 	tr.DialContext = (&net.Dialer{Timeout: 5 * time.Second}).DialContext
 	return &http.Client{Transport: tr}
+}
+
+// GRPC is a grpc-go connection to url (a test server's, h2c), closed when
+// the test ends: the client most gRPC users have, next to connect-go's.
+func GRPC(t testing.TB, url string) *grpc.ClientConn {
+	conn, err := grpc.NewClient(strings.TrimPrefix(url, "http://"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn
 }
 
 // Bearer is a Connect client interceptor that sends key.
