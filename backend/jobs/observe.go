@@ -26,15 +26,20 @@ func (*observer) Work(ctx context.Context, job *rivertype.JobRow, doInner func(c
 	start := time.Now()
 	ctx, span := telemetry.StartJob(ctx, job.Kind, job.ID, job.Attempt)
 	err := doInner(ctx)
-	telemetry.EndJob(span, err)
-	outcome := "ok"
+	outcome, failure := "ok", err
 	var cancel *river.JobCancelError
+	var snooze *river.JobSnoozeError
 	switch {
+	case errors.As(err, &snooze):
+		// Put back to wait (its organization's fair share, a shutdown):
+		// no attempt failed, nor is one spent.
+		outcome, failure = "snoozed", nil
 	case errors.As(err, &cancel):
 		outcome = "cancelled"
 	case err != nil:
 		outcome = "error"
 	}
+	telemetry.EndJob(span, failure)
 	metrics.Job(job.Kind, outcome, time.Since(start))
 	return err
 }

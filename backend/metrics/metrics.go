@@ -64,7 +64,7 @@ var (
 
 	jobDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "parley_job_duration_seconds",
-		Help:    "Time of a background job attempt (River), by kind and outcome (ok, error: to be retried or discarded, cancelled: permanent failure). Its _count is the attempts.",
+		Help:    "Time of a background job attempt (River), by kind and outcome (ok, error: to be retried or discarded, cancelled: permanent failure, snoozed: put back to wait, no attempt spent). Its _count is the attempts.",
 		Buckets: []float64{.05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600, 1800},
 	}, []string{"kind", "outcome"})
 )
