@@ -121,12 +121,13 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 	_, err = h.turns.Run(r.Context(), adm, req, emit)
 	if err != nil {
 		if r.Context().Err() != nil {
-			return nil // nobody is listening
+			clientClosed(r) // nobody is listening
+			return nil
 		}
 		if sse.Evented() {
 			// The turn ended its stream with an error event; the request
-			// log carries its code.
-			errorFor(r, err)
+			// log carries its code and status.
+			streamFailed(r, err)
 			return sse.Event("", []byte("[DONE]"))
 		}
 		if sse.Unstarted() {
@@ -150,7 +151,7 @@ func (h *Handler) chatV2Err(w http.ResponseWriter, r *http.Request) error {
 // err's status (and Retry-After) when nothing went out yet, then the frames
 // frame makes of the error body.
 func writeStreamError(sse *sseStream, r *http.Request, err error, frame func(errorBody) []byte) {
-	status, body := errorFor(r, err)
+	status, body := streamFailed(r, err)
 	h := http.Header{}
 	errorHeaders(h, status, body)
 	sse.Fail(status, h, frame(body))
@@ -303,10 +304,13 @@ func (h *Handler) chatV1Err(w http.ResponseWriter, r *http.Request) error {
 	}
 	if _, err := h.turns.Run(r.Context(), adm, req, emit); err != nil {
 		if errors.Is(err, context.Canceled) {
+			if r.Context().Err() != nil {
+				clientClosed(r)
+			}
 			return nil
 		}
 		if sse.Evented() {
-			errorFor(r, err) // the turn sent its error event; logged with its code
+			streamFailed(r, err) // the turn sent its error event; logged with its code and status
 			return sse.Event("", []byte("[DONE]"))
 		}
 		if sse.Unstarted() {

@@ -206,7 +206,7 @@ func errorFor(r *http.Request, err error) (int, errorBody) {
 	if errors.Is(err, context.Canceled) && r.Context().Err() != nil {
 		// The client went away (as Connect's "canceled"): not a fault of
 		// the server's, logged as nginx's 499, and nobody reads the body.
-		reqinfo.SetError(r.Context(), "CLIENT_CLOSED_REQUEST", statusClientClosed)
+		clientClosed(r)
 		return statusClientClosed, errorBody{Error: errorDetail{Code: "CLIENT_CLOSED_REQUEST", Message: "the client closed the request"}}
 	}
 	if apperr.CodeOf(err) == apperr.Internal {
@@ -228,6 +228,23 @@ func errorFor(r *http.Request, err error) (int, errorBody) {
 		body.Error.RetryAfter = &secs
 	}
 	return m.HTTPStatus, body
+}
+
+// clientClosed notes, for the request's log line and metrics, that its
+// client went away before the reply was whole (a stream it left): 499, as
+// a Connect stream's "canceled" counts, not the 200 that went out first.
+func clientClosed(r *http.Request) {
+	reqinfo.SetError(r.Context(), "CLIENT_CLOSED_REQUEST", statusClientClosed)
+}
+
+// streamFailed is errorFor for a stream whose 200 went out before it
+// failed (its error travels as an event): the request's log line and
+// metrics take the status the error stands for, as a failed Connect or gRPC
+// stream's is counted by its code, not the 200 in front of it.
+func streamFailed(r *http.Request, err error) (int, errorBody) {
+	status, body := errorFor(r, err)
+	reqinfo.SetError(r.Context(), body.Error.Code, status)
+	return status, body
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -272,7 +272,7 @@ func (h *Handler) watchConversation(w http.ResponseWriter, r *http.Request) erro
 		return sse.EventWithID(id, b)
 	})
 	if err != nil && r.Context().Err() == nil {
-		_, body := errorFor(r, err)
+		_, body := streamFailed(r, err)
 		b, _ := json.Marshal(map[string]any{"type": "error", "error": body.Error})
 		_ = sse.Event("", b)
 	}

@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -257,4 +258,71 @@ func TestMetricsRouteOfCrossOriginVisitor(t *testing.T) {
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	require.Equal(t, before+1, requestCount(t, e, route, "2xx"), "the visitor's chat is not counted under its route")
 	require.Equal(t, unmatched, requestCount(t, e, "unmatched", "2xx"))
+}
+
+// A REST chat stream the model fails mid-answer ends with its error event
+// behind the 200 already sent; it counts under the status its error stands
+// for (503), as a failed Connect or gRPC stream counts by its code, not as a
+// success. Not parallel: the counts are the process's.
+func TestMetricsFailedRESTStreamCountsByItsStatus(t *testing.T) {
+	fake := testenv.NewFakeProvider(t)
+	fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " finished"}, CutAfter: 2}
+	}
+	e := testenv.New(t, testenv.WithFakeModels(fake))
+	// Not gpt-4o: TestMetricsAfterChatAndRateLimit reads that model's cost
+	// whole, and the cut answers' usage is counted too.
+	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"S","instructions":"Be brief.","model":"claude-3-5-sonnet"}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var agent struct{ ID string }
+	r.JSON(t, &agent)
+
+	for _, tc := range []struct{ route, path string }{
+		{"POST /api/v2/agent/{agentId}/chat", "/api/v2/agent/" + agent.ID + "/chat"},
+		{"POST /api/agents/{agentId}/query", "/api/agents/" + agent.ID + "/query"},
+	} {
+		ok, failed := requestCount(t, e, tc.route, "2xx"), requestCount(t, e, tc.route, "5xx")
+		resp := e.Post(tc.path, map[string]string{"Authorization": "Bearer " + e.A.Key},
+			`{"query":"hi","conversationId":"cut-`+agent.ID[:8]+`","streaming":true}`)
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", tc.path, body)
+		require.Contains(t, string(body), "UPSTREAM_ERROR", "%s: the stream ends with the error event", tc.path)
+		require.Equal(t, failed+1, requestCount(t, e, tc.route, "5xx"), "%s: the failed stream is not counted as a failure", tc.path)
+		require.Equal(t, ok, requestCount(t, e, tc.route, "2xx"), "%s: the failed stream counted as a success", tc.path)
+	}
+}
+
+// A REST chat stream its client leaves mid-answer counts as 499 (4xx), as a
+// Connect stream's "canceled" does, not as a success. Not parallel: the
+// counts are the process's.
+func TestMetricsLeftRESTStreamCountsAsClientClosed(t *testing.T) {
+	fake := testenv.NewFakeProvider(t)
+	fake.Reply = func(int, map[string]any) testenv.FakeReply {
+		return testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " finished"}, StallAfter: 1}
+	}
+	e := testenv.New(t, testenv.WithFakeModels(fake))
+	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"L","instructions":"Be brief.","model":"claude-3-5-sonnet"}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var agent struct{ ID string }
+	r.JSON(t, &agent)
+
+	for _, tc := range []struct{ route, path string }{
+		{"POST /api/v2/agent/{agentId}/chat", "/api/v2/agent/" + agent.ID + "/chat"},
+		{"POST /api/agents/{agentId}/query", "/api/agents/" + agent.ID + "/query"},
+	} {
+		ok, left := requestCount(t, e, tc.route, "2xx"), requestCount(t, e, tc.route, "4xx")
+		resp := e.Post(tc.path, map[string]string{"Authorization": "Bearer " + e.A.Key},
+			`{"query":"hi","conversationId":"left-`+agent.ID[:8]+`","streaming":true}`)
+		require.Equal(t, http.StatusOK, resp.StatusCode, tc.path)
+		// Read up to the first token, then leave.
+		lines := bufio.NewScanner(resp.Body)
+		for lines.Scan() && !strings.Contains(lines.Text(), "Partial") {
+		}
+		require.NoError(t, lines.Err())
+		resp.Body.Close()
+		require.Eventually(t, func() bool { return requestCount(t, e, tc.route, "4xx") == left+1 }, 30*time.Second, 20*time.Millisecond,
+			"%s: the stream its client left is not counted as 499", tc.path)
+		require.Equal(t, ok, requestCount(t, e, tc.route, "2xx"), "%s: the stream its client left counted as a success", tc.path)
+	}
 }

@@ -50,56 +50,87 @@ func requestLog(next http.Handler) http.Handler {
 		rec.info.ID = id
 		ctx := reqinfo.With(r.Context(), &rec.info)
 		r2 := r.WithContext(ctx)
+		// Deferred: a response aborted (http.ErrAbortHandler, after it
+		// began: a panic recoverPanics could not answer, a download cut
+		// short by a failure) is logged and counted too, as a failure,
+		// before the panic goes on to net/http, which drops the
+		// connection.
+		defer func() {
+			if p := recover(); p != nil {
+				logRequest(ctx, r, r2, rec, start, true)
+				panic(p)
+			}
+		}()
 		next.ServeHTTP(rec, r2)
-		took := time.Since(start)
-
-		info := &rec.info
-		if info.Code == "" {
-			noteGRPCStatus(info, rec.Header())
-		}
-		status := rec.status
-		if info.Status != 0 {
-			status = info.Status
-		}
-		route := info.Route
-		if route == "" {
-			// The mux sets the pattern it matched on the request it serves
-			// (notePattern passes it on when that is a copy).
-			route = r2.Pattern
-		}
-		if span := trace.SpanFromContext(ctx); span.IsRecording() && route != "" {
-			// otelhttp, outside, cannot see the pattern on its copy (nor the
-			// console's own mux's, which it notes in info.Route). An RPC's
-			// span is otelconnect's, inside: this one is not recording.
-			span.SetName(route)
-			span.SetAttributes(attribute.String("http.route", route))
-		}
-		metrics.Request(route, status, took)
-
-		attrs := make([]slog.Attr, 0, 14)
-		attrs = append(attrs,
-			slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
-			slog.Int("status", status), slog.Float64("took_ms", float64(took.Microseconds())/1000),
-			slog.String("proto", r.Proto))
-		if status != rec.status {
-			attrs = append(attrs, slog.Int("http_status", rec.status))
-		}
-		if info.Code != "" {
-			attrs = append(attrs, slog.String("code", info.Code))
-		}
-		if info.OrgID != uuid.Nil {
-			attrs = append(attrs, slog.String("org_id", info.OrgID.String()))
-		}
-		if info.KeyID != uuid.Nil {
-			attrs = append(attrs, slog.String("key_id", info.KeyID.String()))
-		}
-		if info.Span.IsValid() && !trace.SpanContextFromContext(ctx).IsValid() {
-			// An RPC's span began inside (otelconnect): name it here.
-			ctx = trace.ContextWithSpanContext(ctx, info.Span)
-		}
-		slog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+		logRequest(ctx, r, r2, rec, start, false)
 	})
 }
+
+// logRequest writes a request's log line and records its metrics once its
+// handler is done; aborted: the response was cut short, a failure whatever
+// its status line said (499 when the client had gone, else 500).
+func logRequest(ctx context.Context, r, r2 *http.Request, rec *statusRecorder, start time.Time, aborted bool) {
+	took := time.Since(start)
+
+	info := &rec.info
+	if info.Code == "" {
+		noteGRPCStatus(info, rec.Header())
+	}
+	status := rec.status
+	if info.Status != 0 {
+		status = info.Status
+	}
+	if aborted {
+		status = http.StatusInternalServerError
+		if r.Context().Err() != nil {
+			status = statusClientClosed
+		}
+	}
+	route := info.Route
+	if route == "" {
+		// The mux sets the pattern it matched on the request it serves
+		// (notePattern passes it on when that is a copy).
+		route = r2.Pattern
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() && route != "" {
+		// otelhttp, outside, cannot see the pattern on its copy (nor the
+		// console's own mux's, which it notes in info.Route). An RPC's
+		// span is otelconnect's, inside: this one is not recording.
+		span.SetName(route)
+		span.SetAttributes(attribute.String("http.route", route))
+	}
+	metrics.Request(route, status, took)
+
+	attrs := make([]slog.Attr, 0, 14)
+	attrs = append(attrs,
+		slog.String("method", r.Method), slog.String("path", r.URL.Path), slog.String("route", route),
+		slog.Int("status", status), slog.Float64("took_ms", float64(took.Microseconds())/1000),
+		slog.String("proto", r.Proto))
+	if status != rec.status {
+		attrs = append(attrs, slog.Int("http_status", rec.status))
+	}
+	if info.Code != "" {
+		attrs = append(attrs, slog.String("code", info.Code))
+	}
+	if aborted {
+		attrs = append(attrs, slog.Bool("aborted", true))
+	}
+	if info.OrgID != uuid.Nil {
+		attrs = append(attrs, slog.String("org_id", info.OrgID.String()))
+	}
+	if info.KeyID != uuid.Nil {
+		attrs = append(attrs, slog.String("key_id", info.KeyID.String()))
+	}
+	if info.Span.IsValid() && !trace.SpanContextFromContext(ctx).IsValid() {
+		// An RPC's span began inside (otelconnect): name it here.
+		ctx = trace.ContextWithSpanContext(ctx, info.Span)
+	}
+	slog.LogAttrs(ctx, slog.LevelInfo, "request", attrs...)
+}
+
+// statusClientClosed is the status a request whose client went away is
+// logged with (nginx's convention, as compat's).
+const statusClientClosed = 499
 
 // notePattern serves mux and notes the pattern it matched in the request's
 // reqinfo.Info, unless an inner layer named the route (an RPC's procedure,

@@ -3,11 +3,16 @@ package server
 import (
 	"encoding/json"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/parleyhq/parley/backend/metrics"
+	"github.com/parleyhq/parley/backend/testenv/syncbuf"
 )
 
 // A handler's panic is the API's 500 INTERNAL_ERROR with a request id, not
@@ -75,4 +80,55 @@ func TestPanicAfterAFlushAborts(t *testing.T) {
 	body, err := io.ReadAll(resp.Body)
 	require.NotContains(t, string(body), "INTERNAL_ERROR", "an error body was written into a stream already begun")
 	require.Error(t, err, "a stream cut by a panic read as complete")
+}
+
+// A response aborted after it began (a panic once the status went out, a
+// download cut short by a failure: http.ErrAbortHandler) still has its
+// request log line and its metric, as a failure: the panic went through
+// requestLog, and the request was neither logged nor counted. Not parallel:
+// the default logger is the process's.
+func TestAbortedResponseIsLoggedAndCounted(t *testing.T) {
+	var buf syncbuf.Buffer
+	prev := slog.Default()
+	slog.SetDefault(slog.New(LogHandler{Handler: slog.NewJSONHandler(&buf, nil)}))
+	t.Cleanup(func() { slog.SetDefault(prev) })
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /cut-short", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Length", "100")
+		_, _ = w.Write([]byte("half"))
+		w.(http.Flusher).Flush()
+		panic(http.ErrAbortHandler)
+	})
+	srv := httptest.NewServer(requestLog(recoverPanics(mux)))
+	t.Cleanup(srv.Close)
+
+	req, err := http.NewRequest("GET", srv.URL+"/cut-short", nil)
+	require.NoError(t, err)
+	req.Header.Set("X-Request-Id", "aborted-1")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	_, err = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Error(t, err, "the response was not aborted")
+
+	var rec map[string]any
+	for line := range strings.Lines(buf.String()) {
+		var r map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &r))
+		if r["msg"] == "request" && r["request_id"] == "aborted-1" {
+			rec = r
+		}
+	}
+	require.NotNil(t, rec, "the aborted request has no log line: %s", buf.String())
+	require.Equal(t, 500.0, rec["status"], "%v", rec)
+	require.Equal(t, 200.0, rec["http_status"], "%v", rec)
+	require.Equal(t, "GET /cut-short", rec["route"], "%v", rec)
+
+	h, err := metrics.Handler()
+	require.NoError(t, err)
+	w := httptest.NewRecorder()
+	h.ServeHTTP(w, httptest.NewRequest("GET", "/metrics", nil))
+	require.Contains(t, w.Body.String(), `parley_request_duration_seconds_count{route="GET /cut-short",status_class="5xx"} 1`,
+		"the aborted request is not counted as a failure")
 }
