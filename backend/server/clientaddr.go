@@ -57,10 +57,10 @@ func forwardedClient(trusted []netip.Prefix, peer string, xff []string) (netip.A
 	}
 	var client netip.Addr
 	for i := len(hops) - 1; i >= 0; i-- {
-		a, err := netip.ParseAddr(strings.TrimSpace(hops[i]))
-		if err != nil {
-			// Garbage (or a port, or "unknown"): nothing to its left can be
-			// believed; the nearest address before it stands.
+		a, ok := hopAddr(strings.TrimSpace(hops[i]))
+		if !ok {
+			// Garbage (or "unknown"): nothing to its left can be believed;
+			// the nearest address before it stands.
 			break
 		}
 		client = a.Unmap()
@@ -69,4 +69,17 @@ func forwardedClient(trusted []netip.Prefix, peer string, xff []string) (netip.A
 		}
 	}
 	return client, client.IsValid()
+}
+
+// hopAddr reads one X-Forwarded-For entry: an address, or an address with
+// its port ("203.0.113.1:51234", "[2001:db8::7]:51234"), as some proxies
+// (Azure's Application Gateway) write them. Read as garbage, such an entry
+// made the proxy itself the client, and every visitor behind it shared one
+// per-address limit.
+func hopAddr(hop string) (netip.Addr, bool) {
+	if a, err := netip.ParseAddr(hop); err == nil {
+		return a, true
+	}
+	ap, err := netip.ParseAddrPort(hop)
+	return ap.Addr(), err == nil
 }

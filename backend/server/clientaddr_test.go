@@ -27,6 +27,9 @@ func TestForwardedClient(t *testing.T) {
 		{"garbage only", "10.0.0.5:4000", []string{"unknown"}, ""},
 		{"IPv4-mapped", "10.0.0.5:4000", []string{"::ffff:203.0.113.1"}, "203.0.113.1"},
 		{"peer without a port", "10.0.0.5", []string{"203.0.113.1"}, "203.0.113.1"},
+		{"entries with ports", "10.0.0.5:4000", []string{"192.0.2.66:1, 203.0.113.1:51234"}, "203.0.113.1"},
+		{"IPv6 entry with a port", "10.0.0.5:4000", []string{"[2001:db8::7]:51234, 10.0.0.9:80"}, "2001:db8::7"},
+		{"a bare IPv6 entry is not read as one with a port", "10.0.0.5:4000", []string{"2001:db8::7:80"}, "2001:db8::7:80"},
 	} {
 		got, ok := forwardedClient(trusted, c.peer, c.xff)
 		if c.want == "" {
