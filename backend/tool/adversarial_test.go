@@ -146,3 +146,27 @@ func TestModelQueryCannotReplaceTheOwnersAsPHPReadsThem(t *testing.T) {
 	require.Len(t, got, 1)
 	require.Equal(t, "tenant_id=acme&page=2", got[0].RawQuery)
 }
+
+// Nor under a name that a case-insensitive framework reads as the owner's
+// by Unicode's case mappings: Java's CASE_INSENSITIVE_ORDER and ASP.NET's
+// OrdinalIgnoreCase compare upper cases, where "ıd" (a dotless i) is "ID"
+// (ASP.NET then reads "acme,evil") and, for Java, "ſcope" (a long s) is
+// "SCOPE".
+func TestModelQueryCannotReplaceTheOwnersAsCaseFoldingReadsThem(t *testing.T) {
+	t.Parallel()
+	orders := newEndpoint(t, `{"ok":true}`)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(llm.ToolCall{ID: "fold", Name: tool.HTTPRequest,
+		Arguments: `{"endpoint":"fold","query":{"ıd":"evil","ſcope":"admin","page":"2"}}`})
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	id := createAgent(t, e, e.A.Key, endpointsBody(
+		map[string]any{"name": "fold", "description": "Fold.", "url": orders.URL + "/a?id=acme&scope=read"},
+	))["id"].(string)
+	events := streamEvents(t, e, id, e.A.Key, `{"query":"go","conversationId":"fold","streaming":true}`)
+	calls := ofType(events, "tool_call")
+	require.Len(t, calls, 1)
+	require.Equal(t, "ok", calls[0]["status"], "%v", calls[0])
+	got := orders.requests()
+	require.Len(t, got, 1)
+	require.Equal(t, "id=acme&scope=read&page=2", got[0].RawQuery)
+}

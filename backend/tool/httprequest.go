@@ -196,7 +196,10 @@ func jsonKind(t reflect.Type) string {
 // and some frameworks ignore case. A parameter of the model's that one of
 // the endpoint's own reads so (a tenant id, say) is left out, as one of
 // the same name is: the server might take the model's value for the
-// owner's.
+// owner's. Case is ignored as Unicode's mappings ignore it, upper case
+// first: Java's case-insensitive order and ASP.NET's OrdinalIgnoreCase
+// compare upper cases, where "ıd" (a dotless i) is "ID" and, for Java,
+// "ſcope" (a long s) is "SCOPE"; lower case alone keeps them apart.
 func queryName(k string) string {
 	if i := strings.IndexByte(k, 0); i >= 0 {
 		k = k[:i]
@@ -209,7 +212,7 @@ func queryName(k string) string {
 			k = strings.ReplaceAll(k, "[", "_")
 		}
 	}
-	return strings.NewReplacer(".", "_", " ", "_").Replace(strings.ToLower(k))
+	return strings.NewReplacer(".", "_", " ", "_").Replace(strings.ToLower(strings.ToUpper(k)))
 }
 
 // ValidHeaderValue reports whether value can be sent as a header value:
