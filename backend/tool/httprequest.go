@@ -377,6 +377,10 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 			sent = append(sent, v)
 		}
 	}
+	// SECURITY: so are the values of the owner's query parameters (an
+	// api_key in the URL), which the model is never shown either (see
+	// redirected): an endpoint may echo the URL it was called at.
+	sent = append(sent, ownerQueryValues(e.URL)...)
 	hide := redactor(sent)
 	if hasBody {
 		r.Body = args.Body
@@ -407,6 +411,25 @@ func (h *httpRequestTool) Run(ctx context.Context, call Call) (Result, error) {
 		Summary: strings.TrimSpace(status) + ", " + sizeOf(resp),
 	}
 	return res, nil
+}
+
+// ownerQueryValues are the values of the query parameters of the
+// endpoint's URL, as configured: as the owner wrote them (percent-encoded)
+// and decoded, for those that decode.
+func ownerQueryValues(raw string) []string {
+	u, err := url.Parse(raw)
+	if err != nil || u.RawQuery == "" {
+		return nil
+	}
+	var out []string
+	for _, pair := range strings.FieldsFunc(u.RawQuery, func(r rune) bool { return r == '&' || r == ';' }) {
+		_, v, _ := strings.Cut(pair, "=")
+		out = append(out, v)
+		if d, err := url.QueryUnescape(v); err == nil && d != v {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // redactedValue replaces a header value sent in what the model reads.

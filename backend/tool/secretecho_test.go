@@ -107,3 +107,33 @@ func TestHTTPRequestHeaderValuesEchoedEncodedDoNotReachTheModel(t *testing.T) {
 		require.NotContains(t, got, leak)
 	}
 }
+
+// The owner's query parameters are no more the model's to read than its
+// header values (a redirect's Location is shown without its query): an
+// endpoint that echoes the URL it was called at (httpbin's "url", an
+// error quoting the key it refused) does not hand the model the owner's
+// api_key.
+func TestHTTPRequestEchoedOwnerQueryDoesNotReachTheModel(t *testing.T) {
+	t.Parallel()
+	const key = "k-0123456789abcdef"
+	echo := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = io.WriteString(w, `{"url":"http://`+r.Host+r.URL.String()+`","args":{"api_key":"`+r.URL.Query().Get("api_key")+`"}}`)
+	}))
+	t.Cleanup(echo.Close)
+	fp := testenv.NewFakeProvider(t)
+	fp.Reply = caller(llm.ToolCall{ID: "echo", Name: "http_request", Arguments: `{"endpoint":"echo","query":{"page":"2"}}`})
+	e := testenv.New(t, testenv.WithFakeModels(fp), fetchAllow("127.0.0.0/8"))
+	id := createAgent(t, e, e.A.Key, endpointsBody(
+		map[string]any{"name": "echo", "url": echo.URL + "/get?api_key=" + url.QueryEscape(key) + "&format=json"},
+	))["id"].(string)
+	r := e.Do("POST", "/api/v2/agent/"+id+"/chat", e.A.Key, `{"query":"call it","conversationId":"echo-q"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	reqs := fp.Requests()
+	require.Len(t, reqs, 2)
+	got := req(reqs[1]).toolResult("echo")
+	require.Contains(t, got, "HTTP 200 OK", "the call was made")
+	require.Contains(t, got, `/get?api_key=[redacted]&format=json&page=2"`, "the rest of the URL is read")
+	require.NotContains(t, got, key)
+	require.NotContains(t, got, "0123456789abcdef")
+}
