@@ -3,6 +3,9 @@ package chat_test
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"testing"
 
@@ -82,4 +85,77 @@ func tools(req map[string]any) []string {
 		out = append(out, fn["name"].(string), desc, string(schema))
 	}
 	return out
+}
+
+// Results of a round that do not fit in what the window leaves (each
+// http_request result may be 16 KiB, some 4,000 tokens; a round may hold 8
+// calls) are cut to fit: sent whole, the prompt passed the window, the
+// provider refused it and the turn failed after its tools had run.
+func TestToolResultsAreCutToTheWindow(t *testing.T) {
+	t.Parallel()
+	var words []string
+	for i := range 4000 {
+		words = append(words, fmt.Sprintf("w%d", i))
+	}
+	big := strings.Join(words, " ")[:16<<10]
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		_, _ = w.Write([]byte(big))
+	}))
+	t.Cleanup(srv.Close)
+	fake := testenv.NewFakeProvider(t)
+	const window = llm.MaxOutputTokens + 3000
+	e := testenv.New(t, func(c *server.Config) {
+		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
+		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
+		c.FetchAllow = append(c.FetchAllow, netip.MustParsePrefix("127.0.0.0/8"))
+	})
+	r := e.Do("POST", "/api/agents", e.A.Key, map[string]any{
+		"name": "n", "instructions": "Look things up.", "tools": []string{"http_request"},
+		"toolSettings": map[string]any{"http_request": map[string]any{"endpoints": []any{map[string]any{"name": "big", "url": srv.URL}}}},
+	})
+	require.Equal(t, 201, r.Status, "%s", r.Body)
+	var a struct{ ID string }
+	r.JSON(t, &a)
+	fake.Reply = func(call int, _ map[string]any) testenv.FakeReply {
+		if call == 1 {
+			return testenv.FakeReply{ToolCalls: []llm.ToolCall{
+				{ID: "c1", Name: "http_request", Arguments: `{"endpoint":"big"}`},
+				{ID: "c2", Name: "http_request", Arguments: `{"endpoint":"big"}`},
+				{ID: "c3", Name: "http_request", Arguments: `{"endpoint":"big"}`},
+			}}
+		}
+		return testenv.FakeReply{Tokens: []string{"Done."}}
+	}
+	r = e.Do("POST", "/api/v2/agent/"+a.ID+"/chat", e.A.Key, `{"query":"look it up","conversationId":"cut-results"}`)
+	require.Equal(t, 200, r.Status, "%s", r.Body)
+	reqs := fake.Requests()
+	require.Len(t, reqs, 2)
+	sent := 0
+	for _, tl := range tools(reqs[1]) {
+		sent += llm.CountTokens(tl)
+	}
+	var results []string
+	for _, m := range reqs[1]["messages"].([]any) {
+		m := m.(map[string]any)
+		if c, ok := m["content"].(string); ok {
+			sent += llm.CountTokens(c)
+			if m["role"] == "tool" {
+				results = append(results, c)
+			}
+		}
+		calls, _ := m["tool_calls"].([]any)
+		for _, c := range calls {
+			fn := c.(map[string]any)["function"].(map[string]any)
+			sent += llm.CountTokens(fn["name"].(string)) + llm.CountTokens(fn["arguments"].(string))
+		}
+	}
+	bound := int(reqs[1]["max_completion_tokens"].(float64))
+	require.LessOrEqual(t, sent+bound, window, "prompt %d tokens + answer %d fit the window", sent, bound)
+	require.Len(t, results, 3, "every call has its result")
+	require.Contains(t, results[0], "HTTP 200 OK", "the first result is given, cut if need be")
+	require.Contains(t, strings.Join(results, ""), "the rest does not fit in what the context window leaves", "the model is told")
+	for _, c := range results {
+		require.True(t, strings.HasSuffix(c, "</tool_output>"), "a cut result keeps its delimiter: %q", c[max(0, len(c)-80):])
+	}
 }

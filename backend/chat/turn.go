@@ -626,9 +626,12 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 	}
 	var g generation
 	var answer strings.Builder
+	// full: a round's results filled what the window leaves; the model is
+	// offered no more tools, and answers.
+	full := false
 	for round := 0; ; round++ {
 		prompt.Tools = nil
-		if round < maxToolRounds && !kit.Empty() {
+		if round < maxToolRounds && !kit.Empty() && !full {
 			prompt.Tools = kit.Definitions()
 		}
 		said, calls, err := t.callModel(modelCtx, prompt, &answer, &g.usage)
@@ -653,18 +656,19 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 		if s.takenOver(modelCtx, t) {
 			break
 		}
-		results, end, err := t.runCalls(modelCtx, kit, calls)
+		// The round's results get what the window leaves after its calls.
+		call := llm.Message{Role: llm.RoleAssistant, Content: said, ToolCalls: calls}
+		room := t.route.ResultRoom(t.promptTokens + t.route.WindowTokens(t.promptTokens, llm.Request{Messages: []llm.Message{call}}))
+		results, end, err := t.runCalls(modelCtx, kit, calls, &room)
 		if err != nil {
 			g.err = err
 			break
 		}
+		full = room == 0
 		// The calls ran: a cut that stopped the reply at them (its bound
 		// reached in their arguments) did not cut the answer.
 		t.cut = false
-		step := []llm.Message{
-			{Role: llm.RoleAssistant, Content: said, ToolCalls: calls},
-			{Role: llm.RoleTool, ToolResults: results},
-		}
+		step := []llm.Message{call, {Role: llm.RoleTool, ToolResults: results}}
 		prompt.Messages = append(prompt.Messages, step...)
 		// The round's calls and results grow the prompt: the next reply
 		// gets what the window still leaves (a small window's server
@@ -814,8 +818,9 @@ func (t *turn) countProviderError(ctx context.Context, err error) {
 // each; end is the first that ends the model's turn, nil when none does.
 // Every call of the reply is handed to the kit (a lead captured beside a
 // handoff is one request), which refuses those past its bounds with an
-// error result (tool.Kit.Run).
-func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall) (results []llm.ToolResult, end *tool.Ran, err error) {
+// error result (tool.Kit.Run). The results the model reads take at most
+// room tokens together (fitResult), which they take from it.
+func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall, room *int) (results []llm.ToolResult, end *tool.Ran, err error) {
 	kit.Round()
 	for _, c := range calls {
 		call := tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources), Numbers: t.cited}
@@ -837,12 +842,49 @@ func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall
 		if err := t.reportCall(c, ran.IsError, ran.Summary); err != nil {
 			return nil, nil, err
 		}
-		results = append(results, ran.ForModel)
+		results = append(results, fitResult(ran, room))
 		if ran.Traits.EndsTurn && !ran.IsError && end == nil {
 			end = &ran
 		}
 	}
 	return results, end, nil
+}
+
+// cutNote ends a tool result cut to what the model's context window leaves.
+const cutNote = "\n… (cut here: the rest does not fit in what the context window leaves)"
+
+// fitResult is a call's result as the model reads it, in at most room
+// tokens, which it takes from room: whole when it fits, else cut with
+// cutNote inside its delimiters, room then 0. A round's results were sent
+// whole: a round of endpoints' answers (16 KiB each, up to some 8,000 tokens)
+// passed the window, the provider refused the prompt, and the turn failed
+// after its tools had run.
+func fitResult(ran tool.Ran, room *int) llm.ToolResult {
+	res := ran.ForModel
+	// A token is at least a byte: what fits in bytes needs no count.
+	n := len(res.Content)
+	if n > *room {
+		n = llm.CountTokens(res.Content)
+	}
+	if n <= *room {
+		*room -= n
+		return res
+	}
+	keep := *room - llm.CountTokens(tool.Untrusted(res.Name, cutNote, res.IsError))
+	content := ran.Content
+	cut := 0
+	if keep > 0 {
+		cut = len(content) * keep / n
+		for cut > 0 && llm.CountTokens(content[:cut]) > keep {
+			cut = cut * 9 / 10
+		}
+		for cut > 0 && !utf8.RuneStart(content[cut]) {
+			cut--
+		}
+	}
+	res.Content = tool.Untrusted(res.Name, content[:cut]+cutNote, res.IsError)
+	*room = 0
+	return res
 }
 
 // say adds text of Parley's own to the answer, as a paragraph of its own,

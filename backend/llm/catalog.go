@@ -87,6 +87,19 @@ func (r Route) AnswerRoom(promptTokens int) int {
 	return max(minAnswerTokens, min(MaxOutputTokens, r.window()-promptTokens))
 }
 
+// ResultRoom is how many tokens a tool round's results may add to a
+// prompt of promptTokens (the round's calls included) and leave the next
+// reply at least minResultAnswer of the window: 0 when the prompt leaves
+// less already. Results past it passed the window: the provider refused
+// the prompt, after the round's tools had run.
+func (r Route) ResultRoom(promptTokens int) int {
+	return max(0, r.window()-promptTokens-minResultAnswer)
+}
+
+// minResultAnswer is the least room ResultRoom leaves the reply that reads
+// a round's results.
+const minResultAnswer = 1024
+
 // Cost of a call's usage.
 func (r Route) Cost(u Usage) float64 {
 	return (float64(u.PromptTokens)*r.InputPerMTok + float64(u.CompletionTokens)*r.OutputPerMTok) / 1e6
