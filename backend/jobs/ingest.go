@@ -73,18 +73,31 @@ func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (er
 			err = recordable{err}
 		}
 	}()
+	if w.superseded(ctx, job) {
+		return nil // a newer job runs the datasource, or ran it
+	}
 	if wait := w.fairShare(ctx, job); wait > 0 {
 		return river.JobSnooze(wait)
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			slog.ErrorContext(ctx, "ingestion panicked", "datasource", id, "panic", r, "stack", string(debug.Stack()))
-			w.K.Fail(ctx, org, id, "ingestion failed on an internal error; it will not be retried")
+			if !w.superseded(ctx, job) {
+				w.K.Fail(ctx, org, id, "ingestion failed on an internal error; it will not be retried")
+			}
 			err = river.JobCancel(fmt.Errorf("ingestion panicked: %v", r))
 		}
 	}()
 	err = w.K.Ingest(ctx, org, id)
 	if err == nil {
+		return nil
+	}
+	if w.superseded(ctx, job) {
+		// A resync or an embedder switch queued a newer job while this
+		// one ran: its outcome is the datasource's. Recorded, this one's
+		// failure overwrote it (a datasource synced by the newer job
+		// read as failed, or pending for a retry that is pointless).
+		slog.InfoContext(ctx, "ingestion failed, superseded by a newer job", "datasource", id, "err", err)
 		return nil
 	}
 	if msg, ok := knowledge.Permanent(err); ok {
@@ -118,6 +131,32 @@ func (w *IngestWorker) Work(ctx context.Context, job *river.Job[IngestArgs]) (er
 		w.K.Fail(ctx, org, id, "ingestion failed after "+attempts+reason)
 	}
 	return err
+}
+
+// superseded reports whether a newer ingestion job of the same datasource
+// was queued after job: a resync, or a switch of its datastore's
+// embedder, queues one in the transaction that makes the datasource
+// pending, and that job reads the content (and the embedder) as they are
+// now. job then has nothing left to do or to record: run, it embedded the
+// whole datasource again after the newer one published it (a retry in its
+// backoff while the resync ran); its failure, recorded, overwrote the
+// newer job's outcome. A failed read says no: the job runs as before. It
+// reads even when ctx has ended (a last attempt out of time).
+func (w *IngestWorker) superseded(ctx context.Context, job *river.Job[IngestArgs]) bool {
+	if w.Pool == nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	var newer bool
+	err := w.Pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM river_job
+		WHERE kind = $1 AND id > $2 AND args @> jsonb_build_object('org_id', $3::text, 'datasource_id', $4::text))`,
+		IngestArgs{}.Kind(), job.ID, job.Args.OrgID.String(), job.Args.DatasourceID.String()).Scan(&newer)
+	if err != nil {
+		slog.WarnContext(ctx, "ingestion: looking for a newer job of the datasource", "datasource", job.Args.DatasourceID, "err", err)
+		return false
+	}
+	return newer
 }
 
 // recordable is a job's error as River can record it: its text goes into

@@ -463,3 +463,48 @@ func TestUnstorableStatusLineIsRecorded(t *testing.T) {
 	require.Equal(t, "error", d.Status)
 	require.Contains(t, d.Error, "answered 503 Busy\uFFFDnow); it will not be retried")
 }
+
+// A job of a datasource for which a newer job was queued since (a resync
+// while it waited for its retry) neither runs nor records its outcome:
+// the newer job's is the datasource's. Recorded, the older job's last
+// failure turned a datasource the newer job had just synced into an error
+// (and sent datasource.failed), and its retries set it pending again.
+func TestOlderJobDoesNotOverwriteANewerOnesOutcome(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	emb := &counting{}
+	w := &IngestWorker{}
+	f := setup(t, longText(10), w)
+	w.Pool = f.store.Pool
+	w.K = knowledge.New(f.store, emb, netguard.New(netguard.Config{}))
+
+	rc, err := river.NewClient(riverpgxv5.New(f.store.Pool), &river.Config{})
+	require.NoError(t, err)
+	args := IngestArgs{OrgID: f.org, DatasourceID: f.ds}
+	old, err := rc.Insert(ctx, args, nil)
+	require.NoError(t, err)
+	// The resync's job, which ran and synced the datasource.
+	_, err = rc.Insert(ctx, args, nil)
+	require.NoError(t, err)
+	require.NoError(t, w.K.Ingest(ctx, f.org, f.ds))
+	require.Equal(t, "synced", f.datasource(t).Status)
+	embedded := emb.texts.Load()
+
+	// The older job's retries, the embedder failing now.
+	emb.failing.Store(true)
+	job := &river.Job[IngestArgs]{JobRow: old.Job, Args: args}
+	job.Attempt, job.MaxAttempts = 4, 5
+	_ = w.Work(ctx, job)
+	d := f.datasource(t)
+	require.Equal(t, "synced", d.Status, d.Error)
+	job.Attempt = 5
+	_ = w.Work(ctx, job)
+	d = f.datasource(t)
+	require.Equal(t, "synced", d.Status, d.Error)
+	require.Empty(t, d.Error)
+
+	// Nor, the embedder back, does it embed the datasource again.
+	emb.failing.Store(false)
+	require.NoError(t, w.Work(ctx, job))
+	require.Equal(t, embedded, emb.texts.Load(), "the older job embedded the datasource again")
+}
