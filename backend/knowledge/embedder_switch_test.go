@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"slices"
 	"sync/atomic"
 	"testing"
 
@@ -64,4 +65,56 @@ func TestRunOfAReplacedEmbedderStops(t *testing.T) {
 		return err
 	}))
 	require.Equal(t, []int32{int32(wide{}.Dimension())}, dims, "the visible chunks are the datastore's embedder's")
+}
+
+// twin is another embedder of the lexical one's dimension (as use-lite and
+// lexical are, both 512): its vectors are the lexical ones reversed, of
+// another space.
+type twin struct{}
+
+func (twin) Model() string  { return "test-twin-512" }
+func (twin) Dimension() int { return embed.LexicalDim }
+func (twin) Embed(ctx context.Context, texts []string) ([][]float32, error) {
+	v, err := embed.Lexical{}.Embed(ctx, texts)
+	for _, x := range v {
+		slices.Reverse(x)
+	}
+	return v, err
+}
+
+// After its datastore switched to another embedder of the same dimension,
+// a datasource not yet re-embedded (its job queued, or failed for good)
+// is not searched by vector: its vectors are the old model's, and compared
+// with the new model's query they were ranked, and their similarity
+// reported, at random. The full-text half still finds it; once re-embedded
+// the vector half does too.
+func TestVectorSearchSkipsAnotherEmbeddersChunks(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "Refunds are possible within thirty days of delivery, with the receipt.")
+	ctx := context.Background()
+	k := New(e.store, embed.Lexical{}, nil, twin{})
+	require.NoError(t, k.Ingest(ctx, e.org, e.ds))
+	var store dbq.Datastore
+	require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) (err error) {
+		store, err = q.SetDatastoreEmbedder(ctx, dbq.SetDatastoreEmbedderParams{OrgID: e.org, ID: e.store_, EmbeddingModel: twin{}.Model(), EmbeddingDim: int32(twin{}.Dimension())})
+		return err
+	}))
+	search := func() (l ranked) {
+		t.Helper()
+		require.NoError(t, e.store.Tenant(ctx, e.org, func(q *dbq.Queries) (err error) {
+			l, err = k.lists(ctx, q, e.org, []dbq.Datastore{store}, nil, Text("refunds within thirty days"), 10)
+			return err
+		}))
+		return l
+	}
+
+	l := search()
+	require.Len(t, l.vector, 1)
+	require.Empty(t, l.vector[0], "the vector half compared the lexical embedder's vectors with the query's of another")
+	require.NotEmpty(t, l.text, "the full-text half finds the datasource")
+
+	require.NoError(t, k.Ingest(ctx, e.org, e.ds)) // the switch's run
+	l = search()
+	require.Len(t, l.vector, 1)
+	require.NotEmpty(t, l.vector[0], "the re-embedded datasource is searched by vector")
 }

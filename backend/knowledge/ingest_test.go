@@ -148,7 +148,7 @@ func TestFilteredSearchReturnsK(t *testing.T) {
 		if err := q.TuneVectorSearch(ctx, "40"); err != nil {
 			return err
 		}
-		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: e.org, DatastoreIds: []uuid.UUID{e.store_}, DatasourceIds: []uuid.UUID{other}, K: 7})
+		rows, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: e.org, DatastoreIds: []uuid.UUID{e.store_}, DatasourceIds: []uuid.UUID{other}, EmbeddingModel: d.EmbeddingModel, K: 7})
 		if err != nil {
 			return err
 		}
@@ -214,7 +214,7 @@ func TestVectorSearchUsesHNSW(t *testing.T) {
 	require.NoError(t, err)
 	v, _ := embed.Lexical{}.Embed(ctx, []string{"assorted planner"})
 	plan := func(exactBelow, exactMax int64, exactRatio float64) string {
-		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+searchVector512SQL(), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, exactBelow, exactMax, exactRatio, pgvector.NewVector(v[0]), 10)
+		rows, err := tx.Query(ctx, "EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) "+searchVector512SQL(), e.org, []uuid.UUID{e.store_}, []uuid.UUID{}, embed.Lexical{}.Model(), exactBelow, exactMax, exactRatio, pgvector.NewVector(v[0]), 10)
 		require.NoError(t, err)
 		var plan strings.Builder
 		for rows.Next() {

@@ -557,7 +557,7 @@ func (r *run) publish(ctx context.Context, count int) error {
 		if err := q.DeleteChunksBelow(ctx, dbq.DeleteChunksBelowParams{OrgID: r.org, DatasourceID: r.id, Generation: r.gen}); err != nil {
 			return err
 		}
-		if err := q.MarkSynced(ctx, dbq.MarkSyncedParams{OrgID: r.org, ID: r.id, Generation: r.gen, ChunkCount: int32(count)}); err != nil {
+		if err := q.MarkSynced(ctx, dbq.MarkSyncedParams{OrgID: r.org, ID: r.id, Generation: r.gen, ChunkCount: int32(count), EmbeddingModel: r.model}); err != nil {
 			return err
 		}
 		return r.k.emit(ctx, tx, q, r.org, r.id, webhook.DatasourceSynced)

@@ -128,7 +128,7 @@ func paraphraseRetrieval(t *testing.T, emb embed.Embedder, floor int) {
 				return err
 			}
 			vec := pgvector.NewVector(v[0])
-			vr, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: e.org, DatastoreIds: []uuid.UUID{e.store_}, DatasourceIds: []uuid.UUID{}, K: 5})
+			vr, err := q.SearchVector512(ctx, dbq.SearchVector512Params{Query: &vec, OrgID: e.org, DatastoreIds: []uuid.UUID{e.store_}, DatasourceIds: []uuid.UUID{}, EmbeddingModel: emb.Model(), K: 5})
 			if err != nil {
 				return err
 			}

@@ -235,7 +235,7 @@ func (k *Knowledge) lists(ctx context.Context, q *dbq.Queries, org uuid.UUID, da
 			continue // the embedder failed: full text only
 		}
 		rows, err := k.vectorSearch(ctx, q, dims[model], dbq.SearchVector512Params{
-			Query: v, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, ExactBelow: k.ExactBelow, ExactMax: k.ExactMax, ExactRatio: k.ExactRatio, K: int32(candidates),
+			Query: v, OrgID: org, DatastoreIds: ids, DatasourceIds: datasourceIDs, EmbeddingModel: model, ExactBelow: k.ExactBelow, ExactMax: k.ExactMax, ExactRatio: k.ExactRatio, K: int32(candidates),
 		})
 		if err != nil {
 			return l, err

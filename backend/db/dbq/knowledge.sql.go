@@ -1060,21 +1060,24 @@ func (q *Queries) LockWebhooksForForget(ctx context.Context, orgID uuid.UUID) er
 
 const markSynced = `-- name: MarkSynced :exec
 UPDATE datasources SET status = 'synced', error = '', ingest_fingerprint = '', generation = $1, chunk_count = $2,
-  synced_at = now(), updated_at = now()
-WHERE org_id = $3 AND id = $4
+  embedding_model = $3, synced_at = now(), updated_at = now()
+WHERE org_id = $4 AND id = $5
 `
 
 type MarkSyncedParams struct {
-	Generation int32
-	ChunkCount int32
-	OrgID      uuid.UUID
-	ID         uuid.UUID
+	Generation     int32
+	ChunkCount     int32
+	EmbeddingModel string
+	OrgID          uuid.UUID
+	ID             uuid.UUID
 }
 
+// embedding_model: the embedder of the chunks it makes visible (SearchVector*).
 func (q *Queries) MarkSynced(ctx context.Context, arg MarkSyncedParams) error {
 	_, err := q.db.Exec(ctx, markSynced,
 		arg.Generation,
 		arg.ChunkCount,
+		arg.EmbeddingModel,
 		arg.OrgID,
 		arg.ID,
 	)
@@ -1386,42 +1389,58 @@ func (q *Queries) SearchText(ctx context.Context, arg SearchTextParams) ([]Searc
 
 const searchVector1536 = `-- name: SearchVector1536 :many
 WITH scope AS MATERIALIZED (
-  SELECT d.id, d.chunk_count FROM datasources d
+  SELECT d.id, d.chunk_count, d.embedding_model FROM datasources d
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+), stale AS MATERIALIZED (
+  SELECT coalesce(array_agg(s.id), '{}')::uuid[] AS ids FROM scope s
+  WHERE s.embedding_model NOT IN ('', $4::text)
 ), exact AS MATERIALIZED (
-  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $4::bigint, $5::bigint,
-    $6::float8, 'chunks_embedding_1536') AS yes
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $5::bigint, $6::bigint,
+    $7::float8, 'chunks_embedding_1536') AS yes
   FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $7::vector)::float8 AS distance
+        (c.embedding <=> $8::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 1536
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
    AND (SELECT yes FROM exact)
- ORDER BY c.embedding <=> $7::vector
- LIMIT $8)
+ ORDER BY c.embedding <=> $8::vector
+ LIMIT $9)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(1536) <=> $7::vector(1536))::float8 AS distance
+        (c.embedding::vector(1536) <=> $8::vector(1536))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 1536 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
-   AND NOT (SELECT yes FROM exact)
- ORDER BY c.embedding::vector(1536) <=> $7::vector(1536)
- LIMIT $8)
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) = 0 FROM stale st)
+ ORDER BY c.embedding::vector(1536) <=> $8::vector(1536)
+ LIMIT $9)
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(1536) <=> $8::vector(1536))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = $1 AND c.embedding_dim = 1536 AND c.visible
+   AND c.datastore_id = ANY ($2::uuid[])
+   AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) > 0 FROM stale st)
+ ORDER BY c.embedding::vector(1536) <=> $8::vector(1536)
+ LIMIT $9)
 `
 
 type SearchVector1536Params struct {
-	OrgID         uuid.UUID
-	DatastoreIds  []uuid.UUID
-	DatasourceIds []uuid.UUID
-	ExactBelow    int64
-	ExactMax      int64
-	ExactRatio    float64
-	Query         *pgvector.Vector
-	K             int32
+	OrgID          uuid.UUID
+	DatastoreIds   []uuid.UUID
+	DatasourceIds  []uuid.UUID
+	EmbeddingModel string
+	ExactBelow     int64
+	ExactMax       int64
+	ExactRatio     float64
+	Query          *pgvector.Vector
+	K              int32
 }
 
 type SearchVector1536Row struct {
@@ -1436,6 +1455,12 @@ type SearchVector1536Row struct {
 }
 
 // Nearest visible chunks by cosine distance, for 1536-dimension datastores.
+// Those of datasources whose visible chunks another embedder made
+// (stale: their datastore's embedder changed since, and their re-embedding
+// is queued or failed) are left out: their vectors are not comparable with
+// the query's, of embedding_model (the full-text half still finds them).
+// The index's branch has a twin for that case, gated as the others are, so
+// that the common one (no such datasource) keeps its plan.
 // The scope (the datastores' synced datasources, or the datasources asked)
 // is ranked exactly when parley_rank_exactly says so (migrations/00020):
 // its chunks read through their datasources' index and every distance
@@ -1448,6 +1473,7 @@ func (q *Queries) SearchVector1536(ctx context.Context, arg SearchVector1536Para
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
+		arg.EmbeddingModel,
 		arg.ExactBelow,
 		arg.ExactMax,
 		arg.ExactRatio,
@@ -1483,42 +1509,58 @@ func (q *Queries) SearchVector1536(ctx context.Context, arg SearchVector1536Para
 
 const searchVector512 = `-- name: SearchVector512 :many
 WITH scope AS MATERIALIZED (
-  SELECT d.id, d.chunk_count FROM datasources d
+  SELECT d.id, d.chunk_count, d.embedding_model FROM datasources d
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+), stale AS MATERIALIZED (
+  SELECT coalesce(array_agg(s.id), '{}')::uuid[] AS ids FROM scope s
+  WHERE s.embedding_model NOT IN ('', $4::text)
 ), exact AS MATERIALIZED (
-  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $4::bigint, $5::bigint,
-    $6::float8, 'chunks_embedding_512') AS yes
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $5::bigint, $6::bigint,
+    $7::float8, 'chunks_embedding_512') AS yes
   FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $7::vector)::float8 AS distance
+        (c.embedding <=> $8::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 512
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
    AND (SELECT yes FROM exact)
- ORDER BY c.embedding <=> $7::vector
- LIMIT $8)
+ ORDER BY c.embedding <=> $8::vector
+ LIMIT $9)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(512) <=> $7::vector(512))::float8 AS distance
+        (c.embedding::vector(512) <=> $8::vector(512))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 512 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
-   AND NOT (SELECT yes FROM exact)
- ORDER BY c.embedding::vector(512) <=> $7::vector(512)
- LIMIT $8)
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) = 0 FROM stale st)
+ ORDER BY c.embedding::vector(512) <=> $8::vector(512)
+ LIMIT $9)
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(512) <=> $8::vector(512))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = $1 AND c.embedding_dim = 512 AND c.visible
+   AND c.datastore_id = ANY ($2::uuid[])
+   AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) > 0 FROM stale st)
+ ORDER BY c.embedding::vector(512) <=> $8::vector(512)
+ LIMIT $9)
 `
 
 type SearchVector512Params struct {
-	OrgID         uuid.UUID
-	DatastoreIds  []uuid.UUID
-	DatasourceIds []uuid.UUID
-	ExactBelow    int64
-	ExactMax      int64
-	ExactRatio    float64
-	Query         *pgvector.Vector
-	K             int32
+	OrgID          uuid.UUID
+	DatastoreIds   []uuid.UUID
+	DatasourceIds  []uuid.UUID
+	EmbeddingModel string
+	ExactBelow     int64
+	ExactMax       int64
+	ExactRatio     float64
+	Query          *pgvector.Vector
+	K              int32
 }
 
 type SearchVector512Row struct {
@@ -1533,6 +1575,12 @@ type SearchVector512Row struct {
 }
 
 // Nearest visible chunks by cosine distance, for 512-dimension datastores.
+// Those of datasources whose visible chunks another embedder made
+// (stale: their datastore's embedder changed since, and their re-embedding
+// is queued or failed) are left out: their vectors are not comparable with
+// the query's, of embedding_model (the full-text half still finds them).
+// The index's branch has a twin for that case, gated as the others are, so
+// that the common one (no such datasource) keeps its plan.
 // The scope (the datastores' synced datasources, or the datasources asked)
 // is ranked exactly when parley_rank_exactly says so (migrations/00020):
 // its chunks read through their datasources' index and every distance
@@ -1545,6 +1593,7 @@ func (q *Queries) SearchVector512(ctx context.Context, arg SearchVector512Params
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
+		arg.EmbeddingModel,
 		arg.ExactBelow,
 		arg.ExactMax,
 		arg.ExactRatio,
@@ -1580,42 +1629,58 @@ func (q *Queries) SearchVector512(ctx context.Context, arg SearchVector512Params
 
 const searchVector768 = `-- name: SearchVector768 :many
 WITH scope AS MATERIALIZED (
-  SELECT d.id, d.chunk_count FROM datasources d
+  SELECT d.id, d.chunk_count, d.embedding_model FROM datasources d
   WHERE d.org_id = $1 AND d.datastore_id = ANY ($2::uuid[])
     AND (cardinality($3::uuid[]) = 0 OR d.id = ANY ($3::uuid[]))
+), stale AS MATERIALIZED (
+  SELECT coalesce(array_agg(s.id), '{}')::uuid[] AS ids FROM scope s
+  WHERE s.embedding_model NOT IN ('', $4::text)
 ), exact AS MATERIALIZED (
-  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $4::bigint, $5::bigint,
-    $6::float8, 'chunks_embedding_768') AS yes
+  SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), $5::bigint, $6::bigint,
+    $7::float8, 'chunks_embedding_768') AS yes
   FROM scope
 )
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding <=> $7::vector)::float8 AS distance
+        (c.embedding <=> $8::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = $1 AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 768
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
    AND (SELECT yes FROM exact)
- ORDER BY c.embedding <=> $7::vector
- LIMIT $8)
+ ORDER BY c.embedding <=> $8::vector
+ LIMIT $9)
 UNION ALL
 (SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
-        (c.embedding::vector(768) <=> $7::vector(768))::float8 AS distance
+        (c.embedding::vector(768) <=> $8::vector(768))::float8 AS distance
  FROM chunks c
  WHERE c.org_id = $1 AND c.embedding_dim = 768 AND c.visible
    AND c.datastore_id = ANY ($2::uuid[])
    AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
-   AND NOT (SELECT yes FROM exact)
- ORDER BY c.embedding::vector(768) <=> $7::vector(768)
- LIMIT $8)
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) = 0 FROM stale st)
+ ORDER BY c.embedding::vector(768) <=> $8::vector(768)
+ LIMIT $9)
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(768) <=> $8::vector(768))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = $1 AND c.embedding_dim = 768 AND c.visible
+   AND c.datastore_id = ANY ($2::uuid[])
+   AND (cardinality($3::uuid[]) = 0 OR c.datasource_id = ANY ($3::uuid[]))
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) > 0 FROM stale st)
+ ORDER BY c.embedding::vector(768) <=> $8::vector(768)
+ LIMIT $9)
 `
 
 type SearchVector768Params struct {
-	OrgID         uuid.UUID
-	DatastoreIds  []uuid.UUID
-	DatasourceIds []uuid.UUID
-	ExactBelow    int64
-	ExactMax      int64
-	ExactRatio    float64
-	Query         *pgvector.Vector
-	K             int32
+	OrgID          uuid.UUID
+	DatastoreIds   []uuid.UUID
+	DatasourceIds  []uuid.UUID
+	EmbeddingModel string
+	ExactBelow     int64
+	ExactMax       int64
+	ExactRatio     float64
+	Query          *pgvector.Vector
+	K              int32
 }
 
 type SearchVector768Row struct {
@@ -1630,6 +1695,12 @@ type SearchVector768Row struct {
 }
 
 // Nearest visible chunks by cosine distance, for 768-dimension datastores.
+// Those of datasources whose visible chunks another embedder made
+// (stale: their datastore's embedder changed since, and their re-embedding
+// is queued or failed) are left out: their vectors are not comparable with
+// the query's, of embedding_model (the full-text half still finds them).
+// The index's branch has a twin for that case, gated as the others are, so
+// that the common one (no such datasource) keeps its plan.
 // The scope (the datastores' synced datasources, or the datasources asked)
 // is ranked exactly when parley_rank_exactly says so (migrations/00020):
 // its chunks read through their datasources' index and every distance
@@ -1642,6 +1713,7 @@ func (q *Queries) SearchVector768(ctx context.Context, arg SearchVector768Params
 		arg.OrgID,
 		arg.DatastoreIds,
 		arg.DatasourceIds,
+		arg.EmbeddingModel,
 		arg.ExactBelow,
 		arg.ExactMax,
 		arg.ExactRatio,

@@ -138,6 +138,7 @@ type Datasource struct {
 	UpdatedAt         time.Time
 	SyncedAt          *time.Time
 	IngestFingerprint string
+	EmbeddingModel    string
 }
 
 type Datastore struct {

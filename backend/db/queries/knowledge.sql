@@ -237,8 +237,9 @@ WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id)
 DELETE FROM chunks WHERE org_id = sqlc.arg(org_id) AND datasource_id = sqlc.arg(datasource_id) AND generation < sqlc.arg(generation);
 
 -- name: MarkSynced :exec
+-- embedding_model: the embedder of the chunks it makes visible (SearchVector*).
 UPDATE datasources SET status = 'synced', error = '', ingest_fingerprint = '', generation = sqlc.arg(generation), chunk_count = sqlc.arg(chunk_count),
-  synced_at = now(), updated_at = now()
+  embedding_model = sqlc.arg(embedding_model), synced_at = now(), updated_at = now()
 WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
 
 -- name: CountChunks :one
@@ -276,6 +277,12 @@ INSERT INTO agent_datastores (org_id, agent_id, datastore_id) VALUES (sqlc.arg(o
 
 -- name: SearchVector512 :many
 -- Nearest visible chunks by cosine distance, for 512-dimension datastores.
+-- Those of datasources whose visible chunks another embedder made
+-- (stale: their datastore's embedder changed since, and their re-embedding
+-- is queued or failed) are left out: their vectors are not comparable with
+-- the query's, of embedding_model (the full-text half still finds them).
+-- The index's branch has a twin for that case, gated as the others are, so
+-- that the common one (no such datasource) keeps its plan.
 -- The scope (the datastores' synced datasources, or the datasources asked)
 -- is ranked exactly when parley_rank_exactly says so (migrations/00020):
 -- its chunks read through their datasources' index and every distance
@@ -284,9 +291,12 @@ INSERT INTO agent_datastores (org_id, agent_id, datastore_id) VALUES (sqlc.arg(o
 -- predicate match it). The choice is made once; each branch's gate is a
 -- one-time filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
-  SELECT d.id, d.chunk_count FROM datasources d
+  SELECT d.id, d.chunk_count, d.embedding_model FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+), stale AS MATERIALIZED (
+  SELECT coalesce(array_agg(s.id), '{}')::uuid[] AS ids FROM scope s
+  WHERE s.embedding_model NOT IN ('', sqlc.arg(embedding_model)::text)
 ), exact AS MATERIALIZED (
   SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), sqlc.arg(exact_below)::bigint, sqlc.arg(exact_max)::bigint,
     sqlc.arg(exact_ratio)::float8, 'chunks_embedding_512') AS yes
@@ -296,6 +306,7 @@ WITH scope AS MATERIALIZED (
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 512
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
    AND (SELECT yes FROM exact)
  ORDER BY c.embedding <=> sqlc.arg(query)::vector
  LIMIT sqlc.arg(k))
@@ -306,12 +317,29 @@ UNION ALL
  WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 512 AND c.visible
    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-   AND NOT (SELECT yes FROM exact)
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) = 0 FROM stale st)
+ ORDER BY c.embedding::vector(512) <=> sqlc.arg(query)::vector(512)
+ LIMIT sqlc.arg(k))
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(512) <=> sqlc.arg(query)::vector(512))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 512 AND c.visible
+   AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+   AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) > 0 FROM stale st)
  ORDER BY c.embedding::vector(512) <=> sqlc.arg(query)::vector(512)
  LIMIT sqlc.arg(k));
 
 -- name: SearchVector768 :many
 -- Nearest visible chunks by cosine distance, for 768-dimension datastores.
+-- Those of datasources whose visible chunks another embedder made
+-- (stale: their datastore's embedder changed since, and their re-embedding
+-- is queued or failed) are left out: their vectors are not comparable with
+-- the query's, of embedding_model (the full-text half still finds them).
+-- The index's branch has a twin for that case, gated as the others are, so
+-- that the common one (no such datasource) keeps its plan.
 -- The scope (the datastores' synced datasources, or the datasources asked)
 -- is ranked exactly when parley_rank_exactly says so (migrations/00020):
 -- its chunks read through their datasources' index and every distance
@@ -320,9 +348,12 @@ UNION ALL
 -- predicate match it). The choice is made once; each branch's gate is a
 -- one-time filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
-  SELECT d.id, d.chunk_count FROM datasources d
+  SELECT d.id, d.chunk_count, d.embedding_model FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+), stale AS MATERIALIZED (
+  SELECT coalesce(array_agg(s.id), '{}')::uuid[] AS ids FROM scope s
+  WHERE s.embedding_model NOT IN ('', sqlc.arg(embedding_model)::text)
 ), exact AS MATERIALIZED (
   SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), sqlc.arg(exact_below)::bigint, sqlc.arg(exact_max)::bigint,
     sqlc.arg(exact_ratio)::float8, 'chunks_embedding_768') AS yes
@@ -332,6 +363,7 @@ WITH scope AS MATERIALIZED (
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 768
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
    AND (SELECT yes FROM exact)
  ORDER BY c.embedding <=> sqlc.arg(query)::vector
  LIMIT sqlc.arg(k))
@@ -342,12 +374,29 @@ UNION ALL
  WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 768 AND c.visible
    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-   AND NOT (SELECT yes FROM exact)
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) = 0 FROM stale st)
+ ORDER BY c.embedding::vector(768) <=> sqlc.arg(query)::vector(768)
+ LIMIT sqlc.arg(k))
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(768) <=> sqlc.arg(query)::vector(768))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 768 AND c.visible
+   AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+   AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) > 0 FROM stale st)
  ORDER BY c.embedding::vector(768) <=> sqlc.arg(query)::vector(768)
  LIMIT sqlc.arg(k));
 
 -- name: SearchVector1536 :many
 -- Nearest visible chunks by cosine distance, for 1536-dimension datastores.
+-- Those of datasources whose visible chunks another embedder made
+-- (stale: their datastore's embedder changed since, and their re-embedding
+-- is queued or failed) are left out: their vectors are not comparable with
+-- the query's, of embedding_model (the full-text half still finds them).
+-- The index's branch has a twin for that case, gated as the others are, so
+-- that the common one (no such datasource) keeps its plan.
 -- The scope (the datastores' synced datasources, or the datasources asked)
 -- is ranked exactly when parley_rank_exactly says so (migrations/00020):
 -- its chunks read through their datasources' index and every distance
@@ -356,9 +405,12 @@ UNION ALL
 -- predicate match it). The choice is made once; each branch's gate is a
 -- one-time filter, so only one branch runs and the search is one round trip.
 WITH scope AS MATERIALIZED (
-  SELECT d.id, d.chunk_count FROM datasources d
+  SELECT d.id, d.chunk_count, d.embedding_model FROM datasources d
   WHERE d.org_id = sqlc.arg(org_id) AND d.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
     AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR d.id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+), stale AS MATERIALIZED (
+  SELECT coalesce(array_agg(s.id), '{}')::uuid[] AS ids FROM scope s
+  WHERE s.embedding_model NOT IN ('', sqlc.arg(embedding_model)::text)
 ), exact AS MATERIALIZED (
   SELECT parley_rank_exactly(coalesce(sum(chunk_count), 0), sqlc.arg(exact_below)::bigint, sqlc.arg(exact_max)::bigint,
     sqlc.arg(exact_ratio)::float8, 'chunks_embedding_1536') AS yes
@@ -368,6 +420,7 @@ WITH scope AS MATERIALIZED (
         (c.embedding <=> sqlc.arg(query)::vector)::float8 AS distance
  FROM scope s JOIN chunks c ON c.org_id = sqlc.arg(org_id) AND c.datasource_id = s.id
  WHERE c.visible AND c.embedding_dim = 1536
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
    AND (SELECT yes FROM exact)
  ORDER BY c.embedding <=> sqlc.arg(query)::vector
  LIMIT sqlc.arg(k))
@@ -378,7 +431,18 @@ UNION ALL
  WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
    AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
    AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
-   AND NOT (SELECT yes FROM exact)
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) = 0 FROM stale st)
+ ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
+ LIMIT sqlc.arg(k))
+UNION ALL
+(SELECT c.id, c.datasource_id, c.text, c.title, c.heading, c.url, c.page,
+        (c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536))::float8 AS distance
+ FROM chunks c
+ WHERE c.org_id = sqlc.arg(org_id) AND c.embedding_dim = 1536 AND c.visible
+   AND c.datastore_id = ANY (sqlc.arg(datastore_ids)::uuid[])
+   AND (cardinality(sqlc.arg(datasource_ids)::uuid[]) = 0 OR c.datasource_id = ANY (sqlc.arg(datasource_ids)::uuid[]))
+   AND c.datasource_id <> ALL ((SELECT st.ids FROM stale st)::uuid[])
+   AND NOT (SELECT yes FROM exact) AND (SELECT cardinality(st.ids) > 0 FROM stale st)
  ORDER BY c.embedding::vector(1536) <=> sqlc.arg(query)::vector(1536)
  LIMIT sqlc.arg(k));
 
