@@ -38,6 +38,31 @@ func NewAnthropic(cfg AnthropicConfig) *Anthropic {
 	return &Anthropic{client: anthropic.NewClient(opts...)}
 }
 
+// toolsOfHistory defines the tools the messages called, with no schema,
+// and forbids calling them (tool_choice "none"), for a request that offers
+// the model no tools after some ran (the turn's last round: its rounds
+// spent, or the window full). Anthropic refuses a request whose messages
+// hold tool_use or tool_result blocks without tools defined ("Requests
+// which include `tool_use` or `tool_result` blocks must define tools",
+// 400): the turn failed after its tools had run. None called: no tools.
+func toolsOfHistory(msgs []Message) ([]anthropic.ToolUnionParam, anthropic.ToolChoiceUnionParam) {
+	var tools []anthropic.ToolUnionParam
+	seen := map[string]bool{}
+	for _, m := range msgs {
+		for _, c := range m.ToolCalls {
+			if !seen[c.Name] {
+				seen[c.Name] = true
+				tools = append(tools, anthropic.ToolUnionParamOfTool(anthropic.ToolInputSchemaParam{Properties: map[string]any{}}, c.Name))
+			}
+		}
+	}
+	if len(tools) == 0 {
+		return nil, anthropic.ToolChoiceUnionParam{}
+	}
+	none := anthropic.NewToolChoiceNoneParam()
+	return tools, anthropic.ToolChoiceUnionParam{OfNone: &none}
+}
+
 // Provider implements Model.
 func (a *Anthropic) Provider() string { return "anthropic" }
 
@@ -90,6 +115,9 @@ func (a *Anthropic) Stream(ctx context.Context, req Request, yield func(Event) e
 		tool := anthropic.ToolUnionParamOfTool(schema, t.Name)
 		tool.OfTool.Description = anthropic.String(t.Description)
 		params.Tools = append(params.Tools, tool)
+	}
+	if len(req.Tools) == 0 {
+		params.Tools, params.ToolChoice = toolsOfHistory(req.Messages)
 	}
 
 	stream := a.client.Messages.NewStreaming(ctx, params)

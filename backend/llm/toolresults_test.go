@@ -51,6 +51,14 @@ func TestToolResultsInEachProvidersWireFormat(t *testing.T) {
 			require.JSONEq(t, `{"role":"assistant","content":[{"type":"tool_use","id":"call_1","name":"datastore_query","input":{"query":"opening hours"}}]}`, string(assistant))
 			result, _ := json.Marshal(msgs[2])
 			require.JSONEq(t, `{"role":"user","content":[{"type":"tool_result","tool_use_id":"call_1","is_error":false,"content":[{"type":"text","text":"[1] hours.md: we open at nine"}]}]}`, string(result))
+			// No tools are offered for this call, but the messages hold
+			// tool_use blocks: Anthropic refuses such a request unless
+			// tools are defined, so the called ones are, and may not be
+			// called.
+			defined, _ := json.Marshal(body["tools"])
+			require.JSONEq(t, `[{"name":"datastore_query","input_schema":{"type":"object","properties":{}}}]`, string(defined))
+			choice, _ := json.Marshal(body["tool_choice"])
+			require.JSONEq(t, `{"type":"none"}`, string(choice))
 		},
 		"gemini": func(t *testing.T, body map[string]any) {
 			contents := body["contents"].([]any)
