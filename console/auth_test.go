@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/stretchr/testify/require"
@@ -299,4 +300,58 @@ func mustURL(t *testing.T, s string) *url.URL {
 	u, err := url.Parse(s)
 	require.NoError(t, err)
 	return u
+}
+
+// A request that read the session before a sign-out and answers after it
+// does not bring the session back. scs commits every session a request
+// read (to move its idle timeout on), and the store's upsert re-inserted
+// the row the sign-out had deleted, the late response setting the cookie
+// again: a browser signed out while a page loaded in another tab stayed
+// signed in, and a stolen cookie kept alive by one slow request after
+// another outlived every sign-out.
+func testSignOutDuringARequest(t *testing.T, e *env) {
+	c := e.as(t, e.A.ID, member.Viewer)
+	cookies := c.http.Jar.Cookies(mustURL(t, e.URL))
+	require.NotEmpty(t, cookies)
+
+	// A request whose body the server waits for: its session is read
+	// before the handler asks for the body (Expect: 100-continue: the
+	// client sends none until asked).
+	form := "password=one+new+passphrase&confirm=another+passphrase"
+	body, feed := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, e.URL+"/console/members/password", body)
+	require.NoError(t, err)
+	req.ContentLength = int64(len(form))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("Origin", e.URL)
+	req.Header.Set("Sec-Fetch-Site", "same-origin")
+	req.Header.Set("Expect", "100-continue")
+	for _, ck := range cookies {
+		req.AddCookie(ck)
+	}
+	slow := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	done := make(chan error, 1)
+	go func() {
+		resp, err := slow.Do(req)
+		if err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		done <- err
+	}()
+	// Taken once the server asked for the body: the session was read.
+	_, err = feed.Write([]byte(form[:10]))
+	require.NoError(t, err)
+
+	p := c.post("/console/signout", nil)
+	require.Equal(t, http.StatusSeeOther, p.Status, p.Body)
+
+	_, err = feed.Write([]byte(form[10:]))
+	require.NoError(t, err)
+	require.NoError(t, feed.Close())
+	require.NoError(t, <-done)
+
+	replay := e.anon(t)
+	replay.http.Jar.SetCookies(mustURL(t, e.URL), cookies)
+	require.Equal(t, http.StatusSeeOther, replay.get("/console/").Status, "a request begun before the sign-out brought the session back")
 }

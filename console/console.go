@@ -169,10 +169,26 @@ func (s sessionStore) CommitCtx(ctx context.Context, token string, b []byte, exp
 	})
 }
 
-// DeleteCtx deletes a session.
+// endedSessionKept is how long, at least, an ended session's emptied row
+// is kept (DeleteCtx): longer than any request that read the session
+// before it ended may run.
+const endedSessionKept = IdleTimeout
+
+// DeleteCtx ends a session: signed out, renewed at sign-in, found stale.
+//
+// SECURITY: its row is emptied, not deleted, and kept until it would have
+// expired (endedSessionKept at least), so that a request that read the
+// session before and commits it after (scs commits every session read,
+// its idle timeout moved on) cannot insert it again: deleted, a sign-out
+// during a page's load in another tab left the browser signed in, and a
+// stolen cookie kept alive by one slow request after another outlived
+// every sign-out. scs deletes the token "" of a session never stored.
 func (s sessionStore) DeleteCtx(ctx context.Context, token string) error {
+	if token == "" {
+		return nil
+	}
 	return s.store.Bounded(ctx, func(ctx context.Context) error {
-		return dbq.New(s.store.Pool).DeleteSession(ctx, hashToken(token))
+		return dbq.New(s.store.Pool).EndSession(ctx, dbq.EndSessionParams{Token: hashToken(token), Expiry: time.Now().Add(endedSessionKept)})
 	})
 }
 

@@ -41,6 +41,7 @@ func TestConsole(t *testing.T) {
 	e.members = &member.Service{Store: e.App.Store}
 	tests := map[string]func(*testing.T, *env){
 		"sign in and out":          testSignInAndOut,
+		"sign out mid-request":     testSignOutDuringARequest,
 		"passwords":                testPasswords,
 		"security headers":         testSecurityHeaders,
 		"cross-site posts refused": testCrossSite,

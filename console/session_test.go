@@ -41,7 +41,7 @@ func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	var stallDelete atomic.Bool
 	sessions, err := db.Open(context.Background(), px.URL, 4, stallOn{
 		match: func(sql string) bool {
-			return strings.Contains(sql, "DELETE FROM sessions WHERE token") && stallDelete.CompareAndSwap(true, false)
+			return strings.Contains(sql, "INSERT INTO sessions (token, data, expiry) VALUES ($1, ''::bytea") && stallDelete.CompareAndSwap(true, false)
 		},
 		stall: px.Stall,
 	})

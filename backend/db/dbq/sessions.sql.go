@@ -13,6 +13,7 @@ import (
 const commitSession = `-- name: CommitSession :exec
 INSERT INTO sessions (token, data, expiry) VALUES ($1, $2, $3)
 ON CONFLICT (token) DO UPDATE SET data = EXCLUDED.data, expiry = EXCLUDED.expiry
+WHERE sessions.data <> ''::bytea
 `
 
 type CommitSessionParams struct {
@@ -35,22 +36,36 @@ func (q *Queries) DeleteExpiredSessions(ctx context.Context) error {
 	return err
 }
 
-const deleteSession = `-- name: DeleteSession :exec
-DELETE FROM sessions WHERE token = $1
+const endSession = `-- name: EndSession :exec
+INSERT INTO sessions (token, data, expiry) VALUES ($1, ''::bytea, $2)
+ON CONFLICT (token) DO UPDATE SET data = ''::bytea, expiry = greatest(sessions.expiry, EXCLUDED.expiry)
 `
 
-func (q *Queries) DeleteSession(ctx context.Context, token string) error {
-	_, err := q.db.Exec(ctx, deleteSession, token)
+type EndSessionParams struct {
+	Token  string
+	Expiry time.Time
+}
+
+// Empties the session, kept until expiry, or until sqlc.arg(expiry) when
+// later: past any request that read it before.
+func (q *Queries) EndSession(ctx context.Context, arg EndSessionParams) error {
+	_, err := q.db.Exec(ctx, endSession, arg.Token, arg.Expiry)
 	return err
 }
 
 const findSession = `-- name: FindSession :one
 
-SELECT data FROM sessions WHERE token = $1 AND current_timestamp < expiry
+SELECT data FROM sessions WHERE token = $1 AND current_timestamp < expiry AND data <> ''::bytea
 `
 
 // Console sessions (scs's pgxstore statements, run with a context: see
 // console.sessionStore). token is the SHA-256 of the cookie's, in hex.
+//
+// A session ended (signed out, renewed at sign-in, found stale) is not
+// deleted but emptied (data = ”), and kept so until expiry: a request that
+// read it before and commits it after (scs commits every session a request
+// read, to move its idle timeout on) must not bring it back, and
+// CommitSession revives no emptied row. No session of scs's is empty.
 func (q *Queries) FindSession(ctx context.Context, token string) ([]byte, error) {
 	row := q.db.QueryRow(ctx, findSession, token)
 	var data []byte
