@@ -78,7 +78,11 @@ func ReadUpload(w http.ResponseWriter, r *http.Request, req *parleyv1.CreateData
 		}
 		switch {
 		case part.FormName() == "file" && part.FileName() != "" && !haveFile:
-			fileName = part.FileName()
+			// Without its folders here, not only in CreateDatasource: a
+			// Windows client's whole path (C:\Users\...\report.pdf, which
+			// FileName keeps on Linux) was checked against the schema's
+			// 300 characters, and a long one refused, though its name fits.
+			fileName = baseName(part.FileName())
 			// A filename*=UTF-8''%FF parameter is decoded to raw bytes,
 			// which Postgres refuses in text.
 			if !utf8.ValidString(fileName) {

@@ -64,6 +64,11 @@ func TestReadUpload(t *testing.T) {
 	require.Equal(t, "a.txt", req.GetFileName(), "the first file wins")
 	require.Equal(t, "A", req.GetName())
 
+	// A Windows client's whole path, however long, is the file's name.
+	req, err = read(uploadRequest(t, [3]string{"file", `C:\Users\ada\` + strings.Repeat(`Documents\`, 40) + `manual.md`, "# Hi"}))
+	require.NoError(t, err)
+	require.Equal(t, "manual.md", req.GetFileName())
+
 	// No file (or a "file" field that is not one): Invalid, naming file.
 	_, err = read(uploadRequest(t, [3]string{"name", "", "x"}))
 	require.Equal(t, "file", fieldOf(err))
