@@ -1,9 +1,14 @@
 package chat
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
 	"net/http"
 	"net/url"
 	"path"
@@ -100,7 +105,7 @@ func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachme
 		fetchCtx, cancel = context.WithDeadlineCause(ctx, t.deadline, errTurnDeadline)
 		defer cancel()
 	}
-	docsText, images, err = s.fetchAttachments(fetchCtx, atts)
+	docsText, images, err = s.fetchAttachments(fetchCtx, atts, t.route)
 	if err != nil {
 		held.release()
 		if ctx.Err() == nil && errors.Is(context.Cause(fetchCtx), errTurnDeadline) {
@@ -118,8 +123,8 @@ func (s *Service) readAttachments(ctx context.Context, atts []*parleyv1.Attachme
 
 // fetchAttachments fetches the attachments, all at once, then reads them:
 // an image is one by its bytes or its declared type (readImage), anything
-// else a document.
-func (s *Service) fetchAttachments(ctx context.Context, atts []*parleyv1.Attachment) (string, []llm.Image, error) {
+// else a document. An image is refused when route's model reads none.
+func (s *Service) fetchAttachments(ctx context.Context, atts []*parleyv1.Attachment, route llm.Route) (string, []llm.Image, error) {
 	pages := make([]*netguard.Page, len(atts))
 	errs := make([]error, len(atts))
 	var wg sync.WaitGroup
@@ -148,6 +153,15 @@ func (s *Service) fetchAttachments(ctx context.Context, atts []*parleyv1.Attachm
 		} else {
 			docs = append(docs, i)
 		}
+	}
+	// A model that reads no images (the offline engine, a text-only
+	// model) was given the message without them, and answered as if the
+	// visitor had attached nothing.
+	if len(imgs) > 0 && !route.ReadsImages() {
+		if _, local := route.Model.(llm.Local); local {
+			return "", nil, apperr.InvalidField(fieldOf(imgs[0]), "the image cannot be read: the model %s is served by this server's offline engine, which reads no images", route.Name)
+		}
+		return "", nil, apperr.InvalidField(fieldOf(imgs[0]), "the image cannot be read: the model %s reads no images", route.Name)
 	}
 	share := attachmentTokens / max(len(docs), 1)
 	texts := make([]string, len(atts))
@@ -216,7 +230,75 @@ func readImage(p *netguard.Page) (llm.Image, error) {
 	if len(p.Body) > llm.ImageMaxBytes {
 		return llm.Image{}, fmt.Errorf("the image is larger than the %d bytes (3.75 MiB) the models take", llm.ImageMaxBytes)
 	}
+	// The sniffer reads a type from the first bytes alone: a file with a
+	// PNG, JPEG or WebP signature and nothing readable after it (cut short,
+	// damaged) was sent, and the provider's refusal (400) came back as its
+	// failure, 502 "try again", with the question stored. Its header is
+	// read here, and its size checked against what every provider takes.
+	w, h, err := imageSize(mime, p.Body)
+	if errors.Is(err, errUnreadFeature) {
+		return llm.Image{MIMEType: mime, Data: p.Body}, nil // sent as before: the provider may read it
+	}
+	if err != nil || w <= 0 || h <= 0 {
+		return llm.Image{}, fmt.Errorf("the image is damaged: its %s header cannot be read", strings.TrimPrefix(mime, "image/"))
+	}
+	if w > llm.ImageMaxSide || h > llm.ImageMaxSide {
+		return llm.Image{}, fmt.Errorf("the image is %d×%d pixels; the models take at most %d on a side", w, h, llm.ImageMaxSide)
+	}
 	return llm.Image{MIMEType: mime, Data: p.Body}, nil
+}
+
+// errUnreadFeature is an image header using a feature Go's readers lack
+// (a JPEG coded arithmetically, or of 12 bits): not damage.
+var errUnreadFeature = errors.New("an image feature this server does not read")
+
+// imageSize reads the width and height in an image's header, without
+// decoding its pixels; an error is a header that cannot be read, or
+// errUnreadFeature.
+func imageSize(mime string, b []byte) (w, h int, err error) {
+	var c image.Config
+	switch mime {
+	case "image/png":
+		c, err = png.DecodeConfig(bytes.NewReader(b))
+	case "image/jpeg":
+		c, err = jpeg.DecodeConfig(bytes.NewReader(b))
+	case "image/webp":
+		return webpSize(b)
+	default:
+		return 0, 0, fmt.Errorf("no reader for %s", mime)
+	}
+	var pu png.UnsupportedError
+	var ju jpeg.UnsupportedError
+	if errors.As(err, &pu) || errors.As(err, &ju) {
+		return 0, 0, errUnreadFeature
+	}
+	return c.Width, c.Height, err
+}
+
+// webpSize reads a WebP's canvas size from its first chunk (VP8X, VP8L or
+// VP8), as the format's container specification lays it out.
+func webpSize(b []byte) (w, h int, err error) {
+	bad := errors.New("not a WebP header")
+	if len(b) < 30 || string(b[0:4]) != "RIFF" || string(b[8:12]) != "WEBP" {
+		return 0, 0, bad
+	}
+	d := b[20:]
+	switch string(b[12:16]) {
+	case "VP8X":
+		return 1 + (int(d[4]) | int(d[5])<<8 | int(d[6])<<16), 1 + (int(d[7]) | int(d[8])<<8 | int(d[9])<<16), nil
+	case "VP8L":
+		if d[0] != 0x2f {
+			return 0, 0, bad
+		}
+		bits := binary.LittleEndian.Uint32(d[1:5])
+		return int(bits&0x3fff) + 1, int(bits>>14&0x3fff) + 1, nil
+	case "VP8 ":
+		if d[3] != 0x9d || d[4] != 0x01 || d[5] != 0x2a {
+			return 0, 0, bad
+		}
+		return int(binary.LittleEndian.Uint16(d[6:8]) & 0x3fff), int(binary.LittleEndian.Uint16(d[8:10]) & 0x3fff), nil
+	}
+	return 0, 0, bad
 }
 
 // readDocument extracts the first limit bytes of a fetched file's text,

@@ -5,6 +5,9 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"image"
+	"image/jpeg"
+	"image/png"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -120,7 +123,7 @@ func TestDocumentAttachments(t *testing.T) {
 		"/report.pdf": []byte("%PDF-1.4\ngarbage"),
 		"/photo.png":  pngBytes,
 		"/page.png":   []byte("<!doctype html><html><body>not an image</body></html>"),
-		"/big.jpg":    append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 7<<19)...),
+		"/big.jpg":    append(jpegBytes(t, 1, 1), bytes.Repeat([]byte{0}, 7<<19)...),
 		"/huge.jpg":   append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 4<<20)...),
 		"/anim.gif":   []byte("GIF89a\x01\x00\x01\x00\x00\x00\x00;"),
 	})
@@ -385,6 +388,104 @@ func TestAttachmentDelimiterInAnyCase(t *testing.T) {
 	lower := strings.ToLower(text)
 	require.Equal(t, 1, strings.Count(lower, "</attachment"), "only Parley's closing tag: %s", text)
 	require.Equal(t, 1, strings.Count(lower, "<attachment"), "only Parley's opening tag: %s", text)
+}
+
+// An image whose bytes open with a PNG, JPEG or WebP signature but whose
+// header cannot be read (a file cut short, damaged), or that is larger on
+// a side than the models take, is refused with 400 naming it before the
+// model is called and before anything is stored: sent, the provider's
+// refusal came back as 502 "try again", the question stored.
+func TestDamagedOrOversizedImageIsRefused(t *testing.T) {
+	t.Parallel()
+	f, fake := loopbackAttachments(t)
+	webp, err := base64.StdEncoding.DecodeString("UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==") // 1×1, lossless
+	require.NoError(t, err)
+	twelveBits := jpegBytes(t, 2, 2)
+	sof := bytes.Index(twelveBits, []byte{0xff, 0xc0})
+	require.Positive(t, sof)
+	twelveBits[sof+4] = 12 // the frame's sample precision
+	srv := newFiles(t, map[string][]byte{
+		"/ok.png":     pngBytes,
+		"/ok.jpg":     jpegBytes(t, 2, 2),
+		"/ok.webp":    webp,
+		"/cut.png":    append([]byte("\x89PNG\r\n\x1a\n"), bytes.Repeat([]byte{0x42}, 64)...),
+		"/cut.jpg":    append([]byte{0xff, 0xd8, 0xff, 0xe0}, bytes.Repeat([]byte{0}, 64)...),
+		"/cut.webp":   append([]byte("RIFF\x00\x01\x00\x00WEBPVP8 "), bytes.Repeat([]byte{0x42}, 64)...),
+		"/wide.png":   pngOf(t, llm.ImageMaxSide+1, 1),
+		"/tall.jpg":   jpegBytes(t, 1, llm.ImageMaxSide+1),
+		"/edge.png":   pngOf(t, llm.ImageMaxSide, 1),
+		"/twelve.jpg": twelveBits,
+	})
+	att := func(path string) string { return `{"url":"` + srv.URL + path + `"}` }
+	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"What is in them?","conversationId":"img-ok","attachments":[`+
+		att("/ok.png")+","+att("/ok.jpg")+","+att("/ok.webp")+","+att("/edge.png")+","+att("/twelve.jpg")+`]}`)
+	require.Equal(t, http.StatusOK, status, "%s", raw.Body)
+	_, images := userText(t, fake, 0)
+	require.Len(t, images, 5, "a JPEG of 12 bits, which Go does not read, is not taken for a damaged one")
+
+	calls := len(fake.Requests())
+	for _, c := range []struct{ path, message string }{
+		{"/cut.png", "the image is damaged: its png header cannot be read"},
+		{"/cut.jpg", "the image is damaged: its jpeg header cannot be read"},
+		{"/cut.webp", "the image is damaged: its webp header cannot be read"},
+		{"/wide.png", "the image is 8001×1 pixels; the models take at most 8000 on a side"},
+		{"/tall.jpg", "the image is 1×8001 pixels; the models take at most 8000 on a side"},
+	} {
+		status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"q","conversationId":"img-bad","attachments":[`+att("/ok.png")+","+att(c.path)+`]}`)
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", c.path, raw.Body)
+		b := raw.Err(t)
+		require.Equal(t, "attachments[1]", b.Error.Field, c.path)
+		require.Contains(t, b.Error.Message, c.message, c.path)
+	}
+	require.Len(t, fake.Requests(), calls, "the model was not called")
+	r := f.Do("GET", "/api/v2/agent/"+f.private+"/conversations", f.A.Key, nil)
+	require.NotContains(t, string(r.Body), `"img-bad"`, "nothing was stored")
+}
+
+// An image given to an agent whose model reads none (the offline engine,
+// which serves every model without a provider, or a route the models file
+// says reads no images) is 400 naming it, before anything is stored: the
+// offline engine answered as if nothing had been attached. A document is
+// still read.
+func TestImageForAModelThatReadsNone(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, func(c *server.Config) {
+		c.AttachmentFetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	f := &fixture{Env: e}
+	f.private = f.agent(t, `{"name":"Offline","instructions":"You are offline."}`)
+	srv := newFiles(t, map[string][]byte{"/photo.png": pngBytes, "/uploads/3f9a": pngBytes, "/notes.txt": []byte("Order 4417 shipped.")})
+	for _, c := range []struct{ atts, field string }{
+		{`{"url":"` + srv.URL + `/photo.png","type":"image/png"}`, "attachments[0]"},
+		{`{"url":"` + srv.URL + `/notes.txt"},{"url":"` + srv.URL + `/uploads/3f9a"}`, "attachments[1]"}, // an image by its bytes
+	} {
+		status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"What is in it?","conversationId":"offline-img","attachments":[`+c.atts+`]}`)
+		require.Equal(t, http.StatusBadRequest, status, "%s", raw.Body)
+		b := raw.Err(t)
+		require.Equal(t, c.field, b.Error.Field)
+		require.Contains(t, b.Error.Message, "the model gpt-4o-mini is served by this server's offline engine, which reads no images")
+	}
+	r := f.Do("GET", "/api/v2/agent/"+f.private+"/conversations", f.A.Key, nil)
+	require.NotContains(t, string(r.Body), `"offline-img"`, "nothing was stored")
+
+	status, _, raw := f.chat(t, f.private, f.A.Key, `{"query":"Where is order 4417?","conversationId":"offline-doc","attachments":[{"url":"`+srv.URL+`/notes.txt"}]}`)
+	require.Equal(t, http.StatusOK, status, "a document is read: %s", raw.Body)
+}
+
+// pngOf is a blank PNG of w×h pixels.
+func pngOf(t *testing.T, w, h int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, png.Encode(&b, image.NewGray(image.Rect(0, 0, w, h))))
+	return b.Bytes()
+}
+
+// jpegBytes is a blank JPEG of w×h pixels.
+func jpegBytes(t *testing.T, w, h int) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	require.NoError(t, jpeg.Encode(&b, image.NewGray(image.Rect(0, 0, w, h)), nil))
+	return b.Bytes()
 }
 
 // loopbackAttachments is a server whose attachments may be fetched from

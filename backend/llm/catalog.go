@@ -32,6 +32,18 @@ type Route struct {
 	// own (OpenAI's reasoning models refuse any other, 400), so none is
 	// sent and the agent's is not used.
 	FixedTemperature bool
+	// NoImages: the upstream model reads no images (a text-only model
+	// behind an OpenAI-compatible server refuses a request carrying one),
+	// so a message with an image is refused before the model is called.
+	NoImages bool
+}
+
+// ReadsImages reports whether the route's model is given a message's
+// images: not the offline engine's, which reads text alone, nor one the
+// models file says reads none.
+func (r Route) ReadsImages() bool {
+	_, local := r.Model.(Local)
+	return !local && !r.NoImages
 }
 
 // DefaultContextTokens is the context window assumed for a model the
@@ -165,6 +177,7 @@ type modelsFile struct {
 		ContextTokens int      `json:"contextTokens"`
 		Tools         *bool    `json:"tools"`
 		Temperature   *bool    `json:"temperature"`
+		Images        *bool    `json:"images"`
 	} `json:"models"`
 }
 
@@ -289,6 +302,7 @@ func LoadCatalog(cfg CatalogConfig) (*Catalog, error) {
 		}
 		r.NoTools = m.Tools != nil && !*m.Tools
 		r.FixedTemperature = m.Temperature != nil && !*m.Temperature
+		r.NoImages = m.Images != nil && !*m.Images
 		if m.InputPerMTok != nil {
 			r.InputPerMTok = *m.InputPerMTok
 		}

@@ -25,7 +25,7 @@ func TestModelsFile(t *testing.T) {
 	c, err := llm.LoadCatalog(llm.CatalogConfig{Env: env, File: modelsFile(t, `{
 		"providers": {"vllm": {"type": "openai", "baseURL": "http://127.0.0.1:1/v1", "apiKeyEnv": "VLLM_KEY"}},
 		"models": {
-			"gpt-4o": {"provider": "vllm", "model": "qwen", "contextTokens": 32000, "tools": false},
+			"gpt-4o": {"provider": "vllm", "model": "qwen", "contextTokens": 32000, "tools": false, "images": false},
 			"gpt-4o-mini": {"provider": "openai", "model": "gpt-4o-mini"},
 			"claude-3-5-sonnet": {"provider": "local", "model": "local"}
 		}}`)})
@@ -35,11 +35,15 @@ func TestModelsFile(t *testing.T) {
 	require.Equal(t, "qwen", big.Upstream)
 	require.Equal(t, 32000, big.ContextTokens)
 	require.True(t, big.NoTools, `"tools": false`)
+	require.False(t, big.ReadsImages(), `"images": false`)
 	require.Zero(t, big.InputPerMTok, "another upstream model: no built-in price")
 	mini := c.Resolve("gpt-4o-mini")
 	require.False(t, mini.NoTools, "tools by default")
+	require.True(t, mini.ReadsImages(), "images by default")
 	require.Equal(t, 0.15, mini.InputPerMTok, "the built-in price of the built-in upstream")
 	require.Equal(t, "local", c.Resolve("claude-3-5-sonnet").Model.Provider())
+	require.False(t, c.Resolve("claude-3-5-sonnet").ReadsImages(), "the offline engine reads text alone")
+	require.False(t, c.Resolve("gemini-1-5-pro").ReadsImages(), "nor when it serves a name nothing routes")
 
 	for name, body := range map[string]string{
 		"unknown field":          `{"models": {"gpt-4o": {"provider": "openai", "model": "x", "tool": false}}}`,

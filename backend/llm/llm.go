@@ -102,6 +102,10 @@ var ImageTypes = []string{"image/png", "image/jpeg", "image/webp"}
 // 5 MiB, which it counts in base64 (a third more than the bytes).
 const ImageMaxBytes = 5 << 20 * 3 / 4
 
+// ImageMaxSide bounds an image's width and height in pixels: Anthropic
+// refuses a larger one (400).
+const ImageMaxSide = 8000
+
 // Base64 is the image's bytes in standard base64 (Anthropic's form).
 func (i Image) Base64() string { return base64.StdEncoding.EncodeToString(i.Data) }
 
