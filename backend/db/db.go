@@ -56,7 +56,10 @@ const DefaultMaxConns = 16
 // use), else DefaultMaxConns. The turn queue's bounds are derived from it.
 func PoolSize(url string, configured int) int {
 	if configured > 0 {
-		return configured
+		// pgx's bound, which Open applies: the turn limits derived from
+		// an unbounded size overflowed (--db-max-conns 9223372036854775807
+		// ran one chat turn at a time, with none waiting).
+		return min(configured, math.MaxInt32)
 	}
 	if c, err := pgconn.ParseConfig(url); err == nil {
 		if _, ok := c.RuntimeParams["pool_max_conns"]; ok {
@@ -76,7 +79,7 @@ func Open(ctx context.Context, url string, maxConns int, tracer pgx.QueryTracer)
 	if err != nil {
 		return nil, fmt.Errorf("database url: %w", err)
 	}
-	cfg.MaxConns = int32(min(PoolSize(url, maxConns), math.MaxInt32))
+	cfg.MaxConns = int32(PoolSize(url, maxConns))
 	cfg.ConnConfig.Tracer = tracer
 	// A connection is made within 10 s (unless the URL's connect_timeout
 	// says otherwise), its startup included: a database that accepts and
@@ -247,10 +250,23 @@ func (s *Store) PublicForm(ctx context.Context, formID uuid.UUID, fn func(q *dbq
 	return s.scoped(ctx, Scope{"app.public_form_id", formID.String()}, queries(fn))
 }
 
-func migrator(url string) (*goose.Provider, *sql.DB, error) {
-	cfg, err := pgx.ParseConfig(url)
+// connConfig is the configuration of one connection to url, without the
+// pool's own parameters (pool_max_conns and the other pool_*): pgx.ParseConfig
+// keeps them as run-time parameters, which Postgres refuses ("unrecognized
+// configuration parameter"), so that a URL giving pool_max_conns, as
+// --db-max-conns documents, failed every migration and /readyz check.
+func connConfig(url string) (*pgx.ConnConfig, error) {
+	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, nil, fmt.Errorf("database url: %w", err)
+		return nil, fmt.Errorf("database url: %w", err)
+	}
+	return cfg.ConnConfig, nil
+}
+
+func migrator(url string) (*goose.Provider, *sql.DB, error) {
+	cfg, err := connConfig(url)
+	if err != nil {
+		return nil, nil, err
 	}
 	sqldb := stdlib.OpenDB(*cfg)
 	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
@@ -279,7 +295,11 @@ func Migrate(ctx context.Context, url string) ([]*goose.MigrationResult, error) 
 	// and all but one failed on duplicate objects. A session lock on a
 	// connection of its own, held until both are done (closing the
 	// connection releases it, whatever happened).
-	lockConn, err := pgx.Connect(ctx, url)
+	lockCfg, err := connConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	lockConn, err := pgx.ConnectConfig(ctx, lockCfg)
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package db_test
 import (
 	"context"
 	"fmt"
+	neturl "net/url"
 	"sync"
 	"testing"
 	"time"
@@ -87,4 +88,32 @@ func TestPendingCountsRiversMigrations(t *testing.T) {
 	n, err = db.Pending(ctx, url)
 	require.NoError(t, err)
 	require.Equal(t, 1, n)
+}
+
+// A database URL giving the pool's size (pool_max_conns, as --db-max-conns
+// documents) migrates, and is read by Pending (/readyz): the migrations'
+// connections sent it to Postgres as a setting, which refused it
+// ("unrecognized configuration parameter").
+func TestMigrateTakesAURLWithPoolParameters(t *testing.T) {
+	t.Parallel()
+	url := dbtest.NewEmpty(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	u, err := neturl.Parse(url)
+	require.NoError(t, err)
+	q := u.Query()
+	q.Set("pool_max_conns", "3")
+	q.Set("pool_min_conns", "0")
+	u.RawQuery = q.Encode()
+	withPool := u.String()
+
+	n, err := db.Pending(ctx, withPool)
+	require.NoError(t, err)
+	require.Positive(t, n)
+	res, err := db.Migrate(ctx, withPool)
+	require.NoError(t, err)
+	require.NotEmpty(t, res)
+	n, err = db.Pending(ctx, withPool)
+	require.NoError(t, err)
+	require.Zero(t, n)
 }

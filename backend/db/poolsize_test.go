@@ -2,6 +2,7 @@ package db_test
 
 import (
 	"context"
+	"math"
 	neturl "net/url"
 	"testing"
 
@@ -22,6 +23,7 @@ func TestPoolSize(t *testing.T) {
 	}{
 		{"postgres://u@h/d", 0, db.DefaultMaxConns},
 		{"postgres://u@h/d", 5, 5},
+		{"postgres://u@h/d", math.MaxInt, math.MaxInt32}, // pgx's bound
 		{"postgres://u@h/d?pool_max_conns=7", 0, 7},
 		{"postgres://u@h/d?sslmode=disable&pool_max_conns=40", 0, 40},
 		{"postgres://u@h/d?pool_max_conns=7", 3, 3},
