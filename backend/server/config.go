@@ -509,12 +509,21 @@ func (p positiveDuration) Set(v string) error {
 	return nil
 }
 
-// prefixes binds a repeatable CIDR flag, and its variable (comma-separated).
+// prefixes binds a repeatable CIDR flag, and its variable (comma-separated);
+// flags replace the variable's list, as a flag wins over its variable
+// (--cors-origin too). They were added to it: --trusted-proxy given to
+// narrow the proxies of PARLEY_TRUSTED_PROXIES=0.0.0.0/0 still trusted every
+// peer's X-Forwarded-For, and --fetch-allow still opened the variable's
+// private ranges.
 func (c *Config) prefixes(fs *flag.FlagSet, dst *[]netip.Prefix, name, envName, usage string) {
-	fs.Func(name, usage+" ("+envName+", comma-separated)", func(v string) error {
+	flagged := false
+	fs.Func(name, usage+" ("+envName+", comma-separated; flags replace its list)", func(v string) error {
 		p, err := netip.ParsePrefix(v)
 		if err != nil {
 			return err
+		}
+		if !flagged {
+			flagged, *dst = true, nil // the flag wins over the variable
 		}
 		*dst = append(*dst, p)
 		return nil

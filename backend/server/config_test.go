@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"io"
+	"math"
+	"net/netip"
 	"strings"
 	"testing"
 	"time"
@@ -193,6 +195,12 @@ func TestTurnLimitsConfig(t *testing.T) {
 	c.DBMaxConns = 4
 	running, waiting = c.TurnLimits()
 	require.Equal(t, []int{1024, 1024}, []int{running, waiting})
+	// A pool too large to count turns by stays within pgx's bound: the
+	// limits overflowed to one turn at a time and none waiting.
+	c.DBMaxConns = math.MaxInt
+	running, waiting = c.TurnLimits()
+	require.Equal(t, []int{math.MaxInt32 * 256, math.MaxInt32 * 256}, []int{running, waiting})
+	require.Equal(t, math.MaxInt32*2, c.LoadLimit())
 	c.DBMaxConns, c.DatabaseURL = 0, "postgres://u@h/d?pool_max_conns=2" // the URL's own size
 	running, _ = c.TurnLimits()
 	require.Equal(t, 512, running)
@@ -351,4 +359,27 @@ func TestSettingsRefusedBeforeTheDatabase(t *testing.T) {
 	t.Setenv("PARLEY_OPENAI_API_KEY", "sk-test")
 	_, err = parseServe("--embeddings", "openai")
 	require.NoError(t, err)
+}
+
+// The address ranges (--trusted-proxy, --fetch-allow,
+// --attachment-fetch-allow) are read from their variables, and flags
+// replace the variable's list, as --cors-origin's do: they were added to
+// it, so that --trusted-proxy 10.0.0.0/8 over PARLEY_TRUSTED_PROXIES=
+// 0.0.0.0/0 still took every peer's X-Forwarded-For for the client.
+func TestAddressRangeFlagsReplaceTheirVariables(t *testing.T) {
+	t.Setenv("PARLEY_TRUSTED_PROXIES", "0.0.0.0/0, ::/0")
+	t.Setenv("PARLEY_FETCH_ALLOW", "10.0.0.0/8")
+	t.Setenv("PARLEY_ATTACHMENT_FETCH_ALLOW", "192.168.0.0/16")
+	c, err := parseServe()
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("0.0.0.0/0"), netip.MustParsePrefix("::/0")}, c.TrustedProxies)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, c.FetchAllow)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("192.168.0.0/16")}, c.AttachmentFetchAllow)
+
+	c, err = parseServe("--trusted-proxy", "10.1.0.0/16", "--trusted-proxy", "10.2.0.0/16",
+		"--fetch-allow", "172.16.0.0/12", "--attachment-fetch-allow", "10.9.0.0/16")
+	require.NoError(t, err)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("10.2.0.0/16")}, c.TrustedProxies)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}, c.FetchAllow)
+	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, c.AttachmentFetchAllow)
 }
