@@ -151,6 +151,28 @@ func TestStartsWhileRedisIsDown(t *testing.T) {
 		}
 	})
 
+	// A Redis that answers, refusing the URL's database or password, is a
+	// setting that never works, not an outage: the instance started and
+	// counted on its own for good, logging a warning every 30 s.
+	t.Run("a URL Redis refuses is refused", func(t *testing.T) {
+		t.Parallel()
+		u := dbtest.New(t)
+		target, err := url.Parse(dbtest.RedisURL())
+		require.NoError(t, err)
+		noDB := *target
+		noDB.Path = "/9999"
+		wrongUser := *target
+		wrongUser.User = url.UserPassword("parley-no-such-user", "s3cret")
+		for _, bad := range []string{noDB.String(), wrongUser.String()} {
+			app, err := server.New(context.Background(), server.Config{DatabaseURL: u, RedisURL: bad})
+			if app != nil {
+				app.Close()
+			}
+			require.ErrorContains(t, err, "--redis-url", bad)
+			require.NotContains(t, err.Error(), "s3cret", bad)
+		}
+	})
+
 	// SECURITY: the error goes to the log (or stderr) at start: a URL
 	// url.Parse refuses (a password's # or % not escaped) is named
 	// without its password, nor a piece of it.

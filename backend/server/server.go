@@ -184,7 +184,13 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		// error: this instance starts and counts on its own until Redis is
 		// back, as a running one does, rather than leaving a restart or a
 		// scale-up during the outage without an API.
-		if err := a.redis.Ping(ctx).Err(); err != nil {
+		if err := a.redis.Ping(ctx).Err(); redisRefusesURL(err) {
+			// It answers, and refuses the URL's password or database:
+			// no outage to wait out, but a setting that never works (every
+			// instance counting on its own for good, a warning every 30 s).
+			a.Close()
+			return nil, fmt.Errorf("--redis-url %s: redis refuses it: %w", RedactURL(cfg.RedisURL), err)
+		} else if err != nil {
 			slog.Warn("redis does not answer; rate limits count per instance until it does", "addr", opts.Addr, "err", err)
 		}
 		if a.Limits, err = ratelimit.NewRedis(a.redis, cfg.RedisPrefix); err != nil {
@@ -206,6 +212,23 @@ func New(ctx context.Context, cfg Config) (*App, error) {
 		return nil, err
 	}
 	return a, nil
+}
+
+// redisRefusesURL reports whether err is Redis's answer refusing what the
+// URL asks for (its user and password, its database number), rather than an
+// outage (no answer, or LOADING, READONLY and the like, which pass). NOPERM
+// passes too: a user allowed the rate limits' commands may not be allowed
+// PING.
+func redisRefusesURL(err error) bool {
+	for _, prefix := range []string{
+		"WRONGPASS", "NOAUTH", "AUTH", "invalid password", "Client sent AUTH",
+		"DB index is out of range", "invalid DB index",
+	} {
+		if redis.HasErrorPrefix(err, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // redisOptions are the options of the Redis client for rawURL. A Redis that
