@@ -337,6 +337,9 @@ func (a *App) knowledge() error {
 // new job is taken, and those still running at drainAt are cancelled for
 // River to retry. With no workers it only waits for ctx.
 func (a *App) RunWorkers(ctx context.Context) error {
+	if !a.awaitMigrations(ctx) {
+		return nil // stopped before they were applied
+	}
 	return a.jobs.Run(ctx, drainAt(a.cfg.ShutdownTimeout), a.cfg.ShutdownTimeout)
 }
 
@@ -572,6 +575,42 @@ func (a *App) ServeMetrics(ctx context.Context, ln net.Listener) error {
 		err = nil
 	}
 	return err
+}
+
+// migrationPoll is how often an instance started with --migrate=false
+// (its jobs waiting for `parley migrate`) asks whether the migrations are
+// applied.
+var migrationPoll = 5 * time.Second
+
+// awaitMigrations returns true once every migration is applied, at once for
+// an instance that applied them (--migrate) or runs no jobs; false if ctx
+// ends first. Started on a database with migrations pending (it waits for
+// `parley migrate`; a server is not ready meanwhile), an instance's jobs
+// failed to start on River's missing tables, and it then ran none until
+// restarted (a server, once ready, too); or it ran this release's jobs on
+// the older schema, each failing (a column not there yet).
+func (a *App) awaitMigrations(ctx context.Context) bool {
+	if a.cfg.Migrate || a.cfg.Workers == 0 {
+		return true
+	}
+	for logged := false; ; logged = true {
+		if a.migrated.Load() {
+			return true
+		}
+		n, err := db.Pending(ctx, a.cfg.DatabaseURL)
+		if err == nil && n == 0 {
+			a.migrated.Store(true)
+			return true
+		}
+		if !logged {
+			slog.Warn("jobs wait for the migrations to be applied (parley migrate)", "pending", n, "err", err)
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(migrationPoll):
+		}
+	}
 }
 
 // Serve serves on ln until ctx ends, then stops taking requests and jobs and

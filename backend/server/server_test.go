@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 
+	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/dbtest"
 	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
@@ -162,6 +163,40 @@ func TestReadinessWaitsForMigrations(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, rec.StatusCode)
 	body, _ := io.ReadAll(rec.Body)
 	require.Contains(t, string(body), "migrations pending")
+}
+
+// An instance started with --migrate=false before `parley migrate` (not
+// ready meanwhile) runs its jobs once the migrations are applied. Its River
+// client failed to start on the missing job tables, and the instance, ready
+// once migrated, ran no job until restarted.
+func TestJobsWaitForMigrations(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	empty := dbtest.NewEmpty(t)
+	app, err := server.New(ctx, server.Config{DatabaseURL: empty, Migrate: false, Workers: 1, ShutdownTimeout: 5 * time.Second, LastUsedFlush: time.Hour})
+	require.NoError(t, err)
+	defer app.Close()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	sctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- app.Serve(sctx, ln) }()
+	rec := httpRecorder(t, app.Handler(), "/readyz")
+	require.Equal(t, http.StatusServiceUnavailable, rec.StatusCode)
+
+	_, err = db.Migrate(ctx, empty)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, empty)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	// A running River producer records its queues.
+	require.Eventually(t, func() bool {
+		var n int
+		err := conn.QueryRow(ctx, "SELECT count(*) FROM river_queue").Scan(&n)
+		return err == nil && n > 0
+	}, time.Minute, 100*time.Millisecond, "the instance's jobs never started")
+	cancel()
+	require.NoError(t, <-done)
 }
 
 func httpRecorder(t *testing.T, h http.Handler, path string) *http.Response {

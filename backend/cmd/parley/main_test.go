@@ -18,6 +18,8 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db"
@@ -26,6 +28,7 @@ import (
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/testenv"
 	"github.com/parleyhq/parley/backend/testenv/syncbuf"
+	"github.com/parleyhq/parley/migrations"
 )
 
 func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
@@ -596,4 +599,50 @@ func TestStrayArgumentsAreRefused(t *testing.T) {
 		require.ErrorContains(t, err, "unexpected argument", "%v", args)
 		require.Empty(t, out.String(), "%v", args)
 	}
+}
+
+// A worker started with --migrate=false on a database whose migrations are
+// behind (a release's `parley migrate` not run yet) runs no job until they
+// are applied, then runs them: it has no /readyz to keep it out, and ran
+// the release's jobs on the older schema, each failing. Not parallel: it
+// sets the process's logger.
+func TestWorkerWaitsForMigrations(t *testing.T) {
+	u := dbtest.NewEmpty(t)
+	ctx := context.Background()
+	_, err := db.Migrate(ctx, u)
+	require.NoError(t, err)
+	// The release's last migration not applied yet.
+	cfg, err := pgx.ParseConfig(u)
+	require.NoError(t, err)
+	sqldb := stdlib.OpenDB(*cfg)
+	defer sqldb.Close()
+	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
+	require.NoError(t, err)
+	_, err = p.Down(ctx)
+	require.NoError(t, err)
+	conn, err := pgx.Connect(ctx, u)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+
+	var logs syncbuf.Buffer
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	exited := make(chan error, 1)
+	go func() {
+		exited <- run(wctx, []string{"worker", "--database-url", u, "--embeddings", "lexical", "--workers", "1", "--migrate=false"}, io.Discard, &logs)
+	}()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "jobs wait for the migrations") },
+		time.Minute, 20*time.Millisecond, "the worker did not wait: %s", logs.String())
+	queues := func() (n int) {
+		require.NoError(t, conn.QueryRow(ctx, "SELECT count(*) FROM river_queue").Scan(&n))
+		return n
+	}
+	require.Zero(t, queues(), "no job runs before the migrations")
+
+	_, err = db.Migrate(ctx, u)
+	require.NoError(t, err)
+	// A running River producer records its queues.
+	require.Eventually(t, func() bool { return queues() > 0 }, time.Minute, 100*time.Millisecond, "the worker's jobs never started")
+	cancel()
+	require.NoError(t, <-exited)
 }
