@@ -35,6 +35,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/jackc/pgx/v5/stdlib"
+	"github.com/pressly/goose/v3"
 
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/migrations"
@@ -510,6 +512,24 @@ func redact(raw string) string {
 		return "the test database"
 	}
 	return u.Redacted()
+}
+
+// Migrations is goose's provider of the migrations over the database at
+// url, for a test that runs them one by one (down, up to a version); its
+// connection is closed when t ends.
+func Migrations(t testing.TB, url string) *goose.Provider {
+	t.Helper()
+	cfg, err := pgx.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sqldb := stdlib.OpenDB(*cfg)
+	t.Cleanup(func() { sqldb.Close() })
+	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // NewEmpty creates an empty database (no migrations) for t, dropped when t

@@ -10,8 +10,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
@@ -22,7 +20,6 @@ import (
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/operator"
 	"github.com/parleyhq/parley/backend/plan"
-	"github.com/parleyhq/parley/migrations"
 )
 
 // world is two organizations, an operator in A, a plain owner in A and an
@@ -365,13 +362,8 @@ func TestMigrationKeepsEarlierOperators(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	u := dbtest.NewEmpty(t)
-	cfg, err := pgx.ParseConfig(u)
-	require.NoError(t, err)
-	sqldb := stdlib.OpenDB(*cfg)
-	defer sqldb.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
-	require.NoError(t, err)
-	_, err = p.UpTo(ctx, 5)
+	p := dbtest.Migrations(t, u)
+	_, err := p.UpTo(ctx, 5)
 	require.NoError(t, err)
 	pool, err := db.Open(ctx, u, 2, nil)
 	require.NoError(t, err)

@@ -260,30 +260,34 @@ func TestMetricsRouteOfCrossOriginVisitor(t *testing.T) {
 	require.Equal(t, unmatched, requestCount(t, e, "unmatched", "2xx"))
 }
 
-// A REST chat stream the model fails mid-answer ends with its error event
-// behind the 200 already sent; it counts under the status its error stands
-// for (503), as a failed Connect or gRPC stream counts by its code, not as a
-// success. Not parallel: the counts are the process's.
-func TestMetricsFailedRESTStreamCountsByItsStatus(t *testing.T) {
+// restStreams is a server whose model replies reply, an agent of it, and
+// the REST chat routes (v2, v1) that stream its answers.
+func restStreams(t *testing.T, reply testenv.FakeReply) (e *testenv.Env, agentID string, routes []struct{ route, path string }) {
 	fake := testenv.NewFakeProvider(t)
-	fake.Reply = func(int, map[string]any) testenv.FakeReply {
-		return testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " finished"}, CutAfter: 2}
-	}
-	e := testenv.New(t, testenv.WithFakeModels(fake))
+	fake.Reply = func(int, map[string]any) testenv.FakeReply { return reply }
+	e = testenv.New(t, testenv.WithFakeModels(fake))
 	// Not gpt-4o: TestMetricsAfterChatAndRateLimit reads that model's cost
 	// whole, and the cut answers' usage is counted too.
 	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"S","instructions":"Be brief.","model":"claude-3-5-sonnet"}`)
 	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
 	var agent struct{ ID string }
 	r.JSON(t, &agent)
-
-	for _, tc := range []struct{ route, path string }{
+	return e, agent.ID, []struct{ route, path string }{
 		{"POST /api/v2/agent/{agentId}/chat", "/api/v2/agent/" + agent.ID + "/chat"},
 		{"POST /api/agents/{agentId}/query", "/api/agents/" + agent.ID + "/query"},
-	} {
+	}
+}
+
+// A REST chat stream the model fails mid-answer ends with its error event
+// behind the 200 already sent; it counts under the status its error stands
+// for (503), as a failed Connect or gRPC stream counts by its code, not as a
+// success. Not parallel: the counts are the process's.
+func TestMetricsFailedRESTStreamCountsByItsStatus(t *testing.T) {
+	e, agentID, routes := restStreams(t, testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " finished"}, CutAfter: 2})
+	for _, tc := range routes {
 		ok, failed := requestCount(t, e, tc.route, "2xx"), requestCount(t, e, tc.route, "5xx")
 		resp := e.Post(tc.path, map[string]string{"Authorization": "Bearer " + e.A.Key},
-			`{"query":"hi","conversationId":"cut-`+agent.ID[:8]+`","streaming":true}`)
+			`{"query":"hi","conversationId":"cut-`+agentID[:8]+`","streaming":true}`)
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", tc.path, body)
@@ -297,23 +301,11 @@ func TestMetricsFailedRESTStreamCountsByItsStatus(t *testing.T) {
 // Connect stream's "canceled" does, not as a success. Not parallel: the
 // counts are the process's.
 func TestMetricsLeftRESTStreamCountsAsClientClosed(t *testing.T) {
-	fake := testenv.NewFakeProvider(t)
-	fake.Reply = func(int, map[string]any) testenv.FakeReply {
-		return testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " finished"}, StallAfter: 1}
-	}
-	e := testenv.New(t, testenv.WithFakeModels(fake))
-	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"L","instructions":"Be brief.","model":"claude-3-5-sonnet"}`)
-	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
-	var agent struct{ ID string }
-	r.JSON(t, &agent)
-
-	for _, tc := range []struct{ route, path string }{
-		{"POST /api/v2/agent/{agentId}/chat", "/api/v2/agent/" + agent.ID + "/chat"},
-		{"POST /api/agents/{agentId}/query", "/api/agents/" + agent.ID + "/query"},
-	} {
+	e, agentID, routes := restStreams(t, testenv.FakeReply{Tokens: []string{"Partial", " answer", " never", " finished"}, StallAfter: 1})
+	for _, tc := range routes {
 		ok, left := requestCount(t, e, tc.route, "2xx"), requestCount(t, e, tc.route, "4xx")
 		resp := e.Post(tc.path, map[string]string{"Authorization": "Bearer " + e.A.Key},
-			`{"query":"hi","conversationId":"left-`+agent.ID[:8]+`","streaming":true}`)
+			`{"query":"hi","conversationId":"left-`+agentID[:8]+`","streaming":true}`)
 		require.Equal(t, http.StatusOK, resp.StatusCode, tc.path)
 		// Read up to the first token, then leave.
 		lines := bufio.NewScanner(resp.Body)

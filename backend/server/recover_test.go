@@ -15,6 +15,14 @@ import (
 	"github.com/parleyhq/parley/backend/testenv/syncbuf"
 )
 
+// sendHalf sends the status line and the first 4 of the 100 bytes a
+// response says it has.
+func sendHalf(w http.ResponseWriter) {
+	w.Header().Set("Content-Length", "100")
+	_, _ = w.Write([]byte("half"))
+	w.(http.Flusher).Flush()
+}
+
 // A handler's panic is the API's 500 INTERNAL_ERROR with a request id, not
 // a dropped connection; one after the response began, or a handler's own
 // abort, still aborts the response.
@@ -23,15 +31,11 @@ func TestPanicIsAnInternalError(t *testing.T) {
 	mux := http.NewServeMux()
 	mux.HandleFunc("/boom", func(http.ResponseWriter, *http.Request) { panic("boom") })
 	mux.HandleFunc("/late", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Length", "100")
-		_, _ = w.Write([]byte("half"))
-		w.(http.Flusher).Flush()
+		sendHalf(w)
 		panic("late")
 	})
 	mux.HandleFunc("/abort", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Length", "100")
-		_, _ = w.Write([]byte("half"))
-		w.(http.Flusher).Flush()
+		sendHalf(w)
 		panic(http.ErrAbortHandler)
 	})
 	srv := httptest.NewServer(requestLog(recoverPanics(mux)))
@@ -95,9 +99,7 @@ func TestAbortedResponseIsLoggedAndCounted(t *testing.T) {
 
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /cut-short", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Length", "100")
-		_, _ = w.Write([]byte("half"))
-		w.(http.Flusher).Flush()
+		sendHalf(w)
 		panic(http.ErrAbortHandler)
 	})
 	srv := httptest.NewServer(requestLog(recoverPanics(mux)))

@@ -18,8 +18,6 @@ import (
 
 	"connectrpc.com/connect"
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/stdlib"
-	"github.com/pressly/goose/v3"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/db"
@@ -28,7 +26,6 @@ import (
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
 	"github.com/parleyhq/parley/backend/testenv"
 	"github.com/parleyhq/parley/backend/testenv/syncbuf"
-	"github.com/parleyhq/parley/migrations"
 )
 
 func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
@@ -612,13 +609,7 @@ func TestWorkerWaitsForMigrations(t *testing.T) {
 	_, err := db.Migrate(ctx, u)
 	require.NoError(t, err)
 	// The release's last migration not applied yet.
-	cfg, err := pgx.ParseConfig(u)
-	require.NoError(t, err)
-	sqldb := stdlib.OpenDB(*cfg)
-	defer sqldb.Close()
-	p, err := goose.NewProvider(goose.DialectPostgres, sqldb, migrations.FS)
-	require.NoError(t, err)
-	_, err = p.Down(ctx)
+	_, err = dbtest.Migrations(t, u).Down(ctx)
 	require.NoError(t, err)
 	conn, err := pgx.Connect(ctx, u)
 	require.NoError(t, err)
