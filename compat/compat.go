@@ -25,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/form"
 	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/knowledge"
 	"github.com/parleyhq/parley/backend/reqinfo"
 	"github.com/parleyhq/parley/compat/wire"
 )
@@ -46,6 +47,7 @@ type Handler struct {
 	convs *conversation.Service
 
 	datastores parleyv1connect.DatastoreServiceHandler
+	uploads    *knowledge.UploadBudget
 	contacts   parleyv1connect.ContactServiceHandler
 	forms      *form.Service
 	webhooks   parleyv1connect.WebhookServiceHandler

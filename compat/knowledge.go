@@ -18,9 +18,10 @@ import (
 	"github.com/parleyhq/parley/compat/wire"
 )
 
-// WithKnowledge adds the datastore and datasource paths.
-func (h *Handler) WithKnowledge(ds parleyv1connect.DatastoreServiceHandler) *Handler {
-	h.datastores = ds
+// WithKnowledge adds the datastore and datasource paths; uploads bounds
+// the datasources' uploads read at once (nil: no bound).
+func (h *Handler) WithKnowledge(ds parleyv1connect.DatastoreServiceHandler, uploads *knowledge.UploadBudget) *Handler {
+	h.datastores, h.uploads = ds, uploads
 	return h
 }
 
@@ -138,6 +139,11 @@ func (h *Handler) deleteDatastore(w http.ResponseWriter, r *http.Request) error 
 // with the file in the field "file" (and an optional "name").
 func (h *Handler) createDatasource(w http.ResponseWriter, r *http.Request) error {
 	req := &parleyv1.CreateDatasourceRequest{DatastoreId: r.PathValue("id")}
+	release, err := h.uploads.Hold(r, knowledge.MaxUploadBytes)
+	if err != nil {
+		return err
+	}
+	defer release()
 	// A media type is case-insensitive (RFC 9110 §8.3.1): an upload sent
 	// as Multipart/Form-Data was read as JSON, and refused as malformed.
 	if mt, _, _ := mime.ParseMediaType(r.Header.Get("Content-Type")); mt == "multipart/form-data" {

@@ -192,6 +192,12 @@ func (c *Console) dsSearch(w http.ResponseWriter, r *http.Request) {
 // (multipart, read as the REST API reads it).
 func (c *Console) dsAdd(w http.ResponseWriter, r *http.Request) {
 	req := &parleyv1.CreateDatasourceRequest{DatastoreId: r.PathValue("id")}
+	release, err := c.Datastores.Uploads.Hold(r, knowledge.MaxUploadBytes)
+	if err != nil {
+		c.dsRefused(w, r, req, err)
+		return
+	}
+	defer release()
 	var readErr error
 	if strings.HasPrefix(r.Header.Get("Content-Type"), "multipart/form-data") {
 		readErr = knowledge.ReadUpload(w, r, req)
@@ -222,7 +228,7 @@ func (c *Console) dsAdd(w http.ResponseWriter, r *http.Request) {
 			readErr = apperr.InvalidField("type", "must be text, file, web_page or web_site")
 		}
 	}
-	err := readErr
+	err = readErr
 	if err == nil {
 		err = c.validate(req)
 	}

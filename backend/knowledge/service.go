@@ -33,6 +33,9 @@ type Service struct {
 	// Jobs enqueues ingestion, and the forgetting of deleted datasources'
 	// text (it need not run workers).
 	Jobs Enqueuer
+	// Uploads bounds the uploads read at once, on every path that takes
+	// one (Connect: Holding; REST and the console: Hold); nil: no bound.
+	Uploads *UploadBudget
 }
 
 // Enqueuer schedules the ingestion of a datasource in the transaction that

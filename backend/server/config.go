@@ -76,7 +76,13 @@ type Config struct {
 	// OrgStreams bounds the conversation event streams one organization's
 	// keys hold open on this instance (conversation.Service.OrgStreams); 0:
 	// no bound.
-	OrgStreams    int
+	OrgStreams int
+	// UploadBudget is how many bytes of datasources' uploads this instance
+	// reads at once, UploadWait how long one waits for room (then 503
+	// OVERLOADED); 0: knowledge.UploadBudgetBytes, knowledge.UploadWait.
+	// No flags: set by tests and embedders.
+	UploadBudget  int64
+	UploadWait    time.Duration
 	LogLevel      string
 	LastUsedFlush time.Duration
 	ModelsFile    string

@@ -406,7 +406,8 @@ func (a *App) routes() (http.Handler, error) {
 		// caller's URLs, a public agent's keyless visitors' too.
 		Fetch: chat.NewAttachmentFetcher(netguard.Config{Allow: a.cfg.AttachmentFetchAllow}), Hooks: a.hooks,
 	}
-	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs}
+	uploads := knowledge.NewUploadBudget(cmp.Or(a.cfg.UploadBudget, knowledge.UploadBudgetBytes), cmp.Or(a.cfg.UploadWait, knowledge.UploadWait))
+	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs, Uploads: uploads}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
 	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.stopping, Hooks: a.hooks, Heartbeat: a.cfg.WatchHeartbeat,
 		OrgStreams: a.cfg.OrgStreams}
@@ -421,7 +422,9 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(parleyv1connect.NewApiKeyServiceHandler(accounts, opts...))
 	mux.Handle(parleyv1connect.NewOrganizationServiceHandler(accounts, opts...))
 	// A datasource's file travels in its message: the service takes larger ones.
-	mux.Handle(parleyv1connect.NewDatastoreServiceHandler(datastores, append(slices.Clip(opts), connect.WithReadMaxBytes(knowledge.MaxMessageBytes))...))
+	dsPath, dsHandler := parleyv1connect.NewDatastoreServiceHandler(datastores, append(slices.Clip(opts), connect.WithReadMaxBytes(knowledge.MaxMessageBytes))...)
+	mux.Handle(dsPath, dsHandler)
+	mux.Handle(parleyv1connect.DatastoreServiceCreateDatasourceProcedure, uploads.Holding(knowledge.MaxMessageBytes, dsHandler))
 	chatPath, chatHandler := parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), opts...)
 	mux.Handle(chatPath, chatHandler)
 	convPath, convHandler := parleyv1connect.NewConversationServiceHandler(conversations, opts...)
@@ -445,7 +448,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(grpcreflect.NewHandlerV1(reflector))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
 
-	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores).WithForms(forms).WithContacts(contacts).WithWebhooks(webhooks).Register(mux)
+	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores, uploads).WithForms(forms).WithContacts(contacts).WithWebhooks(webhooks).Register(mux)
 
 	cons := console.New(console.Deps{
 		Store: a.Store, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,

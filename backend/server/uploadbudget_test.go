@@ -1,0 +1,121 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"mime/multipart"
+	"net/http"
+	"testing"
+	"time"
+
+	"connectrpc.com/connect"
+	"github.com/stretchr/testify/require"
+
+	parleyv1 "github.com/parleyhq/parley/backend/gen/parley/v1"
+	"github.com/parleyhq/parley/backend/gen/parley/v1/parleyv1connect"
+	"github.com/parleyhq/parley/backend/knowledge"
+	"github.com/parleyhq/parley/backend/server"
+	"github.com/parleyhq/parley/backend/testenv"
+)
+
+// Uploads read at once share one budget of bytes, by what each declares
+// (an upload without a length holds the most it may send): past it, one
+// waits, then is refused with 503 OVERLOADED and retryAfter, over REST as
+// over Connect, rather than the instance holding memory without bound.
+func TestUploadsShareABudget(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, func(c *server.Config) {
+		c.UploadBudget = knowledge.MaxMessageBytes // one upload of unknown length, and a little more
+		c.UploadWait = 100 * time.Millisecond
+	})
+	ctx := context.Background()
+	r := e.Do("POST", "/api/datastores", e.A.Key, `{"name":"Docs"}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct{ ID string }
+	r.JSON(t, &ds)
+	path := e.URL + "/api/datastores/" + ds.ID + "/datasources"
+	upload := func(name string) ([]byte, string) {
+		var b bytes.Buffer
+		mw := multipart.NewWriter(&b)
+		fw, err := mw.CreateFormFile("file", name)
+		require.NoError(t, err)
+		_, _ = io.WriteString(fw, "Our shop opens at nine.")
+		require.NoError(t, mw.Close())
+		return b.Bytes(), mw.FormDataContentType()
+	}
+	// unsized is a body whose length the client does not know (chunked).
+	unsized := func(b []byte) io.Reader { return struct{ io.Reader }{bytes.NewReader(b)} }
+	post := func(body io.Reader, contentType string) *http.Response {
+		req, err := http.NewRequest(http.MethodPost, path, body)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+e.A.Key)
+		req.Header.Set("Content-Type", contentType)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+
+	// The first, of unknown length, holds its room while its client sends
+	// it slowly: the server asks for the body (Expect: 100-continue) once
+	// the room is taken.
+	first, firstType := upload("first.txt")
+	feed, fed := io.Pipe()
+	t.Cleanup(func() { fed.CloseWithError(io.ErrUnexpectedEOF) }) // a failed test's first upload ends
+	req, err := http.NewRequest(http.MethodPost, path, feed)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+e.A.Key)
+	req.Header.Set("Content-Type", firstType)
+	req.Header.Set("Expect", "100-continue")
+	slow := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	done := make(chan int, 1)
+	go func() {
+		resp, err := slow.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	_, err = fed.Write(first[:10])
+	require.NoError(t, err)
+
+	// Another of unknown length does not fit beside it.
+	second, secondType := upload("second.txt")
+	resp := post(unsized(second), secondType)
+	body, _ := io.ReadAll(resp.Body)
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), "OVERLOADED")
+	require.NotEmpty(t, resp.Header.Get("Retry-After"))
+
+	// Nor over Connect (a message without its length).
+	creq, err := http.NewRequest(http.MethodPost, e.URL+parleyv1connect.DatastoreServiceCreateDatasourceProcedure,
+		unsized([]byte(`{"datastoreId":"`+ds.ID+`","type":"text","name":"c","text":"We close at six."}`)))
+	require.NoError(t, err)
+	creq.Header.Set("Authorization", "Bearer "+e.A.Key)
+	creq.Header.Set("Content-Type", "application/json")
+	cresp, err := http.DefaultClient.Do(creq)
+	require.NoError(t, err)
+	cbody, _ := io.ReadAll(cresp.Body)
+	cresp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, cresp.StatusCode, "%s", cbody)
+	require.Contains(t, string(cbody), `"code":"unavailable"`)
+
+	// One that says its length holds that much, and fits.
+	client := parleyv1connect.NewDatastoreServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
+	_, err = client.CreateDatasource(ctx, &parleyv1.CreateDatasourceRequest{DatastoreId: ds.ID, Type: "text", Name: "c", Text: "We close at six."})
+	require.NoError(t, err)
+	resp = post(bytes.NewReader(second), secondType)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+
+	// The first, whole, is stored; its room is given back.
+	_, err = fed.Write(first[10:])
+	require.NoError(t, err)
+	require.NoError(t, fed.Close())
+	require.Equal(t, http.StatusCreated, <-done)
+	resp = post(unsized(second), secondType)
+	require.Equal(t, http.StatusCreated, resp.StatusCode)
+}
