@@ -77,7 +77,7 @@ func TestReadAttachmentsHoldsImageBytes(t *testing.T) {
 	atts := []*parleyv1.Attachment{{Url: files.URL + "/a.png", Type: "image/png"}, {Url: files.URL + "/notes.txt"}}
 	text, images, held, err := s.readAttachments(context.Background(), atts, &turn{})
 	require.NoError(t, err)
-	require.Contains(t, text, "Order 4417 shipped.")
+	require.Contains(t, text.text(attachmentTokens), "Order 4417 shipped.")
 	require.Len(t, images, 1)
 	require.Equal(t, int64(len(png)), held.n)
 	require.False(t, budget.TryAcquire(AttachmentsInFlight-int64(len(png))+1), "the image's bytes are held")

@@ -179,8 +179,8 @@ type turn struct {
 	route     llm.Route
 	channel   string
 	filter    []uuid.UUID
-	// documents is the text of the document attachments, delimited.
-	documents string
+	// documents are the document attachments' text.
+	documents documents
 	// images are the image attachments, fetched.
 	images []llm.Image
 
@@ -561,19 +561,24 @@ func (s *Service) buildPrompt(t *turn) (*tool.Kit, llm.Request) {
 	if !kit.Empty() {
 		system += "\n\n" + tool.SystemNote
 	}
-	if t.documents != "" {
+	if len(t.documents) > 0 {
 		system += "\n\n" + attachmentNote
 	}
-	query := t.req.GetQuery() + t.documents
 	req := llm.Request{
 		Knowledge: knowledge.Passages(t.found),
 		Model:     t.route.Upstream, System: system, Temperature: t.a.Agent.Temperature, ModelTemperature: t.route.FixedTemperature,
-		Messages: []llm.Message{{Role: llm.RoleUser, Content: query, Images: t.images}},
+		Messages: []llm.Message{{Role: llm.RoleUser, Content: t.req.GetQuery(), Images: t.images}},
 	}
 	if !kit.Empty() {
 		// Offered on the first call (rounds sets them for each call): the
 		// definitions are prompt too.
 		req.Tools = kit.Definitions()
+	}
+	if len(t.documents) > 0 {
+		// The documents take at most what the rest of the prompt leaves
+		// of the window with room for the answer, as the history does
+		// after them.
+		req.Messages[0].Content += t.documents.text(t.route.HistoryBudget(t.route.WindowTokens(0, req)))
 	}
 	// The history fits in what the rest of the prompt, passages and tool
 	// definitions included, leaves of the window with room for the answer.
@@ -1255,7 +1260,8 @@ func promptHistory(rows []dbq.ListMessagesRow, budget int) (_ []llm.Message, use
 			// conversation.
 			continue
 		}
-		n := llm.CountTokens(r.Content)
+		// The message's role and delimiters take room too.
+		n := llm.CountTokens(r.Content) + llm.MessageTokens
 		if used+n > budget {
 			break
 		}

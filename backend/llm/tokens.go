@@ -66,17 +66,36 @@ const ImageTokens = 1600
 // than its tokens (a token is at least a byte).
 func promptBytes(req Request) int { return promptSize(req, func(s string) int { return len(s) }) }
 
-// promptSize adds up size of each text of req's prompt as sent.
+// MessageTokens is what a message of a prompt takes beside its text: its
+// role and delimiters (OpenAI counts 3 tokens a message, and 3 that prime
+// the reply; the chat templates of the models vLLM and Ollama serve, 5:
+// Llama 3's header and end-of-turn tokens, ChatML's <|im_start|>role and
+// <|im_end|>). Uncounted, the 200 short messages of a long conversation's
+// history took some 600 to 1,000 tokens more than the window arithmetic
+// left them, and a server that checks prompt + bound against its window
+// (OpenAI, vLLM) refused every later turn of the conversation.
+const MessageTokens = 5
+
+// promptSize adds up size of each text of req's prompt as sent, and
+// MessageTokens for each message that carries them (the system prompt,
+// each message, each tool result: OpenAI sends one message for each) and
+// for the reply's priming.
 func promptSize(req Request, size func(string) int) int {
-	n := size(systemWithKnowledge(req))
+	n := MessageTokens
+	if sys := systemWithKnowledge(req); sys != "" {
+		n += size(sys) + MessageTokens
+	}
 	for _, m := range req.Messages {
 		// Counted as tokens in bytes too: promptBytes is never less.
 		n += size(m.Content) + len(m.Images)*ImageTokens
+		if len(m.ToolResults) == 0 {
+			n += MessageTokens
+		}
 		for _, c := range m.ToolCalls {
 			n += size(c.Name) + size(c.Arguments)
 		}
 		for _, r := range m.ToolResults {
-			n += size(r.Content)
+			n += size(r.Content) + MessageTokens
 		}
 	}
 	for _, t := range req.Tools {
