@@ -700,7 +700,8 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 }
 
 // takenOver reports whether people have the turn's conversation now
-// (status human_requested): read between the rounds of a turn, which
+// (status human_requested), or a person replied in it since the turn read
+// it: read between the rounds of a turn, which
 // began while the model had it. A turn that hands the conversation over
 // itself ends its rounds there. The conversation gone, or made again
 // under its id, is persist's to tell; so is a read that fails (the turn
@@ -709,11 +710,16 @@ func (s *Service) takenOver(ctx context.Context, t *turn) bool {
 	var over bool
 	// SECURITY: the turn's organization and conversation.
 	err := s.Store.Tenant(ctx, t.org, func(q *dbq.Queries) error {
-		c, err := q.GetConversation(ctx, dbq.GetConversationParams{OrgID: t.org, ID: t.conv.ID})
+		c, err := q.ConversationTakenOver(ctx, dbq.ConversationTakenOverParams{OrgID: t.org, ID: t.conv.ID, SeenEventSeq: t.conv.EventSeq})
 		if errors.Is(err, pgx.ErrNoRows) {
 			return nil
 		}
-		over = err == nil && c.CreatedAt.Equal(t.conv.CreatedAt) && handoff.Silenced(c.Status)
+		// A person who replied and then resolved the conversation (or
+		// gave it back) took it over too: the calls the model made
+		// without reading the reply do not run (request_human would hand
+		// a resolved conversation back to people), and CreateAnswer keeps
+		// the answer out.
+		over = err == nil && c.CreatedAt.Equal(t.conv.CreatedAt) && (handoff.Silenced(c.Status) || c.Replied)
 		return err
 	})
 	if err != nil && ctx.Err() == nil {
@@ -994,6 +1000,9 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 			Sources: srcJSON, Model: &t.modelName, Provider: &provider,
 			LatencyMs: &lat, PromptTokens: &pt, CompletionTokens: &ct, Cost: &cost, Incomplete: incomplete,
 			ToolCalls: callsJSON, HandedOver: g.handedOver,
+			// The conversation's events as the turn read them, before its
+			// question: a person's reply after them overtook the answer.
+			SeenEventSeq: t.conv.EventSeq,
 		})
 		return err
 	}
@@ -1025,9 +1034,10 @@ func (s *Service) persist(ctx context.Context, t *turn, g generation) (*parleyv1
 	}
 	tookOver := errors.Is(err, pgx.ErrNoRows)
 	if tookOver {
-		// No row: people have the conversation, or it is no longer the
-		// one the question went to (deleted, perhaps started again under
-		// its id by someone else).
+		// No row: people have the conversation, or a person replied in
+		// it while the model answered, or it is no longer the one the
+		// question went to (deleted, perhaps started again under its id
+		// by someone else).
 		var gone bool
 		if gone, err = s.replaced(storeCtx, t); err != nil {
 			return nil, err

@@ -12,11 +12,43 @@ import (
 	"github.com/google/uuid"
 )
 
+const conversationTakenOver = `-- name: ConversationTakenOver :one
+SELECT c.created_at, c.status,
+       EXISTS (SELECT 1 FROM conversation_events e
+               JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+               WHERE e.org_id = c.org_id AND e.conversation_id = c.id
+                 AND e.seq > $1::bigint AND m.role = 'human') AS replied
+FROM conversations c
+WHERE c.org_id = $2 AND c.id = $3
+`
+
+type ConversationTakenOverParams struct {
+	SeenEventSeq int64
+	OrgID        uuid.UUID
+	ID           string
+}
+
+type ConversationTakenOverRow struct {
+	CreatedAt time.Time
+	Status    string
+	Replied   bool
+}
+
+// What a turn reads between its model's rounds (chat's takenOver): the
+// conversation's creation, its status, and whether a person replied in it
+// after the events the turn read (seen_event_seq), as CreateAnswer checks.
+func (q *Queries) ConversationTakenOver(ctx context.Context, arg ConversationTakenOverParams) (ConversationTakenOverRow, error) {
+	row := q.db.QueryRow(ctx, conversationTakenOver, arg.SeenEventSeq, arg.OrgID, arg.ID)
+	var i ConversationTakenOverRow
+	err := row.Scan(&i.CreatedAt, &i.Status, &i.Replied)
+	return i, err
+}
+
 const createAnswer = `-- name: CreateAnswer :one
 WITH conv AS (
   SELECT c.status, c.status_by FROM conversations c
   WHERE c.org_id = $1 AND c.id = $3
-    AND c.created_at = $16
+    AND c.created_at = $17
   FOR UPDATE
 )
 INSERT INTO messages (org_id, id, conversation_id, role, content, channel, attachments, sources,
@@ -28,6 +60,10 @@ SELECT $1, $2, $3, 'assistant', $4,
 WHERE EXISTS (SELECT 1 FROM conv)
   AND NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
                   AND (conv.status_by <> 'agent' OR NOT $15::boolean))
+  AND NOT EXISTS (SELECT 1 FROM conversation_events e
+                  JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+                  WHERE e.org_id = $1 AND e.conversation_id = $3
+                    AND e.seq > $16::bigint AND m.role = 'human')
 RETURNING id, created_at
 `
 
@@ -47,6 +83,7 @@ type CreateAnswerParams struct {
 	Incomplete            bool
 	ToolCalls             []byte
 	HandedOver            bool
+	SeenEventSeq          int64
 	ConversationCreatedAt time.Time
 }
 
@@ -68,7 +105,11 @@ type CreateAnswerRow struct {
 // only to the conversation its question went to, the one created at
 // conversation_created_at: one deleted meanwhile, or deleted and started
 // again under its id (by anyone, a visitor's contact on it), gets no row
-// either (chat tells the two cases apart).
+// either (chat tells the two cases apart). Nor does an answer that a
+// person's reply overtook: a reply stored after the turn read the
+// conversation (its events after seen_event_seq), which the model did not
+// see, even if people gave the conversation back or resolved it since
+// (the status alone let the late answer land after their words).
 func (q *Queries) CreateAnswer(ctx context.Context, arg CreateAnswerParams) (CreateAnswerRow, error) {
 	row := q.db.QueryRow(ctx, createAnswer,
 		arg.OrgID,
@@ -86,6 +127,7 @@ func (q *Queries) CreateAnswer(ctx context.Context, arg CreateAnswerParams) (Cre
 		arg.Incomplete,
 		arg.ToolCalls,
 		arg.HandedOver,
+		arg.SeenEventSeq,
 		arg.ConversationCreatedAt,
 	)
 	var i CreateAnswerRow

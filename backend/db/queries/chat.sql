@@ -73,7 +73,11 @@ RETURNING id, created_at;
 -- only to the conversation its question went to, the one created at
 -- conversation_created_at: one deleted meanwhile, or deleted and started
 -- again under its id (by anyone, a visitor's contact on it), gets no row
--- either (chat tells the two cases apart).
+-- either (chat tells the two cases apart). Nor does an answer that a
+-- person's reply overtook: a reply stored after the turn read the
+-- conversation (its events after seen_event_seq), which the model did not
+-- see, even if people gave the conversation back or resolved it since
+-- (the status alone let the late answer land after their words).
 WITH conv AS (
   SELECT c.status, c.status_by FROM conversations c
   WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(conversation_id)
@@ -89,7 +93,23 @@ SELECT sqlc.arg(org_id), sqlc.arg(id), sqlc.arg(conversation_id), 'assistant', s
 WHERE EXISTS (SELECT 1 FROM conv)
   AND NOT EXISTS (SELECT 1 FROM conv WHERE conv.status = 'human_requested'
                   AND (conv.status_by <> 'agent' OR NOT sqlc.arg(handed_over)::boolean))
+  AND NOT EXISTS (SELECT 1 FROM conversation_events e
+                  JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+                  WHERE e.org_id = sqlc.arg(org_id) AND e.conversation_id = sqlc.arg(conversation_id)
+                    AND e.seq > sqlc.arg(seen_event_seq)::bigint AND m.role = 'human')
 RETURNING id, created_at;
+
+-- name: ConversationTakenOver :one
+-- What a turn reads between its model's rounds (chat's takenOver): the
+-- conversation's creation, its status, and whether a person replied in it
+-- after the events the turn read (seen_event_seq), as CreateAnswer checks.
+SELECT c.created_at, c.status,
+       EXISTS (SELECT 1 FROM conversation_events e
+               JOIN messages m ON m.org_id = e.org_id AND m.id = e.message_id
+               WHERE e.org_id = c.org_id AND e.conversation_id = c.id
+                 AND e.seq > sqlc.arg(seen_event_seq)::bigint AND m.role = 'human') AS replied
+FROM conversations c
+WHERE c.org_id = sqlc.arg(org_id) AND c.id = sqlc.arg(id);
 
 -- name: CreateTurnMessage :one
 -- Stores a turn's message (the handoff message answering for people) as
