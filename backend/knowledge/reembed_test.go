@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -222,4 +223,81 @@ func TestEmbedderSwitchWaitsForADatasourceBeingAdded(t *testing.T) {
 	}))
 	require.Equal(t, "pending", status)
 	require.Equal(t, 1, queued, "the switch queued the added datasource's re-embedding")
+}
+
+// Two switches of a datastore's embedder at once, and a datasource being
+// added: the second switch read the datastore before the first committed,
+// found it already on the embedder it asks for and took no lock, then
+// switched it back once the first committed, without waiting for the
+// addition (the lock of TestEmbedderSwitchWaitsForADatasourceBeingAdded):
+// the added datasource was not re-embedded, and stayed running for good.
+// The switch now waits for the addition and queues its run.
+func TestEmbedderSwitchBackWaitsForADatasourceBeingAdded(t *testing.T) {
+	t.Parallel()
+	e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
+	ctx := context.Background()
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), wide{})
+	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
+	require.NoError(t, err)
+	svc := &Service{K: k, Jobs: riverEnqueuer{jobs}}
+	actx := auth.WithPrincipal(ctx, &auth.Principal{OrgID: e.org, Scopes: []string{"admin"}})
+	begin := func() (pgx.Tx, *dbq.Queries) {
+		t.Helper()
+		tx, err := e.store.Pool.Begin(ctx)
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = tx.Rollback(ctx) })
+		_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", e.org.String())
+		require.NoError(t, err)
+		return tx, dbq.New(tx)
+	}
+
+	// The addition, under way: CreateDatasource's statements, uncommitted.
+	adding, q := begin()
+	var addingPID int32
+	require.NoError(t, adding.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&addingPID))
+	added := uuid.New()
+	_, err = q.KeyShareDatastore(ctx, dbq.KeyShareDatastoreParams{OrgID: e.org, ID: e.store_})
+	require.NoError(t, err)
+	_, err = q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: added, DatastoreID: e.store_, Type: "text", Name: "added", Config: []byte("{}"), Content: []byte("Shipping takes three days.")})
+	require.NoError(t, err)
+
+	// A first switch, to wide, under way.
+	first, q := begin()
+	_, err = q.SetDatastoreEmbedder(ctx, dbq.SetDatastoreEmbedderParams{OrgID: e.org, ID: e.store_, EmbeddingModel: wide{}.Model(), EmbeddingDim: int32(wide{}.Dimension())})
+	require.NoError(t, err)
+
+	// The second, back to lexical, reads the datastore as lexical.
+	model := embed.Lexical{}.Model()
+	done := make(chan error, 1)
+	go func() {
+		_, err := svc.UpdateDatastore(actx, &parleyv1.UpdateDatastoreRequest{Id: e.store_.String(), EmbeddingModel: &model})
+		done <- err
+	}()
+	dbtest.WaitForLockWait(t, e.store.Pool, "")
+	require.NoError(t, first.Commit(ctx))
+
+	// The second switch either ends or waits for the addition.
+	var switched error
+	ended := false
+	for finished := false; !finished; {
+		select {
+		case switched = <-done:
+			finished, ended = true, true
+		default:
+			var n int
+			require.NoError(t, e.store.Pool.QueryRow(ctx, "SELECT count(*) FROM pg_stat_activity WHERE $1::int = ANY (pg_blocking_pids(pid))", addingPID).Scan(&n))
+			if finished = n > 0; !finished {
+				time.Sleep(10 * time.Millisecond)
+			}
+		}
+	}
+	require.NoError(t, adding.Commit(ctx))
+	if !ended {
+		switched = <-done
+	}
+	require.NoError(t, switched)
+
+	var queued int
+	require.NoError(t, e.store.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'ingest_datasource' AND args->>'datasource_id' = $1", added.String()).Scan(&queued))
+	require.Equal(t, 1, queued, "the switch back queued the added datasource's re-embedding")
 }

@@ -212,13 +212,17 @@ func (s *Service) UpdateDatastore(ctx context.Context, req *parleyv1.UpdateDatas
 			return err
 		}
 		id := d.ID
-		if emb != nil && emb.Model() != d.EmbeddingModel {
+		if emb != nil {
 			// A switch takes the row FOR UPDATE before it lists the
 			// datasources to re-embed: a datasource being added
 			// (KeyShareDatastore) commits first and is listed, or waits
 			// and is ingested with the new embedder. Unlisted, its run
 			// read the old one, found it replaced and stopped, and no run
-			// followed: it stayed running for good.
+			// followed: it stayed running for good. Taken whenever an
+			// embedder is named, not only when d (read unlocked) has
+			// another: a switch committed since may have left the row on
+			// another, and the update below, which reads it again, then
+			// switches it back.
 			n, err := q.LockDatastore(ctx, dbq.LockDatastoreParams{OrgID: p.OrgID, ID: id})
 			if err == nil && n == 0 {
 				return db.Missing(ctx, q, "datastore", "datastore", id)
