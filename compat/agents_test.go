@@ -324,3 +324,46 @@ func TestAgentDatastoreSpeltTwiceIsAttachedOnce(t *testing.T) {
 	}
 	require.Equal(t, map[string][]string{first.ID: {ds.ID}, upd.ID: {ds.ID}, none.ID: {}}, got)
 }
+
+// The schema's not-blank rule (string.not_blank) read \S as RE2 does,
+// ASCII only: a name or instructions of a vertical tab, a no-break space or
+// an em space passed it, on create as on update, and an agent or a
+// datastore was named nothing; a chat question of them was sent to the
+// model. It now reads white space as Unicode does (strings.TrimSpace). Each
+// is 400 naming the field, and an update changes nothing.
+func TestUnicodeBlankNamesAreRefused(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	a := create(t, e, e.A.Key, map[string]any{"name": "Sales", "instructions": "Be brief."})
+	r := e.Do("POST", "/api/datastores", e.A.Key, map[string]any{"name": "Docs"})
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct{ ID, Name string }
+	r.JSON(t, &ds)
+	for _, blank := range []string{"\u000b", "\u00a0", "\u2003", " \u3000 "} {
+		for _, tc := range []struct {
+			method, path string
+			body         map[string]any
+			field        string
+		}{
+			{"POST", "/api/agents", map[string]any{"name": blank, "instructions": "i"}, "name"},
+			{"POST", "/api/agents", map[string]any{"name": "n", "instructions": blank}, "instructions"},
+			{"PUT", "/api/agents/" + a.ID, map[string]any{"name": blank}, "name"},
+			{"PUT", "/api/agents/" + a.ID, map[string]any{"instructions": blank}, "instructions"},
+			{"POST", "/api/datastores", map[string]any{"name": blank}, "name"},
+			{"PATCH", "/api/datastores/" + ds.ID, map[string]any{"name": blank}, "name"},
+			{"POST", "/api/v2/agent/" + a.ID + "/chat", map[string]any{"query": blank, "conversationId": "blank"}, "query"},
+		} {
+			r := e.Do(tc.method, tc.path, e.A.Key, tc.body)
+			require.Equal(t, http.StatusBadRequest, r.Status, "%s %s %q: %s", tc.method, tc.path, blank, r.Body)
+			require.Equal(t, tc.field, r.Err(t).Error.Field, "%s %s %q", tc.method, tc.path, blank)
+		}
+	}
+	r = e.Do("GET", "/api/agents/"+a.ID, e.A.Key, nil)
+	var got agent
+	r.JSON(t, &got)
+	require.Equal(t, "Sales", got.Name)
+	require.Equal(t, "Be brief.", got.Instructions)
+	r = e.Do("GET", "/api/datastores/"+ds.ID, e.A.Key, nil)
+	r.JSON(t, &ds)
+	require.Equal(t, "Docs", ds.Name)
+}

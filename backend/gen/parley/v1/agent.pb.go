@@ -1171,15 +1171,15 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"AgentStats\x12/\n" +
 	"\x13total_conversations\x18\x01 \x01(\x03R\x12totalConversations\x12%\n" +
 	"\x0etotal_messages\x18\x02 \x01(\x03R\rtotalMessages\x12%\n" +
-	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\x94\t\n" +
-	"\x12CreateAgentRequest\x12\xa6\x01\n" +
-	"\x04name\x18\x01 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"\x0eaverage_rating\x18\x03 \x01(\x01R\raverageRating\"\xba\t\n" +
+	"\x12CreateAgentRequest\x12\xb9\x01\n" +
+	"\x04name\x18\x01 \x01(\tB\xa4\x01\xbaH\xa0\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xc8\x01R\x04name\x12u\n" +
 	"\vdescription\x18\x02 \x01(\tBS\xbaHP\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aR\vdescription\x12\xb7\x01\n" +
-	"\finstructions\x18\x03 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aR\vdescription\x12\xca\x01\n" +
+	"\finstructions\x18\x03 \x01(\tB\xa5\x01\xbaH\xa1\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\xa0\x9c\x01R\finstructions\x12H\n" +
 	"\x05model\x18\x04 \x01(\tB-\xbaH*r(R\x06gpt-4oR\vgpt-4o-miniR\x11claude-3-5-sonnetH\x00R\x05model\x88\x01\x01\x12>\n" +
 	"\vtemperature\x18\x05 \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x01R\vtemperature\x88\x01\x01\x12l\n" +
@@ -1213,19 +1213,19 @@ const file_parley_v1_agent_proto_rawDesc = "" +
 	"\x06agents\x18\x01 \x03(\v2\x10.parley.v1.AgentR\x06agents\x12\x14\n" +
 	"\x05total\x18\x02 \x01(\x03R\x05total\x12\x12\n" +
 	"\x04page\x18\x03 \x01(\x05R\x04page\x12\x14\n" +
-	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xcb\r\n" +
+	"\x05limit\x18\x04 \x01(\x05R\x05limit\"\xf1\r\n" +
 	"\x12UpdateAgentRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xe0\x03\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\xa2\x03\xbaH\x9e\x03\xba\x01\x97\x03\n" +
 	"\x11update_mask.paths\x12\xb3\x01update_mask paths must be a non-empty subset of name, description, instructions, model, temperature, tools, visibility, datastores, handoff_message, tool_settings, allowed_origins\x1a\xcb\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'instructions', 'model', 'temperature', 'tools', 'visibility', 'datastores', 'handoff_message', 'tool_settings', 'allowed_origins'])\xc8\x01\x01R\n" +
-	"updateMask\x12\xab\x01\n" +
-	"\x04name\x18\x03 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"updateMask\x12\xbe\x01\n" +
+	"\x04name\x18\x03 \x01(\tB\xa4\x01\xbaH\xa0\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xc8\x01H\x00R\x04name\x88\x01\x01\x12z\n" +
 	"\vdescription\x18\x04 \x01(\tBS\xbaHP\xba\x01H\n" +
-	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x01R\vdescription\x88\x01\x01\x12\xbc\x01\n" +
-	"\finstructions\x18\x05 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xe8\aH\x01R\vdescription\x88\x01\x01\x12\xcf\x01\n" +
+	"\finstructions\x18\x05 \x01(\tB\xa5\x01\xbaH\xa1\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\xa0\x9c\x01H\x02R\finstructions\x88\x01\x01\x12H\n" +
 	"\x05model\x18\x06 \x01(\tB-\xbaH*r(R\x06gpt-4oR\vgpt-4o-miniR\x11claude-3-5-sonnetH\x03R\x05model\x88\x01\x01\x12>\n" +
 	"\vtemperature\x18\a \x01(\x01B\x17\xbaH\x14\x12\x12\x19\x00\x00\x00\x00\x00\x00\xf0?)\x00\x00\x00\x00\x00\x00\x00\x00H\x04R\vtemperature\x88\x01\x01\x12l\n" +

@@ -489,10 +489,10 @@ const file_parley_v1_apikey_proto_rawDesc = "" +
 	"revokeTime\x12\x1d\n" +
 	"\n" +
 	"created_by\x18\n" +
-	" \x01(\tR\tcreatedBy\"\x8d\x03\n" +
-	"\x13CreateApiKeyRequest\x12\xa5\x01\n" +
-	"\x04name\x18\x01 \x01(\tB\x90\x01\xbaH\x8c\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	" \x01(\tR\tcreatedBy\"\xa0\x03\n" +
+	"\x13CreateApiKeyRequest\x12\xb8\x01\n" +
+	"\x04name\x18\x01 \x01(\tB\xa3\x01\xbaH\x9f\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x02\x18dR\x04name\x12>\n" +
 	"\x04plan\x18\x02 \x01(\tB%\xbaH\"r R\x04freeR\astarterR\x03proR\n" +
 	"enterpriseH\x00R\x04plan\x88\x01\x01\x125\n" +

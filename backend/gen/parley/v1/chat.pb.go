@@ -972,11 +972,11 @@ var File_parley_v1_chat_proto protoreflect.FileDescriptor
 
 const file_parley_v1_chat_proto_rawDesc = "" +
 	"\n" +
-	"\x14parley/v1/chat.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16parley/v1/access.proto\"\xf4\x06\n" +
+	"\x14parley/v1/chat.proto\x12\tparley.v1\x1a\x1bbuf/validate/validate.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x16parley/v1/access.proto\"\x87\a\n" +
 	"\vChatRequest\x12$\n" +
-	"\bagent_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\aagentId\x12\xa9\x01\n" +
-	"\x05query\x18\x02 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"\bagent_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\aagentId\x12\xbc\x01\n" +
+	"\x05query\x18\x02 \x01(\tB\xa5\x01\xbaH\xa1\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x05query\x12\xc5\x01\n" +
 	"\x0fconversation_id\x18\x03 \x01(\tB\x9b\x01\xbaH\x97\x01\xba\x01w\n" +
 	"\x18conversation_id.not_dots\x12Bmust hold a character other than dots (. and .. are path segments)\x1a\x17!this.matches('^[.]+$')\xc8\x01\x01r\x18\x18\xc8\x012\x13^[A-Za-z0-9._:@-]+$R\x0econversationId\x12?\n" +

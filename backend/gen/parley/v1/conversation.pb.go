@@ -1324,12 +1324,12 @@ const file_parley_v1_conversation_proto_rawDesc = "" +
 	"\a_statusB\t\n" +
 	"\a_rating\"`\n" +
 	"\x1aUpdateConversationResponse\x12B\n" +
-	"\fconversation\x18\x01 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xc9\x02\n" +
+	"\fconversation\x18\x01 \x01(\v2\x1e.parley.v1.ConversationSummaryR\fconversation\"\xdc\x02\n" +
 	"\x12PostMessageRequest\x123\n" +
 	"\x0fconversation_id\x18\x01 \x01(\tB\n" +
-	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12\xa7\x01\n" +
-	"\x04text\x18\x02 \x01(\tB\x92\x01\xbaH\x8e\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"\xbaH\ar\x05\x10\x01\x18\xc8\x01R\x0econversationId\x12\xba\x01\n" +
+	"\x04text\x18\x02 \x01(\tB\xa5\x01\xbaH\xa1\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x04\x18\x80\xfa\x01R\x04text\x12T\n" +
 	"\x18conversation_create_time\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x16conversationCreateTime\"\x93\x01\n" +
 	"\x13PostMessageResponse\x128\n" +

@@ -1608,10 +1608,10 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"createTime\x12;\n" +
 	"\vupdate_time\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"updateTime\x127\n" +
-	"\tsync_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\bsyncTime\"\x9f\x01\n" +
-	"\x16CreateDatastoreRequest\x12Y\n" +
-	"\x04name\x18\x01 \x01(\tBE\xbaHB\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')r\x03\x18\xc8\x01R\x04name\x12*\n" +
+	"\tsync_time\x18\x11 \x01(\v2\x1a.google.protobuf.TimestampR\bsyncTime\"\xb2\x01\n" +
+	"\x16CreateDatastoreRequest\x12l\n" +
+	"\x04name\x18\x01 \x01(\tBX\xbaHU\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')r\x03\x18\xc8\x01R\x04name\x12*\n" +
 	"\vdescription\x18\x02 \x01(\tB\b\xbaH\x05r\x03\x18\xe8\aR\vdescription\"M\n" +
 	"\x17CreateDatastoreResponse\x122\n" +
 	"\tdatastore\x18\x01 \x01(\v2\x14.parley.v1.DatastoreR\tdatastore\"0\n" +
@@ -1627,11 +1627,11 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"datastores\x18\x01 \x03(\v2\x14.parley.v1.DatastoreR\n" +
 	"datastores\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\xaa\x02\n" +
+	"nextCursor\"\xbd\x02\n" +
 	"\x16UpdateDatastoreRequest\x12\x19\n" +
-	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12^\n" +
-	"\x04name\x18\x02 \x01(\tBE\xbaHB\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')r\x03\x18\xc8\x01H\x00R\x04name\x88\x01\x01\x12/\n" +
+	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12q\n" +
+	"\x04name\x18\x02 \x01(\tBX\xbaHU\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')r\x03\x18\xc8\x01H\x00R\x04name\x88\x01\x01\x12/\n" +
 	"\vdescription\x18\x03 \x01(\tB\b\xbaH\x05r\x03\x18\xe8\aH\x01R\vdescription\x88\x01\x01\x127\n" +
 	"\x0fembedding_model\x18\x04 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18dH\x02R\x0eembeddingModel\x88\x01\x01B\a\n" +
 	"\x05_nameB\x0e\n" +
@@ -1641,12 +1641,12 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\tdatastore\x18\x01 \x01(\v2\x14.parley.v1.DatastoreR\tdatastore\"3\n" +
 	"\x16DeleteDatastoreRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\"\x19\n" +
-	"\x17DeleteDatastoreResponse\"\xdd\x0f\n" +
+	"\x17DeleteDatastoreResponse\"\xf0\x0f\n" +
 	"\x17CreateDatasourceRequest\x12,\n" +
 	"\fdatastore_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\vdatastoreId\x12=\n" +
-	"\x04type\x18\x02 \x01(\tB)\xbaH&r$R\x04textR\x04fileR\bweb_pageR\bweb_siteR\x02qaR\x04type\x12g\n" +
-	"\x04name\x18\x03 \x01(\tBS\xbaHP\xba\x01H\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a!this == '' || this.matches('\\\\S')r\x03\x18\xac\x02R\x04name\x12\x1e\n" +
+	"\x04type\x18\x02 \x01(\tB)\xbaH&r$R\x04textR\x04fileR\bweb_pageR\bweb_siteR\x02qaR\x04type\x12z\n" +
+	"\x04name\x18\x03 \x01(\tBf\xbaHc\xba\x01[\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a4this == '' || this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')r\x03\x18\xac\x02R\x04name\x12\x1e\n" +
 	"\x04text\x18\x04 \x01(\tB\n" +
 	"\xbaH\ar\x05\x18\xc0\x96\xb1\x02R\x04text\x12 \n" +
 	"\x03url\x18\x05 \x01(\tB\x0e\xbaH\v\xd8\x01\x01r\x06\x18\x80\x10\x88\x01\x01R\x03url\x12'\n" +
@@ -1700,11 +1700,11 @@ const file_parley_v1_datastore_proto_rawDesc = "" +
 	"\x18ResyncDatasourceResponse\x125\n" +
 	"\n" +
 	"datasource\x18\x01 \x01(\v2\x15.parley.v1.DatasourceR\n" +
-	"datasource\"\xf2\x01\n" +
+	"datasource\"\x85\x02\n" +
 	"\fQueryRequest\x12,\n" +
-	"\fdatastore_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\vdatastoreId\x12[\n" +
-	"\x05query\x18\x02 \x01(\tBE\xbaHB\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')r\x03\x18\x90NR\x05query\x12\x1e\n" +
+	"\fdatastore_id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\vdatastoreId\x12n\n" +
+	"\x05query\x18\x02 \x01(\tBX\xbaHU\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')r\x03\x18\x90NR\x05query\x12\x1e\n" +
 	"\x05top_k\x18\x03 \x01(\x05B\t\xbaH\x06\x1a\x04\x182(\x00R\x04topK\x127\n" +
 	"\x0edatasource_ids\x18\x04 \x03(\tB\x10\xbaH\r\x92\x01\n" +
 	"\x10d\"\x06r\x04\x10\x01\x18@R\rdatasourceIds\"\xf5\x01\n" +

@@ -1283,10 +1283,10 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"visitor_id\x18\x04 \x01(\tR\tvisitorId\x12'\n" +
 	"\x0fconversation_id\x18\x05 \x01(\tR\x0econversationId\x12;\n" +
 	"\vcreate_time\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"createTime\"\x98\x05\n" +
-	"\x11CreateFormRequest\x12\xa6\x01\n" +
-	"\x04name\x18\x01 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"createTime\"\xab\x05\n" +
+	"\x11CreateFormRequest\x12\xb9\x01\n" +
+	"\x04name\x18\x01 \x01(\tB\xa4\x01\xbaH\xa0\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xc8\x01R\x04name\x12u\n" +
 	"\vdescription\x18\x02 \x01(\tBS\xbaHP\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xd0\x0fR\vdescription\x12\x88\x01\n" +
@@ -1308,14 +1308,14 @@ const file_parley_v1_form_proto_rawDesc = "" +
 	"\x11ListFormsResponse\x12%\n" +
 	"\x05forms\x18\x01 \x03(\v2\x0f.parley.v1.FormR\x05forms\x12\x1f\n" +
 	"\vnext_cursor\x18\x02 \x01(\tR\n" +
-	"nextCursor\"\xe1\b\n" +
+	"nextCursor\"\xf4\b\n" +
 	"\x11UpdateFormRequest\x12\x19\n" +
 	"\x02id\x18\x01 \x01(\tB\t\xbaH\x06r\x04\x10\x01\x18@R\x02id\x12\xdb\x02\n" +
 	"\vupdate_mask\x18\x02 \x01(\v2\x1a.google.protobuf.FieldMaskB\x9d\x02\xbaH\x99\x02\xba\x01\x92\x02\n" +
 	"\x11update_mask.paths\x12vupdate_mask paths must be a non-empty subset of name, description, fields, published, success_message, allowed_origins\x1a\x84\x01size(this.paths) > 0 && this.paths.all(p, p in ['name', 'description', 'fields', 'published', 'success_message', 'allowed_origins'])\xc8\x01\x01R\n" +
-	"updateMask\x12\xab\x01\n" +
-	"\x04name\x18\x03 \x01(\tB\x91\x01\xbaH\x8d\x01\xba\x01:\n" +
-	"\x10string.not_blank\x12\x11must not be blank\x1a\x13this.matches('\\\\S')\xba\x01H\n" +
+	"updateMask\x12\xbe\x01\n" +
+	"\x04name\x18\x03 \x01(\tB\xa4\x01\xbaH\xa0\x01\xba\x01M\n" +
+	"\x10string.not_blank\x12\x11must not be blank\x1a&this.matches('[^\\\\s\\\\v\\\\x{85}\\\\p{Z}]')\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xc8\x01H\x00R\x04name\x88\x01\x01\x12z\n" +
 	"\vdescription\x18\x04 \x01(\tBS\xbaHP\xba\x01H\n" +
 	"\rstring.no_nul\x12\x1fmust not contain NUL characters\x1a\x16!this.contains('\\x00')r\x03\x18\xd0\x0fH\x01R\vdescription\x88\x01\x01\x12\x88\x01\n" +
