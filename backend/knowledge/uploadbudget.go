@@ -3,6 +3,7 @@ package knowledge
 import (
 	"context"
 	"net/http"
+	"strings"
 	"time"
 
 	"connectrpc.com/connect"
@@ -50,9 +51,14 @@ func NewUploadBudget(n int64, wait time.Duration) *UploadBudget {
 // wait, then returns 503 OVERLOADED. release gives the room back once the
 // upload is stored or refused.
 func (b *UploadBudget) Hold(r *http.Request, limit int64) (release func(), err error) {
+	return b.hold(r, r.ContentLength, limit)
+}
+
+// hold is Hold for a body that declares length bytes (-1: unknown).
+func (b *UploadBudget) hold(r *http.Request, length, limit int64) (release func(), err error) {
 	n := limit
-	if r.ContentLength >= 0 && r.ContentLength < limit {
-		n = r.ContentLength
+	if length >= 0 && length < limit {
+		n = length
 	}
 	if b == nil || n <= 0 {
 		return func() {}, nil
@@ -75,10 +81,19 @@ func (b *UploadBudget) Hold(r *http.Request, limit int64) (release func(), err e
 // Holding serves next, a Connect handler whose body (the message, read
 // before the method runs) is an upload of at most limit bytes, with room
 // held for it (Hold); refused, it answers in the request's protocol.
+//
+// SECURITY: a compressed message holds limit, whatever its body's length:
+// Connect and gRPC decompress it up to limit before the method runs, and a
+// body of a few kilobytes (gzip's zeros) held only its few kilobytes of
+// the budget while it took up to limit of memory.
 func (b *UploadBudget) Holding(limit int64, next http.Handler) http.Handler {
 	errs := connect.NewErrorWriter()
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		release, err := b.Hold(r, limit)
+		length := r.ContentLength
+		if compressed(r.Header) {
+			length = -1
+		}
+		release, err := b.hold(r, length, limit)
 		if err != nil {
 			_ = errs.Write(w, r, apperr.ToConnect(r.Context(), err))
 			return
@@ -86,4 +101,17 @@ func (b *UploadBudget) Holding(limit int64, next http.Handler) http.Handler {
 		defer release()
 		next.ServeHTTP(w, r)
 	})
+}
+
+// compressed reports whether a Connect, gRPC or gRPC-Web request's message
+// may be compressed: its length on the wire then says nothing of its size.
+func compressed(h http.Header) bool {
+	for _, k := range []string{"Content-Encoding", "Connect-Content-Encoding", "Grpc-Encoding"} {
+		for _, v := range h.Values(k) {
+			if v = strings.TrimSpace(v); v != "" && !strings.EqualFold(v, "identity") {
+				return true
+			}
+		}
+	}
+	return false
 }

@@ -2,10 +2,12 @@ package server_test
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"io"
 	"mime/multipart"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,4 +120,40 @@ func TestUploadsShareABudget(t *testing.T) {
 	require.Equal(t, http.StatusCreated, <-done)
 	resp = post(unsized(second), secondType)
 	require.Equal(t, http.StatusCreated, resp.StatusCode)
+}
+
+// A compressed message holds the most a message may take, not its length
+// on the wire: Connect decompresses it whole before the method runs, and a
+// few kilobytes of gzip held only those of the budget while they took
+// megabytes of memory, many such uploads at once without bound.
+func TestCompressedUploadHoldsItsLimit(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, func(c *server.Config) {
+		c.UploadBudget = 1 << 20 // less than a message's limit, more than its compressed length
+		c.UploadWait = 100 * time.Millisecond
+	})
+	r := e.Do("POST", "/api/datastores", e.A.Key, `{"name":"Docs"}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct{ ID string }
+	r.JSON(t, &ds)
+
+	msg := `{"datastoreId":"` + ds.ID + `","type":"text","name":"c","text":"We close at six.` + strings.Repeat(" ", 3<<20) + `"}`
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	_, err := io.WriteString(zw, msg)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	require.Less(t, gz.Len(), 1<<20)
+
+	req, err := http.NewRequest(http.MethodPost, e.URL+parleyv1connect.DatastoreServiceCreateDatasourceProcedure, bytes.NewReader(gz.Bytes()))
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+e.A.Key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", body)
+	require.Contains(t, string(body), `"code":"unavailable"`)
 }
