@@ -663,13 +663,13 @@ func (s *Service) rounds(ctx context.Context, t *turn, kit *tool.Kit, prompt llm
 		}
 		// The round's results get what the window leaves after its calls.
 		call := llm.Message{Role: llm.RoleAssistant, Content: said, ToolCalls: calls}
-		room := t.route.ResultRoom(t.promptTokens + t.route.WindowTokens(t.promptTokens, llm.Request{Messages: []llm.Message{call}}))
+		room := resultRoom{left: t.route.ResultRoom(t.promptTokens + t.route.WindowTokens(t.promptTokens, llm.Request{Messages: []llm.Message{call}}))}
 		results, end, err := t.runCalls(modelCtx, kit, calls, &room)
 		if err != nil {
 			g.err = err
 			break
 		}
-		full = room == 0
+		full = room.full()
 		// The calls ran: a cut that stopped the reply at them (its bound
 		// reached in their arguments) did not cut the answer.
 		t.cut = false
@@ -831,7 +831,7 @@ func (t *turn) countProviderError(ctx context.Context, err error) {
 // handoff is one request), which refuses those past its bounds with an
 // error result (tool.Kit.Run). The results the model reads take at most
 // room tokens together (fitResult), which they take from it.
-func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall, room *int) (results []llm.ToolResult, end *tool.Ran, err error) {
+func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall, room *resultRoom) (results []llm.ToolResult, end *tool.Ran, err error) {
 	kit.Round()
 	for _, c := range calls {
 		call := tool.Call{ID: c.ID, Name: c.Name, Arguments: c.Arguments, Cited: len(t.sources), Numbers: t.cited}
@@ -864,37 +864,75 @@ func (t *turn) runCalls(ctx context.Context, kit *tool.Kit, calls []llm.ToolCall
 // cutNote ends a tool result cut to what the model's context window leaves.
 const cutNote = "\n… (cut here: the rest does not fit in what the context window leaves)"
 
-// fitResult is a call's result as the model reads it, in at most room
+// resultRoom is what a round's results may still take of the window.
+type resultRoom struct {
+	// left is in tokens, as charged.
+	left int
+	// byBytes are the results charged their bytes, not yet counted (a
+	// token is at least a byte: what fits in bytes needs no count).
+	byBytes []string
+}
+
+// settle charges the results charged their bytes their tokens: what the
+// bytes overcharged is left again.
+func (r *resultRoom) settle() {
+	for _, c := range r.byBytes {
+		r.left += len(c) - llm.CountTokens(c)
+	}
+	r.byBytes = nil
+}
+
+// full reports whether the results left no room, counted in tokens.
+func (r *resultRoom) full() bool {
+	if r.left == 0 {
+		r.settle()
+	}
+	return r.left == 0
+}
+
+// fitResult is a call's result as the model reads it, in at most room's
 // tokens, which it takes from room: whole when it fits, else cut with
 // cutNote inside its delimiters, room then 0. A round's results were sent
 // whole: a round of endpoints' answers (16 KiB each, up to some 8,000 tokens)
 // passed the window, the provider refused the prompt, and the turn failed
-// after its tools had run.
-func fitResult(ran tool.Ran, room *int) llm.ToolResult {
+// after its tools had run. A result charged its bytes is counted before a
+// later one is cut: charged bytes alone (some 4 a token), a round's later
+// results were cut, and no more tools offered, in a room that held them
+// all.
+func fitResult(ran tool.Ran, room *resultRoom) llm.ToolResult {
 	res := ran.ForModel
-	// A token is at least a byte: what fits in bytes needs no count.
-	n := len(res.Content)
-	if n > *room {
-		n = llm.CountTokens(res.Content)
+	if len(res.Content) > room.left {
+		room.settle()
 	}
-	if n <= *room {
-		*room -= n
+	if n := len(res.Content); n <= room.left {
+		room.left -= n
+		room.byBytes = append(room.byBytes, res.Content)
 		return res
 	}
-	keep := *room - llm.CountTokens(tool.Untrusted(res.Name, cutNote, res.IsError))
+	n := llm.CountTokens(res.Content)
+	if n <= room.left {
+		room.left -= n
+		return res
+	}
 	content := ran.Content
 	cut := 0
-	if keep > 0 {
+	if keep := room.left - llm.CountTokens(tool.Untrusted(res.Name, cutNote, res.IsError)); keep > 0 {
 		cut = len(content) * keep / n
-		for cut > 0 && llm.CountTokens(content[:cut]) > keep {
-			cut = cut * 9 / 10
-		}
+	}
+	for {
 		for cut > 0 && !utf8.RuneStart(content[cut]) {
 			cut--
 		}
+		res.Content = tool.Untrusted(res.Name, content[:cut]+cutNote, res.IsError)
+		// Counted as the model reads it: Untrusted defuses each
+		// "<tool_output" in the text, a token or more the raw text's count
+		// left out (a result dense with them passed its room by a third).
+		if cut == 0 || llm.CountTokens(res.Content) <= room.left {
+			break
+		}
+		cut = cut * 9 / 10
 	}
-	res.Content = tool.Untrusted(res.Name, content[:cut]+cutNote, res.IsError)
-	*room = 0
+	room.left, room.byBytes = 0, nil
 	return res
 }
 
