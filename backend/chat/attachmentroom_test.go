@@ -23,9 +23,7 @@ func TestAttachmentsFitTheWindow(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
 	const window = 8192
-	e := testenv.New(t, func(c *server.Config) {
-		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
-		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
+	e := smallWindow(t, fake, window, func(c *server.Config) {
 		c.AttachmentFetchAllow = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
 	})
 	f := &fixture{Env: e, fake: fake}
@@ -41,15 +39,7 @@ func TestAttachmentsFitTheWindow(t *testing.T) {
 		require.Equal(t, http.StatusOK, status, "%s", raw.Body)
 		require.Equal(t, "Hello from the fake model.", rep.Answer)
 		req := fake.Requests()[i]
-		sent := 3 // the reply's priming, and 3 for each message (OpenAI's count)
-		for _, tl := range tools(req) {
-			sent += llm.CountTokens(tl)
-		}
-		for _, m := range promptOf(t, fake, i) {
-			if c, ok := m["content"].(string); ok {
-				sent += 3 + llm.CountTokens(c)
-			}
-		}
+		sent := openAIPromptTokens(req)
 		bound := int(req["max_completion_tokens"].(float64))
 		require.LessOrEqual(t, sent+bound, window, "prompt %d tokens + answer %d fit the window", sent, bound)
 		require.Equal(t, llm.MaxOutputTokens, bound, "the file leaves the answer its room")

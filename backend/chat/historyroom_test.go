@@ -9,8 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/parleyhq/parley/backend/llm"
-	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -25,10 +23,7 @@ func TestHistoryCountsEachMessage(t *testing.T) {
 	t.Parallel()
 	fake := testenv.NewFakeProvider(t)
 	const window = 8192
-	e := testenv.New(t, func(c *server.Config) {
-		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
-		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
-	})
+	e := smallWindow(t, fake, window)
 	f := &fixture{Env: e, fake: fake}
 	agent := f.agent(t, `{"name":"n","instructions":"Answer briefly."}`)
 	status, _, raw := f.chat(t, agent, f.A.Key, `{"query":"Hello","conversationId":"short-messages"}`)
@@ -61,13 +56,7 @@ func TestHistoryCountsEachMessage(t *testing.T) {
 	req := reqs[len(reqs)-1]
 	msgs := req["messages"].([]any)
 	require.Greater(t, len(msgs), 100, "a long history fits")
-	sent := 3 // the reply's priming
-	for _, m := range msgs {
-		sent += 3 + llm.CountTokens(m.(map[string]any)["content"].(string))
-	}
-	for _, tl := range tools(req) {
-		sent += llm.CountTokens(tl)
-	}
+	sent := openAIPromptTokens(req)
 	bound := int(req["max_completion_tokens"].(float64))
 	require.LessOrEqual(t, sent+bound, window, "%d messages: prompt %d tokens + answer %d fit the window", len(msgs), sent, bound)
 }

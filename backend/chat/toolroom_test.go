@@ -26,10 +26,7 @@ func TestToolRoundLeavesTheAnswerItsRoom(t *testing.T) {
 	// The tool's definition (about 300 tokens) and the question leave the
 	// first call all its room; the round's call and result do not.
 	const window = llm.MaxOutputTokens + 450
-	e := testenv.New(t, func(c *server.Config) {
-		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
-		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
-	})
+	e := smallWindow(t, fake, window)
 	r := e.Do("POST", "/api/agents", e.A.Key, `{"name":"n","instructions":"Collect leads.","tools":["lead_capture"]}`)
 	var a struct{ ID string }
 	r.JSON(t, &a)
@@ -105,9 +102,7 @@ func TestToolResultsAreCutToTheWindow(t *testing.T) {
 	t.Cleanup(srv.Close)
 	fake := testenv.NewFakeProvider(t)
 	const window = llm.MaxOutputTokens + 3000
-	e := testenv.New(t, func(c *server.Config) {
-		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
-		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
+	e := smallWindow(t, fake, window, func(c *server.Config) {
 		c.FetchAllow = append(c.FetchAllow, netip.MustParsePrefix("127.0.0.0/8"))
 	})
 	r := e.Do("POST", "/api/agents", e.A.Key, map[string]any{
@@ -131,23 +126,11 @@ func TestToolResultsAreCutToTheWindow(t *testing.T) {
 	require.Equal(t, 200, r.Status, "%s", r.Body)
 	reqs := fake.Requests()
 	require.Len(t, reqs, 2)
-	sent := 0
-	for _, tl := range tools(reqs[1]) {
-		sent += llm.CountTokens(tl)
-	}
+	sent := openAIPromptTokens(reqs[1])
 	var results []string
 	for _, m := range reqs[1]["messages"].([]any) {
-		m := m.(map[string]any)
-		if c, ok := m["content"].(string); ok {
-			sent += llm.CountTokens(c)
-			if m["role"] == "tool" {
-				results = append(results, c)
-			}
-		}
-		calls, _ := m["tool_calls"].([]any)
-		for _, c := range calls {
-			fn := c.(map[string]any)["function"].(map[string]any)
-			sent += llm.CountTokens(fn["name"].(string)) + llm.CountTokens(fn["arguments"].(string))
+		if m := m.(map[string]any); m["role"] == "tool" {
+			results = append(results, m["content"].(string))
 		}
 	}
 	bound := int(reqs[1]["max_completion_tokens"].(float64))
@@ -158,4 +141,40 @@ func TestToolResultsAreCutToTheWindow(t *testing.T) {
 	for _, c := range results {
 		require.True(t, strings.HasSuffix(c, "</tool_output>"), "a cut result keeps its delimiter: %q", c[max(0, len(c)-80):])
 	}
+}
+
+// smallWindow is a server whose one model (gpt-4o-mini, over OpenAI's wire
+// to fake) has a window of window tokens, as a models file's contextTokens
+// gives a small self-hosted model.
+func smallWindow(t *testing.T, fake *testenv.FakeProvider, window int, more ...func(*server.Config)) *testenv.Env {
+	return testenv.New(t, func(c *server.Config) {
+		m := llm.NewOpenAI(llm.OpenAIConfig{Name: "openai", APIKey: "k", BaseURL: fake.URL + "/v1"})
+		c.Catalog = llm.NewCatalog(llm.Route{Name: "gpt-4o-mini", Upstream: "small", Model: m, ContextTokens: window})
+		for _, f := range more {
+			f(c)
+		}
+	})
+}
+
+// openAIPromptTokens is the prompt of req, a request on OpenAI's wire, as
+// OpenAI counts it: 3 tokens priming the reply, 3 for each message beside
+// its text and tool calls, and the tools' definitions.
+func openAIPromptTokens(req map[string]any) int {
+	n := 3
+	for _, tl := range tools(req) {
+		n += llm.CountTokens(tl)
+	}
+	for _, m := range req["messages"].([]any) {
+		m := m.(map[string]any)
+		n += 3
+		if c, ok := m["content"].(string); ok {
+			n += llm.CountTokens(c)
+		}
+		calls, _ := m["tool_calls"].([]any)
+		for _, c := range calls {
+			fn := c.(map[string]any)["function"].(map[string]any)
+			n += llm.CountTokens(fn["name"].(string)) + llm.CountTokens(fn["arguments"].(string))
+		}
+	}
+	return n
 }
