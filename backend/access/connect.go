@@ -2,6 +2,7 @@ package access
 
 import (
 	"context"
+	"net/http"
 	"time"
 
 	"connectrpc.com/connect"
@@ -72,4 +73,33 @@ func (i Interceptor) WrapStreamingHandler(next connect.StreamingHandlerFunc) con
 		}
 		return next(ctx, conn)
 	}
+}
+
+// Keyed fronts next, the Connect handler of procedure, with the key check
+// alone: a call whose key does not authenticate, or lacks the method's
+// scope, is refused in its own protocol before next reads its body. The
+// interceptor still admits (and counts) the calls let through.
+//
+// SECURITY: for a handler that holds an instance-wide resource while it
+// reads the body (the datasources' upload budget): the interceptor runs
+// only once the message is read, so keyless calls declaring large bodies
+// and sending them slowly held the whole budget, every organization's
+// uploads refused 503 meanwhile.
+func Keyed(a *auth.Authenticator, procedure string, next http.Handler) http.Handler {
+	rule := MustFor(procedure)
+	errs := connect.NewErrorWriter()
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		authorization := r.Header.Get("Authorization")
+		if !rule.SelfAdmitted(authorization) {
+			p, err := a.Authenticate(r.Context(), authorization)
+			if err == nil && !p.Has(rule.Scope) {
+				err = apperr.New(apperr.Forbidden, "this API key lacks the %q scope", rule.Scope)
+			}
+			if err != nil {
+				_ = errs.Write(w, r, apperr.ToConnect(r.Context(), err))
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

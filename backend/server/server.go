@@ -424,7 +424,10 @@ func (a *App) routes() (http.Handler, error) {
 	// A datasource's file travels in its message: the service takes larger ones.
 	dsPath, dsHandler := parleyv1connect.NewDatastoreServiceHandler(datastores, append(slices.Clip(opts), connect.WithReadMaxBytes(knowledge.MaxMessageBytes))...)
 	mux.Handle(dsPath, dsHandler)
-	mux.Handle(parleyv1connect.DatastoreServiceCreateDatasourceProcedure, uploads.Holding(knowledge.MaxMessageBytes, dsHandler))
+	// The key is checked before the upload takes room in the budget: a
+	// keyless call held it as long as its body took to come.
+	mux.Handle(parleyv1connect.DatastoreServiceCreateDatasourceProcedure, access.Keyed(a.Auth,
+		parleyv1connect.DatastoreServiceCreateDatasourceProcedure, uploads.Holding(knowledge.MaxMessageBytes, dsHandler)))
 	chatPath, chatHandler := parleyv1connect.NewChatServiceHandler(chat.NewHandler(admitter, turns), opts...)
 	mux.Handle(chatPath, chatHandler)
 	convPath, convHandler := parleyv1connect.NewConversationServiceHandler(conversations, opts...)

@@ -157,3 +157,58 @@ func TestCompressedUploadHoldsItsLimit(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, resp.StatusCode, "%s", body)
 	require.Contains(t, string(body), `"code":"unavailable"`)
 }
+
+// A Connect upload without a key takes no room in the budget: its key is
+// checked before its body is read. A keyless caller declaring large bodies
+// and sending them slowly held it all, and every organization's uploads on
+// the instance were refused 503 meanwhile.
+func TestUploadBudgetIsNotHeldWithoutAKey(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t, func(c *server.Config) {
+		c.UploadBudget = knowledge.MaxMessageBytes // one upload of unknown length
+		c.UploadWait = 100 * time.Millisecond
+	})
+	r := e.Do("POST", "/api/datastores", e.A.Key, `{"name":"Docs"}`)
+	require.Equal(t, http.StatusCreated, r.Status, "%s", r.Body)
+	var ds struct{ ID string }
+	r.JSON(t, &ds)
+
+	// A keyless call of unknown length whose body never comes.
+	feed, fed := io.Pipe()
+	t.Cleanup(func() { fed.CloseWithError(io.ErrUnexpectedEOF) })
+	req, err := http.NewRequest(http.MethodPost, e.URL+parleyv1connect.DatastoreServiceCreateDatasourceProcedure, feed)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Expect", "100-continue")
+	slow := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	done := make(chan int, 1)
+	go func() {
+		resp, err := slow.Do(req)
+		if err != nil {
+			done <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	// Either it is refused before its body is asked for, or the server
+	// reads its body (the transport takes the first bytes): its room held.
+	wrote := make(chan struct{})
+	go func() {
+		if _, err := fed.Write([]byte(`{`)); err == nil {
+			close(wrote)
+		}
+	}()
+	status := -1
+	select {
+	case status = <-done:
+	case <-wrote:
+	}
+
+	// The organization's upload finds its room.
+	client := parleyv1connect.NewDatastoreServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
+	_, err = client.CreateDatasource(context.Background(), &parleyv1.CreateDatasourceRequest{DatastoreId: ds.ID, Type: "text", Name: "c", Text: "We close at six."})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusUnauthorized, status, "the keyless call's body was read")
+}
