@@ -93,7 +93,7 @@ func Keyed(a *auth.Authenticator, procedure string, next http.Handler) http.Hand
 		if !rule.SelfAdmitted(authorization) {
 			p, err := a.Authenticate(r.Context(), authorization)
 			if err == nil && !p.Has(rule.Scope) {
-				err = apperr.New(apperr.Forbidden, "this API key lacks the %q scope", rule.Scope)
+				err = auth.Lacks(rule.Scope)
 			}
 			if err != nil {
 				_ = errs.Write(w, r, apperr.ToConnect(r.Context(), err))

@@ -51,9 +51,14 @@ func (g *Gate) Admit(ctx context.Context, authorization string, scope Scope, oth
 	}
 	// SECURITY: the key must carry the scope of the operation.
 	if !p.Has(scope) && !slices.ContainsFunc(others, p.Has) {
-		return adm, apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
+		return adm, Lacks(scope)
 	}
 	return adm, nil
+}
+
+// Lacks is the error for a key without scope, the operation's.
+func Lacks(scope Scope) error {
+	return apperr.New(apperr.Forbidden, "this API key lacks the %q scope", scope)
 }
 
 // AdmitVisitor counts one request of a caller without a key to a public
