@@ -180,13 +180,8 @@ func TestVectorSearchEachDimension(t *testing.T) {
 // with no run after it: the datasource stayed running for good.
 func TestEmbedderSwitchWaitsForADatasourceBeingAdded(t *testing.T) {
 	t.Parallel()
-	e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
+	e, svc, actx := switchSetup(t)
 	ctx := context.Background()
-	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), wide{})
-	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
-	require.NoError(t, err)
-	svc := &Service{K: k, Jobs: riverEnqueuer{jobs}}
-	actx := auth.WithPrincipal(ctx, &auth.Principal{OrgID: e.org, Scopes: []string{"admin"}})
 
 	// The addition, under way: CreateDatasource's statements, uncommitted.
 	added := uuid.New()
@@ -234,13 +229,8 @@ func TestEmbedderSwitchWaitsForADatasourceBeingAdded(t *testing.T) {
 // The switch now waits for the addition and queues its run.
 func TestEmbedderSwitchBackWaitsForADatasourceBeingAdded(t *testing.T) {
 	t.Parallel()
-	e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
+	e, svc, actx := switchSetup(t)
 	ctx := context.Background()
-	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), wide{})
-	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
-	require.NoError(t, err)
-	svc := &Service{K: k, Jobs: riverEnqueuer{jobs}}
-	actx := auth.WithPrincipal(ctx, &auth.Principal{OrgID: e.org, Scopes: []string{"admin"}})
 	begin := func() (pgx.Tx, *dbq.Queries) {
 		t.Helper()
 		tx, err := e.store.Pool.Begin(ctx)
@@ -256,7 +246,7 @@ func TestEmbedderSwitchBackWaitsForADatasourceBeingAdded(t *testing.T) {
 	var addingPID int32
 	require.NoError(t, adding.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&addingPID))
 	added := uuid.New()
-	_, err = q.KeyShareDatastore(ctx, dbq.KeyShareDatastoreParams{OrgID: e.org, ID: e.store_})
+	_, err := q.KeyShareDatastore(ctx, dbq.KeyShareDatastoreParams{OrgID: e.org, ID: e.store_})
 	require.NoError(t, err)
 	_, err = q.CreateDatasource(ctx, dbq.CreateDatasourceParams{OrgID: e.org, ID: added, DatastoreID: e.store_, Type: "text", Name: "added", Config: []byte("{}"), Content: []byte("Shipping takes three days.")})
 	require.NoError(t, err)
@@ -300,4 +290,15 @@ func TestEmbedderSwitchBackWaitsForADatasourceBeingAdded(t *testing.T) {
 	var queued int
 	require.NoError(t, e.store.Pool.QueryRow(ctx, "SELECT count(*) FROM river_job WHERE kind = 'ingest_datasource' AND args->>'datasource_id' = $1", added.String()).Scan(&queued))
 	require.Equal(t, 1, queued, "the switch back queued the added datasource's re-embedding")
+}
+
+// switchSetup is a datastore of one datasource, the service that switches
+// its embedder (its runs queued, not worked), and an admin's context.
+func switchSetup(t *testing.T) (kenv, *Service, context.Context) {
+	e := setupIngest(t, "Refunds are possible within thirty days of delivery.")
+	k := New(e.store, embed.Lexical{}, netguard.New(netguard.Config{}), wide{})
+	jobs, err := river.NewClient(riverpgxv5.New(e.store.Pool), &river.Config{})
+	require.NoError(t, err)
+	actx := auth.WithPrincipal(context.Background(), &auth.Principal{OrgID: e.org, Scopes: []string{"admin"}})
+	return e, &Service{K: k, Jobs: riverEnqueuer{jobs}}, actx
 }

@@ -21,6 +21,34 @@ import (
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
+// slowPost posts to url a body its caller feeds through fed, sent only
+// once the server asks for it (Expect: 100-continue): a write to fed
+// returns once the handler reads the body. done gets the response's status
+// (0: no response).
+func slowPost(t *testing.T, url string, header map[string]string) (fed *io.PipeWriter, done <-chan int) {
+	feed, fed := io.Pipe()
+	t.Cleanup(func() { fed.CloseWithError(io.ErrUnexpectedEOF) }) // a failed test's upload ends
+	req, err := http.NewRequest(http.MethodPost, url, feed)
+	require.NoError(t, err)
+	for k, v := range header {
+		req.Header.Set(k, v)
+	}
+	req.Header.Set("Expect", "100-continue")
+	slow := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
+	status := make(chan int, 1)
+	go func() {
+		resp, err := slow.Do(req)
+		if err != nil {
+			status <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		status <- resp.StatusCode
+	}()
+	return fed, status
+}
+
 // Uploads read at once share one budget of bytes, by what each declares
 // (an upload without a length holds the most it may send): past it, one
 // waits, then is refused with 503 OVERLOADED and retryAfter, over REST as
@@ -63,26 +91,8 @@ func TestUploadsShareABudget(t *testing.T) {
 	// it slowly: the server asks for the body (Expect: 100-continue) once
 	// the room is taken.
 	first, firstType := upload("first.txt")
-	feed, fed := io.Pipe()
-	t.Cleanup(func() { fed.CloseWithError(io.ErrUnexpectedEOF) }) // a failed test's first upload ends
-	req, err := http.NewRequest(http.MethodPost, path, feed)
-	require.NoError(t, err)
-	req.Header.Set("Authorization", "Bearer "+e.A.Key)
-	req.Header.Set("Content-Type", firstType)
-	req.Header.Set("Expect", "100-continue")
-	slow := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
-	done := make(chan int, 1)
-	go func() {
-		resp, err := slow.Do(req)
-		if err != nil {
-			done <- 0
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		done <- resp.StatusCode
-	}()
-	_, err = fed.Write(first[:10])
+	fed, done := slowPost(t, path, map[string]string{"Authorization": "Bearer " + e.A.Key, "Content-Type": firstType})
+	_, err := fed.Write(first[:10])
 	require.NoError(t, err)
 
 	// Another of unknown length does not fit beside it.
@@ -174,24 +184,7 @@ func TestUploadBudgetIsNotHeldWithoutAKey(t *testing.T) {
 	r.JSON(t, &ds)
 
 	// A keyless call of unknown length whose body never comes.
-	feed, fed := io.Pipe()
-	t.Cleanup(func() { fed.CloseWithError(io.ErrUnexpectedEOF) })
-	req, err := http.NewRequest(http.MethodPost, e.URL+parleyv1connect.DatastoreServiceCreateDatasourceProcedure, feed)
-	require.NoError(t, err)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Expect", "100-continue")
-	slow := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Minute}}
-	done := make(chan int, 1)
-	go func() {
-		resp, err := slow.Do(req)
-		if err != nil {
-			done <- 0
-			return
-		}
-		_, _ = io.Copy(io.Discard, resp.Body)
-		resp.Body.Close()
-		done <- resp.StatusCode
-	}()
+	fed, done := slowPost(t, e.URL+parleyv1connect.DatastoreServiceCreateDatasourceProcedure, map[string]string{"Content-Type": "application/json"})
 	// Either it is refused before its body is asked for, or the server
 	// reads its body (the transport takes the first bytes): its room held.
 	wrote := make(chan struct{})
@@ -208,7 +201,7 @@ func TestUploadBudgetIsNotHeldWithoutAKey(t *testing.T) {
 
 	// The organization's upload finds its room.
 	client := parleyv1connect.NewDatastoreServiceClient(http.DefaultClient, e.URL, connect.WithInterceptors(testenv.Bearer(e.A.Key)))
-	_, err = client.CreateDatasource(context.Background(), &parleyv1.CreateDatasourceRequest{DatastoreId: ds.ID, Type: "text", Name: "c", Text: "We close at six."})
+	_, err := client.CreateDatasource(context.Background(), &parleyv1.CreateDatasourceRequest{DatastoreId: ds.ID, Type: "text", Name: "c", Text: "We close at six."})
 	require.NoError(t, err)
 	require.Equal(t, http.StatusUnauthorized, status, "the keyless call's body was read")
 }
