@@ -7,8 +7,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/testenv"
 )
 
@@ -32,23 +34,21 @@ func TestHistoryCountsEachMessage(t *testing.T) {
 	// 200 earlier messages of some 25 tokens each: more than the history
 	// budget holds.
 	ctx := context.Background()
-	tx, err := f.App.Pool.Begin(ctx)
-	require.NoError(t, err)
-	defer tx.Rollback(ctx) //nolint:errcheck
-	_, err = tx.Exec(ctx, "SELECT set_config('app.org_id', $1, true)", f.A.ID.String())
-	require.NoError(t, err)
-	for i := range 200 {
-		role := "user"
-		if i%2 == 1 {
-			role = "assistant"
+	require.NoError(t, f.App.Store.TenantTx(ctx, f.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+		for i := range 200 {
+			role := "user"
+			if i%2 == 1 {
+				role = "assistant"
+			}
+			content := fmt.Sprintf("Message %d: %s", i, strings.Repeat("tell me more about it ", 4))
+			if _, err := tx.Exec(ctx, `INSERT INTO messages (org_id, id, conversation_id, role, content, channel, created_at)
+				VALUES ($1, gen_random_uuid(), 'short-messages', $2, $3, 'api', now() - interval '1 hour' + $4 * interval '1 second')`,
+				f.A.ID, role, content, i); err != nil {
+				return err
+			}
 		}
-		content := fmt.Sprintf("Message %d: %s", i, strings.Repeat("tell me more about it ", 4))
-		_, err := tx.Exec(ctx, `INSERT INTO messages (org_id, id, conversation_id, role, content, channel, created_at)
-			VALUES ($1, gen_random_uuid(), 'short-messages', $2, $3, 'api', now() - interval '1 hour' + $4 * interval '1 second')`,
-			f.A.ID, role, content, i)
-		require.NoError(t, err)
-	}
-	require.NoError(t, tx.Commit(ctx))
+		return nil
+	}))
 
 	status, _, raw = f.chat(t, agent, f.A.Key, `{"query":"And then?","conversationId":"short-messages"}`)
 	require.Equal(t, http.StatusOK, status, "%s", raw.Body)
