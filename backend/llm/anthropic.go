@@ -215,7 +215,7 @@ func (a *Anthropic) wrap(ctx context.Context, err error) error {
 		}
 		pe.Err = errors.New(http.StatusText(pe.Status) + " " + string(apiErr.Type()))
 		if apiErr.Response != nil && apiErr.StatusCode >= 300 {
-			pe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"))
+			pe.RetryAfter = retryAfter(apiErr.Response.Header)
 		}
 	}
 	return pe

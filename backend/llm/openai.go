@@ -197,7 +197,7 @@ func (o *OpenAI) wrap(ctx context.Context, err error) error {
 		pe.Err = errors.New(http.StatusText(apiErr.StatusCode) + " " + apiErr.Code)
 		pe.Final = apiErr.Code == "insufficient_quota"
 		if apiErr.Response != nil {
-			pe.RetryAfter = retryAfter(apiErr.Response.Header.Get("Retry-After"))
+			pe.RetryAfter = retryAfter(apiErr.Response.Header)
 		}
 	}
 	var streamErr *ssestream.StreamError
@@ -230,16 +230,33 @@ func streamErrorKind(data []byte) string {
 	return strings.TrimSpace(kind)
 }
 
-// retryAfter reads a Retry-After header: seconds, or an HTTP date.
-func retryAfter(v string) time.Duration {
-	if v == "" {
-		return 0
+// retryAfter is the pause an error response asks for: OpenAI's
+// retry-after-ms (its finer count, which it sends beside Retry-After), else
+// Retry-After in seconds or as an HTTP date. A value past a day (or not a
+// finite number) is read as a day: no caller waits that long, and the
+// conversion of a larger float to a Duration would overflow into a
+// negative, read as no pause at all.
+func retryAfter(h http.Header) time.Duration {
+	const most = 24 * time.Hour
+	within := func(v string, unit time.Duration) (time.Duration, bool) {
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil || !(n >= 0) {
+			return 0, false
+		}
+		if n >= float64(most/unit) {
+			return most, true
+		}
+		return time.Duration(n * float64(unit)), true
 	}
-	if s, err := strconv.ParseFloat(v, 64); err == nil && s >= 0 {
-		return time.Duration(s * float64(time.Second))
+	if d, ok := within(h.Get("Retry-After-Ms"), time.Millisecond); ok {
+		return d
+	}
+	v := h.Get("Retry-After")
+	if d, ok := within(v, time.Second); ok {
+		return d
 	}
 	if t, err := http.ParseTime(v); err == nil {
-		return max(time.Until(t), 0)
+		return min(max(time.Until(t), 0), most)
 	}
 	return 0
 }

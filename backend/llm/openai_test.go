@@ -150,6 +150,41 @@ func TestOpenAIRetriesA429HonouringRetryAfter(t *testing.T) {
 	require.EqualValues(t, 2, calls.Load())
 }
 
+// The pause a 429 asks for, read from the header OpenAI sends: its
+// retry-after-ms before Retry-After, and a Retry-After too large for a
+// Duration as a long pause, not as none. Each asks for more than the
+// 2 s a caller waits, so the call is made once.
+func TestOpenAIReadsThePauseA429AsksFor(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		headers map[string]string
+		want    time.Duration
+	}{
+		{"retry-after-ms", map[string]string{"Retry-After-Ms": "20000", "Retry-After": "0"}, 20 * time.Second},
+		{"fractional retry-after-ms", map[string]string{"Retry-After-Ms": "2500.5"}, 2500500 * time.Microsecond},
+		{"retry-after past a Duration", map[string]string{"Retry-After": "1e30"}, 24 * time.Hour},
+		{"retry-after Inf", map[string]string{"Retry-After": "+Inf"}, 24 * time.Hour},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			srv, calls := openAIServer(t, func(_ int, w http.ResponseWriter, _ map[string]any) {
+				for k, v := range tc.headers {
+					w.Header().Set(k, v)
+				}
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(429)
+				fmt.Fprint(w, `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`)
+			})
+			_, _, _, err := collect(t, newOpenAI(srv.URL), basicReq)
+			var pe *llm.ProviderError
+			require.ErrorAs(t, err, &pe)
+			require.Equal(t, tc.want, pe.RetryAfter)
+			require.EqualValues(t, 1, calls.Load(), "a pause longer than the caller waits is not waited for")
+		})
+	}
+}
+
 // An account whose credit is spent answers 429 insufficient_quota: not a
 // rate limit, and no pause makes the next attempt succeed.
 func TestOpenAIInsufficientQuotaIsNotRetried(t *testing.T) {
