@@ -53,7 +53,8 @@ type Org struct {
 	Members   int64
 	// Keys counts keys not revoked.
 	Keys int64
-	// Turns counts chat turns (assistant messages) this month (UTC).
+	// Turns counts chat turns (assistant messages) this month (UTC), those
+	// of conversations deleted since included (as usage.Of counts them).
 	Turns int64
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/operator"
 	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/usage"
 )
 
 // world is two organizations, an operator in A, a plain owner in A and an
@@ -391,4 +392,25 @@ func TestMigrationKeepsEarlierOperators(t *testing.T) {
 	_, err = p.Up(ctx)
 	require.NoError(t, err)
 	require.Equal(t, 1, counts(t, pool, map[string]string{"app.operator_id": op.ID.String()})["organizations"])
+}
+
+// TestTurnsOutliveDeletedConversations: an organization that deletes its
+// conversations does not take its month's turns off the operator's page,
+// as it does not off its own overview (usage_deleted, migration 00024).
+func TestTurnsOutliveDeletedConversations(t *testing.T) {
+	t.Parallel()
+	w := newWorld(t)
+	ctx := context.Background()
+	s := &operator.Service{Store: w.store}
+
+	w.tenantExec(t, w.b, `DELETE FROM conversations WHERE org_id = $1 AND id = 'c1'`, w.b)
+	rep, err := usage.Of(ctx, w.store, w.b, time.Now())
+	require.NoError(t, err)
+	require.Equal(t, int64(1), rep.Month.Turns)
+	ov, err := s.Overview(ctx, w.op)
+	require.NoError(t, err)
+	require.Equal(t, "B", ov.Orgs[1].Name)
+	if got, want := ov.Orgs[1].Turns, rep.Month.Turns; got != want {
+		t.Fatalf("B's turns this month on the operator's page: got %d, want %d (its own overview's)", got, want)
+	}
 }

@@ -163,8 +163,10 @@ const operatorOrganizations = `-- name: OperatorOrganizations :many
 SELECT o.id, o.name, o.plan, o.created_at,
        (SELECT count(*) FROM members m WHERE m.org_id = o.id)::bigint AS members,
        (SELECT count(*) FROM api_keys k WHERE k.org_id = o.id AND k.revoked_at IS NULL)::bigint AS keys,
-       (SELECT count(*) FROM messages g
-        WHERE g.org_id = o.id AND g.role = 'assistant' AND g.created_at >= $1)::bigint AS turns
+       ((SELECT count(*) FROM messages g
+         WHERE g.org_id = o.id AND g.role = 'assistant' AND g.created_at >= $1)
+        + (SELECT coalesce(sum(d.turns), 0) FROM usage_deleted d
+           WHERE d.org_id = o.id AND d.day >= ($1::timestamptz AT TIME ZONE 'UTC')::date))::bigint AS turns
 FROM organizations o
 ORDER BY o.created_at, o.id
 `
@@ -180,7 +182,9 @@ type OperatorOrganizationsRow struct {
 }
 
 // Every organization the transaction may read, with what the admin page
-// counts: members, unrevoked keys, chat turns (assistant messages) since a time.
+// counts: members, unrevoked keys, chat turns (assistant messages) since a time
+// (a UTC midnight), those of conversations deleted since included, as
+// UsageByDayAndAgent counts them.
 func (q *Queries) OperatorOrganizations(ctx context.Context, since time.Time) ([]OperatorOrganizationsRow, error) {
 	rows, err := q.db.Query(ctx, operatorOrganizations, since)
 	if err != nil {

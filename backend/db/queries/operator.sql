@@ -12,12 +12,16 @@ SELECT parley_is_operator();
 
 -- name: OperatorOrganizations :many
 -- Every organization the transaction may read, with what the admin page
--- counts: members, unrevoked keys, chat turns (assistant messages) since a time.
+-- counts: members, unrevoked keys, chat turns (assistant messages) since a time
+-- (a UTC midnight), those of conversations deleted since included, as
+-- UsageByDayAndAgent counts them.
 SELECT o.id, o.name, o.plan, o.created_at,
        (SELECT count(*) FROM members m WHERE m.org_id = o.id)::bigint AS members,
        (SELECT count(*) FROM api_keys k WHERE k.org_id = o.id AND k.revoked_at IS NULL)::bigint AS keys,
-       (SELECT count(*) FROM messages g
-        WHERE g.org_id = o.id AND g.role = 'assistant' AND g.created_at >= sqlc.arg(since))::bigint AS turns
+       ((SELECT count(*) FROM messages g
+         WHERE g.org_id = o.id AND g.role = 'assistant' AND g.created_at >= sqlc.arg(since))
+        + (SELECT coalesce(sum(d.turns), 0) FROM usage_deleted d
+           WHERE d.org_id = o.id AND d.day >= (sqlc.arg(since)::timestamptz AT TIME ZONE 'UTC')::date))::bigint AS turns
 FROM organizations o
 ORDER BY o.created_at, o.id;
 
