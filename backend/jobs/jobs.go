@@ -148,14 +148,15 @@ func (c *Client) EnqueueDelivery(ctx context.Context, tx pgx.Tx, org, delivery u
 // at once, lets those in flight finish until drain (at most grace), then
 // cancels them and waits for them until grace ends. River makes a job
 // cancelled this way available again without counting the attempt (an
-// ingestion resumes where it stopped). Without workers it only waits for ctx.
+// ingestion resumes where it stopped). A database out of reach delays the
+// start until it answers (start). Without workers it only waits for ctx.
 func (c *Client) Run(ctx context.Context, drain, grace time.Duration) error {
 	if !c.workers {
 		<-ctx.Done()
 		return nil
 	}
-	if err := c.river.Start(context.WithoutCancel(ctx)); err != nil {
-		return err
+	if !c.start(ctx) {
+		return nil // stopped before the jobs could start
 	}
 	<-ctx.Done()
 	// One deadline for the whole stop, so that a process exits within its
@@ -171,6 +172,37 @@ func (c *Client) Run(ctx context.Context, drain, grace time.Duration) error {
 		}
 	}
 	return err
+}
+
+// startRetry is the first wait before River's start is tried again, and
+// startRetryMax the longest.
+const (
+	startRetry    = 250 * time.Millisecond
+	startRetryMax = 30 * time.Second
+)
+
+// start starts River, again and again with back-off until it starts or
+// ctx ends (false). River's start reads the database (its queues, its
+// producers); a database out of reach at that moment (a failover as the
+// process starts) failed it, and a serving instance then ran no job until
+// it was restarted, saying so only when it stopped.
+func (c *Client) start(ctx context.Context) bool {
+	wait := startRetry
+	for {
+		err := c.river.Start(context.WithoutCancel(ctx))
+		if err == nil {
+			return true
+		}
+		slog.Warn("jobs: cannot start; trying again", "err", err, "in", wait)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		case <-t.C:
+		}
+		wait = min(2*wait, startRetryMax)
+	}
 }
 
 // River is the underlying client, for tests that inspect jobs.

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/riverqueue/river"
 
+	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/webhook"
 )
 
@@ -69,14 +70,26 @@ func (w *DeliverWorker) Work(ctx context.Context, job *river.Job[DeliverArgs]) e
 		return river.JobSnooze(wait)
 	}
 	err := w.D.Deliver(ctx, job.Args.OrgID, job.Args.DeliveryID, job.Attempt, job.Attempt >= job.MaxAttempts)
-	if errors.Is(err, webhook.ErrInterrupted) {
+	switch {
+	case errors.Is(err, webhook.ErrInterrupted):
 		// Cut short by shutdown: run again as soon as a worker can,
 		// without spending one of the delivery's attempts (River's
 		// advice for interrupted jobs).
 		return river.JobSnooze(0)
+	case db.Unavailable(err):
+		// The database out of reach (a failover): the endpoint did not
+		// fail, so the attempt is not spent. Spent, the last one left
+		// the delivery pending for good (River discarded its job), never
+		// sent nor failed. An attempt sent whose record was lost is sent
+		// again under its number (RecordWebhookAttempt replaces it).
+		return river.JobSnooze(unavailableWait)
 	}
 	return err
 }
+
+// unavailableWait is how long a delivery whose database was out of reach
+// waits before it runs again.
+const unavailableWait = 5 * time.Second
 
 // fairWaitDelivery is how long a delivery whose organization already has
 // its share of deliveries in flight waits before it asks again.
