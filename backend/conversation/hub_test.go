@@ -322,8 +322,19 @@ func TestStreamLife(t *testing.T) {
 // not end a watch stream: it reads again once the database answers, and
 // the events stored meanwhile and after reach it. Before, every stream of
 // the instance ended at once and their clients all came back together.
+// With a heartbeat of an hour, only the hub's listener can bring them:
+// its connection was closed with the rest, so it listened again.
 func TestWatchOutlivesADatabaseBlip(t *testing.T) {
 	t.Parallel()
+	for _, heartbeat := range []time.Duration{50 * time.Millisecond, time.Hour} {
+		t.Run(heartbeat.String(), func(t *testing.T) {
+			t.Parallel()
+			watchThroughABlip(t, heartbeat)
+		})
+	}
+}
+
+func watchThroughABlip(t *testing.T, heartbeat time.Duration) {
 	s := newStore(t)
 	ctx := context.Background()
 	px := dbtest.NewProxy(t, s.url)
@@ -332,7 +343,7 @@ func TestWatchOutlivesADatabaseBlip(t *testing.T) {
 	t.Cleanup(pool.Close)
 	t.Cleanup(px.Restore)
 	through := &db.Store{Pool: pool}
-	svc := &conversation.Service{Store: through, Live: conversation.NewHub(pool, through), Heartbeat: 50 * time.Millisecond}
+	svc := &conversation.Service{Store: through, Live: conversation.NewHub(pool, through), Heartbeat: heartbeat}
 	p, err := conversation.MemberParty(s.member, "ada@example.com")
 	require.NoError(t, err)
 	w, err := svc.Follow(ctx, p, "c1", nil)
@@ -364,7 +375,7 @@ func TestWatchOutlivesADatabaseBlip(t *testing.T) {
 
 	px.Cut() // every connection closed, new ones refused
 	s.say(t, "c1", "during")
-	time.Sleep(time.Second) // twenty heartbeats' reads fail meanwhile
+	time.Sleep(time.Second) // a 50 ms heartbeat's twenty reads fail meanwhile
 	px.Restore()
 	message("during")
 	s.say(t, "c1", "after")
