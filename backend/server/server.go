@@ -381,7 +381,7 @@ func (a *App) routes() (http.Handler, error) {
 	)
 	opts := []connect.HandlerOption{
 		connect.WithInterceptors(interceptors...),
-		connect.WithReadMaxBytes(wire.MaxMessageBytes),
+		readLimit(wire.MaxMessageBytes),
 		// Compressing replies of a few hundred bytes costs more CPU than
 		// it saves on the wire.
 		connect.WithCompressMinBytes(1 << 10),
@@ -422,7 +422,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.Handle(parleyv1connect.NewApiKeyServiceHandler(accounts, opts...))
 	mux.Handle(parleyv1connect.NewOrganizationServiceHandler(accounts, opts...))
 	// A datasource's file travels in its message: the service takes larger ones.
-	dsPath, dsHandler := parleyv1connect.NewDatastoreServiceHandler(datastores, append(slices.Clip(opts), connect.WithReadMaxBytes(knowledge.MaxMessageBytes))...)
+	dsPath, dsHandler := parleyv1connect.NewDatastoreServiceHandler(datastores, append(slices.Clip(opts), readLimit(knowledge.MaxMessageBytes))...)
 	mux.Handle(dsPath, dsHandler)
 	// The key is checked before the upload takes room in the budget: a
 	// keyless call held it as long as its body took to come.
@@ -446,10 +446,11 @@ func (a *App) routes() (http.Handler, error) {
 		parleyv1connect.FormServiceName,
 		parleyv1connect.WebhookServiceName,
 	}
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...)))
+	// Anyone may call these: they read no more than the services do.
+	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), readLimit(wire.MaxMessageBytes)))
 	reflector := grpcreflect.NewStaticReflector(services...)
-	mux.Handle(grpcreflect.NewHandlerV1(reflector))
-	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector))
+	mux.Handle(grpcreflect.NewHandlerV1(reflector, readLimit(wire.MaxMessageBytes)))
+	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, readLimit(wire.MaxMessageBytes)))
 
 	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores, uploads).WithForms(forms).WithContacts(contacts).WithWebhooks(webhooks).Register(mux)
 
@@ -471,7 +472,7 @@ func (a *App) routes() (http.Handler, error) {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		compat.WriteError(w, r, noRoute(mux, w, r))
 	})
-	var h http.Handler = requestLog(recoverPanics(withCORS(a.cfg.CORSOrigins, unknownRPC(mux, notePattern(mux)))))
+	var h http.Handler = requestLog(recoverPanics(withCORS(a.cfg.CORSOrigins, unknownRPC(mux, notePattern(mux), readLimit(wire.MaxMessageBytes)))))
 	if telemetry.Enabled() {
 		h = traceREST(h)
 	}

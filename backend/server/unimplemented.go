@@ -21,7 +21,8 @@ import (
 // unimplemented (Connect unary: 501 and a JSON error; gRPC: grpc-status 12),
 // where the mux would answer plain 404 text and gRPC clients would report an
 // unexpected content type. Other requests go to next, which serves mux.
-func unknownRPC(mux *http.ServeMux, next http.Handler) http.Handler {
+// opts are the handlers' options (how much of a request they read).
+func unknownRPC(mux *http.ServeMux, next http.Handler, opts ...connect.HandlerOption) http.Handler {
 	fail := func(ctx context.Context) error {
 		path, _ := ctx.Value(rpcPathKey{}).(string)
 		return connect.NewError(connect.CodeUnimplemented, fmt.Errorf("%s is not implemented", strings.TrimPrefix(path, "/")))
@@ -32,11 +33,11 @@ func unknownRPC(mux *http.ServeMux, next http.Handler) http.Handler {
 	streams := connect.NewClientStreamHandler(procedure,
 		func(ctx context.Context, _ *connect.ClientStream[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
 			return nil, fail(ctx)
-		})
+		}, opts...)
 	unary := connect.NewUnaryHandler(procedure,
 		func(ctx context.Context, _ *connect.Request[emptypb.Empty]) (*connect.Response[emptypb.Empty], error) {
 			return nil, fail(ctx)
-		}, connect.WithIdempotency(connect.IdempotencyNoSideEffects))
+		}, append(opts, connect.WithIdempotency(connect.IdempotencyNoSideEffects))...)
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		kind := rpcKind(r)
 		if kind == notRPC {
