@@ -447,7 +447,7 @@ func (a *App) routes() (http.Handler, error) {
 		parleyv1connect.WebhookServiceName,
 	}
 	// Anyone may call these: they read no more than the services do.
-	mux.Handle(grpchealth.NewHandler(grpchealth.NewStaticChecker(services...), readLimit(wire.MaxMessageBytes)))
+	mux.Handle(grpchealth.NewHandler(readiness{app: a, services: grpchealth.NewStaticChecker(services...)}, readLimit(wire.MaxMessageBytes)))
 	reflector := grpcreflect.NewStaticReflector(services...)
 	mux.Handle(grpcreflect.NewHandlerV1(reflector, readLimit(wire.MaxMessageBytes)))
 	mux.Handle(grpcreflect.NewHandlerV1Alpha(reflector, readLimit(wire.MaxMessageBytes)))
@@ -500,32 +500,7 @@ func traceREST(h http.Handler) http.Handler {
 
 // readyz answers 200 when Postgres answers and every migration is applied.
 func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
-	ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
-	defer cancel()
-	problem := ""
-	if err := a.Pool.Ping(ctx); err != nil {
-		problem = "database unreachable"
-	} else if !a.migrated.Load() {
-		// SECURITY: one check at a time: anyone may ask /readyz, and each
-		// check opens a Postgres connection outside the pool; a flood of
-		// them while migrations are pending would use up the database's
-		// connections, every instance's.
-		select {
-		case a.pendingCheck <- struct{}{}:
-			n, err := db.Pending(ctx, a.cfg.DatabaseURL)
-			<-a.pendingCheck
-			switch {
-			case err != nil:
-				problem = "cannot read migration state"
-			case n > 0:
-				problem = fmt.Sprintf("%d migrations pending; run parley migrate", n)
-			default:
-				a.migrated.Store(true)
-			}
-		case <-ctx.Done():
-			problem = "cannot read migration state"
-		}
-	}
+	problem := a.notReady(r.Context())
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	if problem != "" {
 		w.WriteHeader(http.StatusServiceUnavailable)
@@ -533,6 +508,60 @@ func (a *App) readyz(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	_, _ = w.Write([]byte("ready\n"))
+}
+
+// notReady is why the instance cannot serve (the database out of reach,
+// migrations pending), or "" when it can: what /readyz and the gRPC health
+// service answer.
+func (a *App) notReady(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	if err := a.Pool.Ping(ctx); err != nil {
+		return "database unreachable"
+	}
+	if a.migrated.Load() {
+		return ""
+	}
+	// SECURITY: one check at a time: anyone may ask /readyz, and each
+	// check opens a Postgres connection outside the pool; a flood of
+	// them while migrations are pending would use up the database's
+	// connections, every instance's.
+	select {
+	case a.pendingCheck <- struct{}{}:
+		n, err := db.Pending(ctx, a.cfg.DatabaseURL)
+		<-a.pendingCheck
+		switch {
+		case err != nil:
+			return "cannot read migration state"
+		case n > 0:
+			return fmt.Sprintf("%d migrations pending; run parley migrate", n)
+		}
+		a.migrated.Store(true)
+		return ""
+	case <-ctx.Done():
+		return "cannot read migration state"
+	}
+}
+
+// readiness answers grpc.health.v1 as /readyz answers: NOT_SERVING while
+// the instance is not ready. A static checker said SERVING whatever the
+// instance's state, so a gRPC probe (Kubernetes' grpc probe, a client's
+// health checking) kept sending calls to an instance whose database was
+// out of reach or whose migrations were pending.
+type readiness struct {
+	app      *App
+	services *grpchealth.StaticChecker // the services answered for (unknown ones: not_found)
+}
+
+func (c readiness) Check(ctx context.Context, req *grpchealth.CheckRequest) (*grpchealth.CheckResponse, error) {
+	resp, err := c.services.Check(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if c.app.notReady(ctx) != "" {
+		resp.Status = grpchealth.StatusNotServing
+	}
+	return resp, nil
 }
 
 // Handler is the whole HTTP surface.

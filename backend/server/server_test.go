@@ -18,6 +18,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/dbtest"
@@ -163,6 +166,29 @@ func TestReadinessWaitsForMigrations(t *testing.T) {
 	require.Equal(t, http.StatusServiceUnavailable, rec.StatusCode)
 	body, _ := io.ReadAll(rec.Body)
 	require.Contains(t, string(body), "migrations pending")
+
+	// The gRPC health service says so too (a Kubernetes grpc probe, a
+	// client's health checking), and SERVING once migrated: it said
+	// SERVING whatever the instance's state.
+	srv := httptest.NewUnstartedServer(app.Handler())
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	defer srv.Close()
+	health := healthpb.NewHealthClient(testenv.GRPC(t, srv.URL))
+	ctx := context.Background()
+	for _, service := range []string{"", parleyv1connect.ChatServiceName} {
+		resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+		require.NoError(t, err)
+		require.Equal(t, healthpb.HealthCheckResponse_NOT_SERVING, resp.GetStatus(), "service %q", service)
+	}
+	_, err = health.Check(ctx, &healthpb.HealthCheckRequest{Service: "parley.v1.Nope"})
+	require.Equal(t, codes.NotFound, status.Code(err), "%v", err)
+	_, err = db.Migrate(ctx, empty)
+	require.NoError(t, err)
+	resp, err := health.Check(ctx, &healthpb.HealthCheckRequest{Service: parleyv1connect.ChatServiceName})
+	require.NoError(t, err)
+	require.Equal(t, healthpb.HealthCheckResponse_SERVING, resp.GetStatus())
 }
 
 // An instance started with --migrate=false before `parley migrate` (not
