@@ -32,3 +32,15 @@ func (s *Store) Operator(ctx context.Context, memberID uuid.UUID, fn func(q *dbq
 func (s *Store) CommandLine(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
 	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn), Scope{"app.command_line", "on"}))
 }
+
+// CommandLineOrganizations runs fn in a transaction of `parley admin` that
+// may read every organization's row (CommandLineOrganizations, migration
+// 00037's policy) and no other row of any organization: for a command
+// that walks them all (`parley admin reseal`), each organization's rows
+// then in a Tenant transaction of its own.
+//
+// SECURITY: as CommandLine, the server must never call it
+// (TestCommandLineScopeIsTheCommandLines).
+func (s *Store) CommandLineOrganizations(ctx context.Context, fn func(q *dbq.Queries) error) error {
+	return s.scoped(ctx, Scope{"app.command_line", "on"}, queries(fn))
+}

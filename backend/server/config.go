@@ -116,6 +116,10 @@ type Config struct {
 	// (webhooks' signing secrets, http_request's header values, see
 	// backend/seal); without it neither can be stored.
 	SecretsKey string
+	// SecretsKeyPrevious are earlier secrets keys, comma-separated, in the
+	// same form: what they sealed still opens (a key being rotated, until
+	// `parley admin reseal` has sealed everything under SecretsKey).
+	SecretsKeyPrevious string
 	// CORSOrigins are the browser origins allowed to call the API (CORS);
 	// none by default, so no CORS headers are sent.
 	CORSOrigins []string
@@ -190,10 +194,8 @@ func (c *Config) Err() error {
 			errs = append(errs, err)
 		}
 	}
-	if c.SecretsKey != "" {
-		if _, err := seal.ParseKey(c.SecretsKey); err != nil {
-			errs = append(errs, fmt.Errorf("--secrets-key: %w", err))
-		}
+	if _, err := c.Sealer(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.Embeddings.Default != "" {
 		if err := embed.Check(c.Embeddings); err != nil {
@@ -208,6 +210,28 @@ func (c *Config) Err() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Sealer is the sealer of the stored secrets: sealing under --secrets-key
+// and opening under it or a key of --secrets-key-previous; nil without a
+// secrets key. Its errors name the flag, and which key of the list, never
+// a key.
+func (c *Config) Sealer() (*seal.Sealer, error) {
+	previous, err := seal.ParseKeys(c.SecretsKeyPrevious)
+	if err != nil {
+		return nil, fmt.Errorf("--secrets-key-previous: %w", err)
+	}
+	if c.SecretsKey == "" {
+		if len(previous) > 0 {
+			return nil, errors.New("--secrets-key-previous is set without --secrets-key: the previous keys only open what they sealed beside a current key")
+		}
+		return nil, nil
+	}
+	key, err := seal.ParseKey(c.SecretsKey)
+	if err != nil {
+		return nil, fmt.Errorf("--secrets-key: %w", err)
+	}
+	return seal.New(key, previous...)
 }
 
 // checkRedisURL refuses a --redis-url that go-redis cannot read, naming the
@@ -305,6 +329,8 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 		"a private address range (CIDR) chat attachments may be fetched from, repeatable; none by default, as any caller names them (a public agent's visitors too)")
 	SecretVar(fs, &c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),
 		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets and http_request header values; neither can be stored without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
+	SecretVar(fs, &c.SecretsKeyPrevious, "secrets-key-previous", env("PARLEY_SECRETS_KEY_PREVIOUS", ""),
+		"earlier secrets keys, comma-separated, each as --secrets-key: what they sealed still opens, and `parley admin reseal` seals it again under --secrets-key (PARLEY_SECRETS_KEY_PREVIOUS)")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
 	c.origins(fs)

@@ -383,3 +383,36 @@ func TestAddressRangeFlagsReplaceTheirVariables(t *testing.T) {
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")}, c.FetchAllow)
 	require.Equal(t, []netip.Prefix{netip.MustParsePrefix("10.9.0.0/16")}, c.AttachmentFetchAllow)
 }
+
+// --secrets-key-previous (PARLEY_SECRETS_KEY_PREVIOUS) is a list of keys
+// in --secrets-key's form: a bad one stops the start naming the flag and
+// its place in the list, never a key; one equal to the current key is
+// harmless; the list needs a current key. The values are printed by no
+// usage.
+func TestSecretsKeyPreviousConfig(t *testing.T) {
+	const current, old = "MDEyMzQ1Njc4OWFiY2RlZjAxMjM0NTY3ODlhYmNkZWY=", "AQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQEBAQE="
+	c, err := parseServe("--secrets-key", current, "--secrets-key-previous", old+", "+current)
+	require.NoError(t, err)
+	s, err := c.Sealer()
+	require.NoError(t, err)
+	require.NotNil(t, s)
+
+	_, err = parseServe("--secrets-key", current, "--secrets-key-previous", old+",bm90LWEta2V5LXMzY3IzdA==")
+	require.ErrorContains(t, err, "--secrets-key-previous: key 2 of the list")
+	require.NotContains(t, err.Error(), "bm90LWEta2V5LXMzY3IzdA")
+	_, err = parseServe("--secrets-key-previous", old)
+	require.ErrorContains(t, err, "--secrets-key-previous is set without --secrets-key")
+
+	t.Setenv("PARLEY_SECRETS_KEY", current)
+	t.Setenv("PARLEY_SECRETS_KEY_PREVIOUS", "not-a-key-s3cr3t")
+	_, err = parseServe()
+	require.ErrorContains(t, err, "--secrets-key-previous: key 1 of the list")
+	require.NotContains(t, err.Error(), "s3cr3t")
+	var usage strings.Builder
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(&usage)
+	c.Flags(fs)
+	require.Error(t, fs.Parse([]string{"--nope"}))
+	require.Contains(t, usage.String(), "-secrets-key-previous")
+	require.NotContains(t, usage.String(), "s3cr3t")
+}

@@ -293,14 +293,8 @@ func (a *App) knowledge() error {
 		a.K.EfSearch = min(a.cfg.SearchEf, 1000)
 	}
 	a.K.ExactBelow, a.K.ExactMax = int64(a.cfg.SearchExactBelow), int64(a.cfg.SearchExactMax)
-	if a.cfg.SecretsKey != "" {
-		key, err := seal.ParseKey(a.cfg.SecretsKey)
-		if err != nil {
-			return fmt.Errorf("--secrets-key: %w", err)
-		}
-		if a.sealer, err = seal.New(key); err != nil {
-			return err
-		}
+	if a.sealer, err = a.cfg.Sealer(); err != nil {
+		return err
 	}
 	deliverer := &webhook.Deliverer{Store: a.Store, Sealer: a.sealer, Guard: webhook.NewGuard(netguard.Config{Allow: a.cfg.FetchAllow})}
 	if a.sealer == nil {

@@ -98,6 +98,32 @@ func SealHeader(s *seal.Sealer, org, agent uuid.UUID, e Endpoint, name, value st
 	return s.Seal([]byte(value), headerBound(org, agent, e, name))
 }
 
+// ResealHeaders seals the settings' stored header values of agent of org
+// under s's current key, in place (`parley admin reseal`), counting each
+// in t, and reports whether any was sealed anew. A value no key of s
+// opens is left as it is and named in unopenable ("endpoint E, header
+// H"), never its value.
+func (st *Settings) ResealHeaders(s *seal.Sealer, org, agent uuid.UUID, t *seal.Tally) (changed bool, unopenable []string, err error) {
+	for i := range st.HTTPRequest.Endpoints {
+		e := &st.HTTPRequest.Endpoints[i]
+		for _, name := range slices.Sorted(maps.Keys(e.Sealed)) {
+			sealed, resealed, err := s.Reseal(e.Sealed[name], headerBound(org, agent, *e, name))
+			opened, err := t.Add(resealed, err)
+			if err != nil {
+				return false, nil, err
+			}
+			if !opened {
+				unopenable = append(unopenable, fmt.Sprintf("endpoint %q, header %s", e.Name, name))
+			}
+			if resealed {
+				e.Sealed[name] = sealed
+				changed = true
+			}
+		}
+	}
+	return changed, unopenable, nil
+}
+
 // headerValue is the value of e's header name to send: the sealed one
 // opened, else a legacy plain one (s may then be nil). Only a call opens
 // header values (httpRequestTool.Run).

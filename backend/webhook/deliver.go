@@ -166,7 +166,7 @@ const endpointDisabled = "the endpoint is disabled"
 // unsignable is the error recorded for an attempt not sent because the
 // endpoint's signing secret cannot be opened with this server's secrets
 // key (what seal says is for the log only).
-const unsignable = "the signing secret cannot be opened with this server's secrets key: rotate the secret, or run with the --secrets-key that sealed it"
+const unsignable = "the signing secret cannot be opened with this server's secrets keys: rotate the secret, or give the server the key that sealed it (--secrets-key, or --secrets-key-previous while the key is rotated)"
 
 // signed is the headers of an attempt at t.Body made at now: the Standard
 // Webhooks id, timestamp and signature with the endpoint's secret.

@@ -1,12 +1,15 @@
 package webhook
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
 
 	"github.com/google/uuid"
 
+	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/seal"
 )
 
@@ -48,4 +51,46 @@ func openSecret(s *seal.Sealer, org, webhook uuid.UUID, sealed []byte) ([]byte, 
 // (every other kind of sealed value has a longer, labelled bound).
 func secretBound(org, webhook uuid.UUID) []byte {
 	return append(append([]byte{}, org[:]...), webhook[:]...)
+}
+
+// Reseal seals org's webhook signing secrets under s's current key
+// (`parley admin reseal`), at most batch endpoints a transaction, each
+// locked from its read to its write, so that a secret rotated meanwhile
+// is not written over with the one read before. A secret no key of s
+// opens is left as it is, and its endpoint's id returned (never the
+// secret).
+func Reseal(ctx context.Context, store *db.Store, s *seal.Sealer, org uuid.UUID, batch int32) (seal.Tally, []uuid.UUID, error) {
+	var t seal.Tally
+	var unopenable []uuid.UUID
+	for after, more := uuid.Nil, true; more; {
+		err := store.Tenant(ctx, org, func(q *dbq.Queries) error {
+			rows, err := q.LockWebhookSecrets(ctx, dbq.LockWebhookSecretsParams{OrgID: org, After: after, MaxRows: batch})
+			if err != nil {
+				return err
+			}
+			more = len(rows) == int(batch)
+			for _, r := range rows {
+				after = r.ID
+				sealed, resealed, err := s.Reseal(r.Secret, secretBound(org, r.ID))
+				opened, err := t.Add(resealed, err)
+				if err != nil {
+					return err
+				}
+				if !opened {
+					unopenable = append(unopenable, r.ID)
+				}
+				if !resealed {
+					continue
+				}
+				if err := q.ResealWebhookSecret(ctx, dbq.ResealWebhookSecretParams{OrgID: org, ID: r.ID, Secret: sealed}); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return seal.Tally{}, nil, err
+		}
+	}
+	return t, unopenable, nil
 }

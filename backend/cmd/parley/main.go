@@ -22,11 +22,15 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/parleyhq/parley/backend/account"
+	"github.com/parleyhq/parley/backend/agent"
 	"github.com/parleyhq/parley/backend/db"
+	"github.com/parleyhq/parley/backend/db/dbq"
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
+	"github.com/parleyhq/parley/backend/seal"
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/telemetry"
+	"github.com/parleyhq/parley/backend/webhook"
 )
 
 const usage = `parley: hosts AI agents.
@@ -51,6 +55,10 @@ Usage:
                               make a member a platform operator (/console/admin), or not
   parley admin set-limits --org ID --per-minute N --per-day N
                               set an enterprise organization's rate limits
+  parley admin reseal [--secrets-key K] [--secrets-key-previous K1,K2] [--batch N]
+                              seal every stored webhook secret and http_request header value
+                              under the current secrets key (after a key rotation); fails when
+                              a value opens under none of the keys given, naming where it is
 `
 
 func main() {
@@ -101,6 +109,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return createKey(ctx, args[2:], stdout, stderr)
 		case "operator":
 			return operator(ctx, args[2:], stdout, stderr)
+		case "reseal":
+			return reseal(ctx, args[2:], stdout, stderr)
 		case "help", "-h", "--help":
 			fmt.Fprint(stdout, usage)
 			return nil
@@ -564,4 +574,103 @@ func setLimits(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	fmt.Fprintf(stdout, "organization %s: %d requests per minute, %d per day per key\n", id, *perMinute, *perDay)
 	return nil
+}
+
+// reseal seals every organization's stored secrets under the current
+// secrets key, after the key was changed (docs/operations.md, "Rotating the
+// secrets key"). It may be run again: what is already under the current
+// key is left as it is.
+func reseal(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley admin reseal", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	var cfg server.Config
+	cfg.Flags(flag.NewFlagSet("", flag.ContinueOnError))
+	server.SecretVar(fs, &cfg.SecretsKey, "secrets-key", cfg.SecretsKey,
+		"the current secrets key, which every value is sealed under (PARLEY_SECRETS_KEY)")
+	server.SecretVar(fs, &cfg.SecretsKeyPrevious, "secrets-key-previous", cfg.SecretsKeyPrevious,
+		"the earlier secrets keys, comma-separated, which values may still be sealed under (PARLEY_SECRETS_KEY_PREVIOUS)")
+	batch := fs.Int("batch", 100, "rows resealed a transaction")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	if cfg.SecretsKey == "" {
+		return errors.New("--secrets-key (PARLEY_SECRETS_KEY) is required: the key to seal every value under")
+	}
+	if *batch < 1 || *batch > 10000 {
+		return fmt.Errorf("--batch %d: a count of rows from 1 to 10000", *batch)
+	}
+	sealer, err := cfg.Sealer()
+	if err != nil {
+		return err
+	}
+	store, closeFn, err := openStore(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	n := int32(*batch)
+	var secrets, headers seal.Tally
+	var unopenable []string
+	err = organizations(ctx, store, n, func(org uuid.UUID) error {
+		t, lost, err := webhook.Reseal(ctx, store, sealer, org, n)
+		if err != nil {
+			return fmt.Errorf("organization %s: webhook secrets: %w", org, err)
+		}
+		secrets = secrets.Plus(t)
+		for _, id := range lost {
+			unopenable = append(unopenable, fmt.Sprintf("organization %s webhook %s", org, id))
+		}
+		t, where, err := agent.Reseal(ctx, store, sealer, org, n)
+		if err != nil {
+			return fmt.Errorf("organization %s: http_request header values: %w", org, err)
+		}
+		headers = headers.Plus(t)
+		for _, w := range where {
+			unopenable = append(unopenable, fmt.Sprintf("organization %s %s", org, w))
+		}
+		return nil
+	})
+	// What was resealed is committed, error or not: the counts say so.
+	for _, c := range []struct {
+		what string
+		t    seal.Tally
+	}{{"webhook signing secrets", secrets}, {"http_request header values", headers}} {
+		fmt.Fprintf(stdout, "%s: %d resealed, %d already current, %d unopenable\n", c.what, c.t.Resealed, c.t.Current, c.t.Unopenable)
+	}
+	for _, u := range unopenable {
+		fmt.Fprintf(stdout, "unopenable, left as it is: %s\n", u)
+	}
+	if err != nil {
+		return err
+	}
+	if len(unopenable) > 0 {
+		return fmt.Errorf("%d sealed values open under none of the keys given (listed above; left as they are): add the key that sealed them to --secrets-key-previous, or set them again (rotate the webhook's secret, set the agent's header values)", len(unopenable))
+	}
+	return nil
+}
+
+// organizations calls fn with each organization's id in turn, reading
+// them a page of batch at a time.
+func organizations(ctx context.Context, store *db.Store, batch int32, fn func(org uuid.UUID) error) error {
+	for after := uuid.Nil; ; {
+		var page []uuid.UUID
+		err := store.CommandLineOrganizations(ctx, func(q *dbq.Queries) error {
+			var err error
+			page, err = q.CommandLineOrganizations(ctx, dbq.CommandLineOrganizationsParams{After: after, MaxRows: batch})
+			return err
+		})
+		if err != nil {
+			return err
+		}
+		for _, org := range page {
+			if err := fn(org); err != nil {
+				return err
+			}
+		}
+		if len(page) < int(batch) {
+			return nil
+		}
+		after = page[len(page)-1]
+	}
 }

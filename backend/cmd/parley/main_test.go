@@ -450,11 +450,12 @@ func TestAdminCommandsLeaveMigrationsToMigrate(t *testing.T) {
 // container's logs. Not parallel: the environment is the process's.
 func TestUsageShowsNoSecrets(t *testing.T) {
 	secrets := map[string]string{
-		"PARLEY_DATABASE_URL":   "postgres://parley:db-pass-s3cr3t@db.internal:5432/parley",
-		"PARLEY_REDIS_URL":      "redis://:redis-pass-s3cr3t@redis.internal:6379/0",
-		"PARLEY_SECRETS_KEY":    "c2VjcmV0cy1rZXktczNjcjN0LXNlY3JldHMta2V5LXg=",
-		"PARLEY_BRAVE_API_KEY":  "brave-key-s3cr3t",
-		"PARLEY_TAVILY_API_KEY": "tvly-key-s3cr3t",
+		"PARLEY_DATABASE_URL":         "postgres://parley:db-pass-s3cr3t@db.internal:5432/parley",
+		"PARLEY_REDIS_URL":            "redis://:redis-pass-s3cr3t@redis.internal:6379/0",
+		"PARLEY_SECRETS_KEY":          "c2VjcmV0cy1rZXktczNjcjN0LXNlY3JldHMta2V5LXg=",
+		"PARLEY_SECRETS_KEY_PREVIOUS": "b2xkLXNlY3JldHMta2V5LXMzY3IzdC1vbGQta2V5LXg=",
+		"PARLEY_BRAVE_API_KEY":        "brave-key-s3cr3t",
+		"PARLEY_TAVILY_API_KEY":       "tvly-key-s3cr3t",
 	}
 	for k, v := range secrets {
 		t.Setenv(k, v)
@@ -462,6 +463,7 @@ func TestUsageShowsNoSecrets(t *testing.T) {
 	for _, args := range [][]string{
 		{"serve", "--no-such-flag"}, {"serve", "--help"}, {"worker", "--no-such-flag"},
 		{"migrate", "--no-such-flag"}, {"admin", "bootstrap", "--no-such-flag"}, {"admin", "create-key", "--help"},
+		{"admin", "reseal", "--no-such-flag"}, {"admin", "reseal", "--help"},
 	} {
 		var out, errs bytes.Buffer
 		require.Error(t, run(context.Background(), args, &out, &errs), "%v", args)

@@ -233,6 +233,68 @@ func (q *Queries) LockAgent(ctx context.Context, arg LockAgentParams) (Agent, er
 	return i, err
 }
 
+const lockAgentToolSettings = `-- name: LockAgentToolSettings :many
+SELECT id, tool_settings FROM agents
+WHERE org_id = $1 AND id > $2::uuid
+  AND tool_settings -> 'http_request' IS NOT NULL
+ORDER BY id
+LIMIT $3
+FOR NO KEY UPDATE
+`
+
+type LockAgentToolSettingsParams struct {
+	OrgID   uuid.UUID
+	After   uuid.UUID
+	MaxRows int32
+}
+
+type LockAgentToolSettingsRow struct {
+	ID           uuid.UUID
+	ToolSettings []byte
+}
+
+// A batch of org's agents that have http_request settings, by id after
+// the cursor, held until the transaction ends (`parley admin reseal`): an
+// update of the agent meanwhile waits for the batch, or the batch for it
+// (LockAgent), so that neither writes over the other's settings.
+func (q *Queries) LockAgentToolSettings(ctx context.Context, arg LockAgentToolSettingsParams) ([]LockAgentToolSettingsRow, error) {
+	rows, err := q.db.Query(ctx, lockAgentToolSettings, arg.OrgID, arg.After, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockAgentToolSettingsRow
+	for rows.Next() {
+		var i LockAgentToolSettingsRow
+		if err := rows.Scan(&i.ID, &i.ToolSettings); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+const resealAgentToolSettings = `-- name: ResealAgentToolSettings :exec
+UPDATE agents SET tool_settings = $1
+WHERE org_id = $2 AND id = $3
+`
+
+type ResealAgentToolSettingsParams struct {
+	ToolSettings []byte
+	OrgID        uuid.UUID
+	ID           uuid.UUID
+}
+
+// The same settings with their header values sealed under another key: no
+// change of the agent's, so updated_at is kept.
+func (q *Queries) ResealAgentToolSettings(ctx context.Context, arg ResealAgentToolSettingsParams) error {
+	_, err := q.db.Exec(ctx, resealAgentToolSettings, arg.ToolSettings, arg.OrgID, arg.ID)
+	return err
+}
+
 const updateAgent = `-- name: UpdateAgent :one
 UPDATE agents SET
   name = coalesce($1, name),

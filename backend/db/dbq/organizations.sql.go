@@ -12,6 +12,41 @@ import (
 	"github.com/google/uuid"
 )
 
+const commandLineOrganizations = `-- name: CommandLineOrganizations :many
+SELECT id FROM organizations
+WHERE id > $1::uuid
+ORDER BY id
+LIMIT $2
+`
+
+type CommandLineOrganizationsParams struct {
+	After   uuid.UUID
+	MaxRows int32
+}
+
+// A page of every organization's id, by id after the cursor: read in a
+// transaction of `parley admin` (db.Store.CommandLineOrganizations,
+// migration 00037's policy), which walks them all.
+func (q *Queries) CommandLineOrganizations(ctx context.Context, arg CommandLineOrganizationsParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, commandLineOrganizations, arg.After, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const countAgents = `-- name: CountAgents :one
 SELECT count(*) FROM agents WHERE org_id = $1
 `

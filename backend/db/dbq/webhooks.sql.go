@@ -516,6 +516,49 @@ func (q *Queries) LockWebhookDelivery(ctx context.Context, arg LockWebhookDelive
 	return id, err
 }
 
+const lockWebhookSecrets = `-- name: LockWebhookSecrets :many
+SELECT id, secret FROM webhooks
+WHERE org_id = $1 AND id > $2::uuid
+ORDER BY id
+LIMIT $3
+FOR NO KEY UPDATE
+`
+
+type LockWebhookSecretsParams struct {
+	OrgID   uuid.UUID
+	After   uuid.UUID
+	MaxRows int32
+}
+
+type LockWebhookSecretsRow struct {
+	ID     uuid.UUID
+	Secret []byte
+}
+
+// A batch of org's endpoints' sealed secrets, by id after the cursor,
+// held until the transaction ends (`parley admin reseal`): a rotation of a
+// secret meanwhile waits for the batch, or the batch for it, so that
+// neither writes over the other's with what it read before.
+func (q *Queries) LockWebhookSecrets(ctx context.Context, arg LockWebhookSecretsParams) ([]LockWebhookSecretsRow, error) {
+	rows, err := q.db.Query(ctx, lockWebhookSecrets, arg.OrgID, arg.After, arg.MaxRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []LockWebhookSecretsRow
+	for rows.Next() {
+		var i LockWebhookSecretsRow
+		if err := rows.Scan(&i.ID, &i.Secret); err != nil {
+			return nil, err
+		}
+		items = append(items, i)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
 const orgHasWebhooks = `-- name: OrgHasWebhooks :one
 SELECT EXISTS (SELECT 1 FROM webhooks WHERE org_id = $1 AND enabled)
 `
@@ -588,6 +631,24 @@ func (q *Queries) RecordWebhookAttempt(ctx context.Context, arg RecordWebhookAtt
 		arg.DurationMs,
 		arg.Error,
 	)
+	return err
+}
+
+const resealWebhookSecret = `-- name: ResealWebhookSecret :exec
+UPDATE webhooks SET secret = $1
+WHERE org_id = $2 AND id = $3
+`
+
+type ResealWebhookSecretParams struct {
+	Secret []byte
+	OrgID  uuid.UUID
+	ID     uuid.UUID
+}
+
+// The same secret sealed under another key: no change of the endpoint's,
+// so updated_at is kept.
+func (q *Queries) ResealWebhookSecret(ctx context.Context, arg ResealWebhookSecretParams) error {
+	_, err := q.db.Exec(ctx, resealWebhookSecret, arg.Secret, arg.OrgID, arg.ID)
 	return err
 }
 

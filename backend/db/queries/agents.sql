@@ -50,3 +50,21 @@ SELECT count(*)::bigint AS total_conversations,
        coalesce(avg(c.rating), 0)::double precision AS average_rating
 FROM conversations c
 WHERE c.org_id = sqlc.arg(org_id) AND c.agent_id = sqlc.arg(agent_id);
+
+-- name: LockAgentToolSettings :many
+-- A batch of org's agents that have http_request settings, by id after
+-- the cursor, held until the transaction ends (`parley admin reseal`): an
+-- update of the agent meanwhile waits for the batch, or the batch for it
+-- (LockAgent), so that neither writes over the other's settings.
+SELECT id, tool_settings FROM agents
+WHERE org_id = sqlc.arg(org_id) AND id > sqlc.arg(after)::uuid
+  AND tool_settings -> 'http_request' IS NOT NULL
+ORDER BY id
+LIMIT sqlc.arg(max_rows)
+FOR NO KEY UPDATE;
+
+-- name: ResealAgentToolSettings :exec
+-- The same settings with their header values sealed under another key: no
+-- change of the agent's, so updated_at is kept.
+UPDATE agents SET tool_settings = sqlc.arg(tool_settings)
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);

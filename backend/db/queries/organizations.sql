@@ -41,3 +41,12 @@ SELECT * FROM plans;
 
 -- name: CountAgents :one
 SELECT count(*) FROM agents WHERE org_id = sqlc.arg(org_id);
+
+-- name: CommandLineOrganizations :many
+-- A page of every organization's id, by id after the cursor: read in a
+-- transaction of `parley admin` (db.Store.CommandLineOrganizations,
+-- migration 00037's policy), which walks them all.
+SELECT id FROM organizations
+WHERE id > sqlc.arg(after)::uuid
+ORDER BY id
+LIMIT sqlc.arg(max_rows);

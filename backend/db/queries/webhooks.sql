@@ -165,3 +165,20 @@ WHERE (org_id, id) IN (
   LIMIT sqlc.arg(max_rows)
   FOR UPDATE SKIP LOCKED
 );
+
+-- name: LockWebhookSecrets :many
+-- A batch of org's endpoints' sealed secrets, by id after the cursor,
+-- held until the transaction ends (`parley admin reseal`): a rotation of a
+-- secret meanwhile waits for the batch, or the batch for it, so that
+-- neither writes over the other's with what it read before.
+SELECT id, secret FROM webhooks
+WHERE org_id = sqlc.arg(org_id) AND id > sqlc.arg(after)::uuid
+ORDER BY id
+LIMIT sqlc.arg(max_rows)
+FOR NO KEY UPDATE;
+
+-- name: ResealWebhookSecret :exec
+-- The same secret sealed under another key: no change of the endpoint's,
+-- so updated_at is kept.
+UPDATE webhooks SET secret = sqlc.arg(secret)
+WHERE org_id = sqlc.arg(org_id) AND id = sqlc.arg(id);
