@@ -4,6 +4,7 @@ import (
 	"context"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/parleyhq/parley/backend/db/dbq"
 )
@@ -30,7 +31,13 @@ func (s *Store) Operator(ctx context.Context, memberID uuid.UUID, fn func(q *dbq
 // TestCommandLineScopeIsTheCommandLines keeps its callers to the
 // functions of `parley admin`.
 func (s *Store) CommandLine(ctx context.Context, org uuid.UUID, fn func(q *dbq.Queries) error) error {
-	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, queries(fn), Scope{"app.command_line", "on"}))
+	return s.CommandLineTx(ctx, org, queries(fn))
+}
+
+// CommandLineTx is CommandLine with the transaction itself (a deletion's
+// jobs are deleted in it). The same rule holds: `parley admin` only.
+func (s *Store) CommandLineTx(ctx context.Context, org uuid.UUID, fn func(tx pgx.Tx, q *dbq.Queries) error) error {
+	return s.orgGone(org, s.scoped(ctx, Scope{"app.org_id", org.String()}, fn, Scope{"app.command_line", "on"}))
 }
 
 // CommandLineOrganizations runs fn in a transaction of `parley admin` that

@@ -25,6 +25,7 @@ import (
 	"github.com/parleyhq/parley/backend/agent"
 	"github.com/parleyhq/parley/backend/db"
 	"github.com/parleyhq/parley/backend/db/dbq"
+	"github.com/parleyhq/parley/backend/jobs"
 	"github.com/parleyhq/parley/backend/member"
 	"github.com/parleyhq/parley/backend/plan"
 	"github.com/parleyhq/parley/backend/seal"
@@ -59,6 +60,9 @@ Usage:
                               seal every stored webhook secret and http_request header value
                               under the current secrets key (after a key rotation); fails when
                               a value opens under none of the keys given, naming where it is
+  parley admin delete-org --org ID --confirm NAME [--batch N]
+                              delete an organization and all of its data, in batches
+                              (run it again to finish one interrupted)
 `
 
 func main() {
@@ -111,6 +115,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return operator(ctx, args[2:], stdout, stderr)
 		case "reseal":
 			return reseal(ctx, args[2:], stdout, stderr)
+		case "delete-org":
+			return deleteOrg(ctx, args[2:], stdout, stderr)
 		case "help", "-h", "--help":
 			fmt.Fprint(stdout, usage)
 			return nil
@@ -673,4 +679,54 @@ func organizations(ctx context.Context, store *db.Store, batch int32, fn func(or
 		}
 		after = page[len(page)-1]
 	}
+}
+
+// deleteOrg deletes an organization and everything of it
+// (account.Deleter.DeleteOrg), printing each batch to stderr as it commits
+// and the counts to stdout at the end.
+func deleteOrg(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("parley admin delete-org", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	url := dbFlags(fs)
+	org := fs.String("org", "", "organization id (required)")
+	confirm := fs.String("confirm", "", "the organization's name, exactly (required)")
+	batch := fs.Int("batch", account.DefaultDeleteBatch, "rows deleted per transaction")
+	if err := parse(fs, args); err != nil {
+		return err
+	}
+	id, err := uuid.Parse(*org)
+	if err != nil {
+		return fmt.Errorf("--org %q is not an organization id", *org)
+	}
+	if *confirm == "" {
+		return errors.New("--confirm is required: the organization's name, exactly")
+	}
+	if *batch <= 0 || *batch > 1_000_000 {
+		return fmt.Errorf("--batch %d: give 1 to 1000000 rows", *batch)
+	}
+	store, closeFn, err := openStore(ctx, *url)
+	if err != nil {
+		return err
+	}
+	defer closeFn()
+	// Enqueues nothing and runs nothing: it deletes the organization's jobs.
+	jc, err := jobs.New(store.Pool, nil, jobs.Config{})
+	if err != nil {
+		return err
+	}
+	d := &account.Deleter{Store: store, Jobs: jc, Batch: *batch, Progress: func(what string, n int64) {
+		fmt.Fprintf(stderr, "deleted %d %s\n", n, what)
+	}}
+	deleted, err := d.DeleteOrg(ctx, id, *confirm)
+	if err != nil {
+		if len(deleted) > 0 {
+			return fmt.Errorf("organization %s is partly deleted (run the command again to finish): %w", id, err)
+		}
+		return err
+	}
+	fmt.Fprintf(stdout, "organization %s (%q) deleted; recorded in the operator audit log:\n", id, *confirm)
+	for _, c := range deleted {
+		fmt.Fprintf(stdout, "  %-20s %d\n", c.What, c.N)
+	}
+	return nil
 }

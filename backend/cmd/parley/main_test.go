@@ -567,6 +567,9 @@ func TestAdminCommandsCheckTheirFlags(t *testing.T) {
 		{[]string{"operator", "--email", "@example.com"}, "--email"},
 		{[]string{"set-limits", "--org", org, "--per-minute", "60"}, "--per-day 0"},
 		{[]string{"set-limits", "--org", org, "--per-minute", "-1", "--per-day", "100"}, "--per-minute -1"},
+		{[]string{"delete-org", "--org", org}, "--confirm is required"},
+		{[]string{"delete-org", "--org", "acme", "--confirm", "Acme"}, `--org "acme"`},
+		{[]string{"delete-org", "--org", org, "--confirm", "Acme", "--batch", "0"}, "--batch 0"},
 	} {
 		var out, errOut bytes.Buffer
 		err := run(context.Background(), append(append([]string{"admin"}, tc.args...), nowhere...), &out, &errOut)

@@ -84,6 +84,260 @@ func (q *Queries) CreateOrganization(ctx context.Context, arg CreateOrganization
 	return i, err
 }
 
+const deleteOrgAPIKeys = `-- name: DeleteOrgAPIKeys :execrows
+
+DELETE FROM api_keys WHERE org_id = $1
+`
+
+// Deleting an organization (account.DeleteOrg, `parley admin delete-org`):
+// first what lets anyone in, then its bulk in batches of batch_rows rows,
+// each its own short transaction, and last the organization's row, whose
+// cascade takes what is left.
+func (q *Queries) DeleteOrgAPIKeys(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgAPIKeys, orgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgAgents = `-- name: DeleteOrgAgents :execrows
+DELETE FROM agents WHERE org_id = $1
+`
+
+func (q *Queries) DeleteOrgAgents(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgAgents, orgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgContacts = `-- name: DeleteOrgContacts :execrows
+DELETE FROM contacts
+WHERE (org_id, id) IN (SELECT org_id, id FROM contacts WHERE org_id = $1::uuid LIMIT $2::int)
+`
+
+type DeleteOrgContactsParams struct {
+	OrgID     uuid.UUID
+	BatchRows int32
+}
+
+func (q *Queries) DeleteOrgContacts(ctx context.Context, arg DeleteOrgContactsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgContacts, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgConversationEvents = `-- name: DeleteOrgConversationEvents :execrows
+DELETE FROM conversation_events
+WHERE (org_id, conversation_id, seq) IN (SELECT org_id, conversation_id, seq FROM conversation_events WHERE org_id = $1::uuid LIMIT $2::int)
+`
+
+type DeleteOrgConversationEventsParams struct {
+	OrgID     uuid.UUID
+	BatchRows int32
+}
+
+func (q *Queries) DeleteOrgConversationEvents(ctx context.Context, arg DeleteOrgConversationEventsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgConversationEvents, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgConversations = `-- name: DeleteOrgConversations :execrows
+DELETE FROM conversations
+WHERE (org_id, id) IN (SELECT org_id, id FROM conversations WHERE org_id = $1::uuid LIMIT $2::int)
+`
+
+type DeleteOrgConversationsParams struct {
+	OrgID     uuid.UUID
+	BatchRows int32
+}
+
+func (q *Queries) DeleteOrgConversations(ctx context.Context, arg DeleteOrgConversationsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgConversations, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgDatasources = `-- name: DeleteOrgDatasources :one
+WITH d AS (
+  DELETE FROM datasources WHERE org_id = $1 AND id = ANY($2::uuid[])
+  RETURNING chunk_count
+)
+SELECT count(*)::bigint AS datasources, coalesce(sum(chunk_count), 0)::bigint AS chunks FROM d
+`
+
+type DeleteOrgDatasourcesParams struct {
+	OrgID uuid.UUID
+	Ids   []uuid.UUID
+}
+
+type DeleteOrgDatasourcesRow struct {
+	Datasources int64
+	Chunks      int64
+}
+
+func (q *Queries) DeleteOrgDatasources(ctx context.Context, arg DeleteOrgDatasourcesParams) (DeleteOrgDatasourcesRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgDatasources, arg.OrgID, arg.Ids)
+	var i DeleteOrgDatasourcesRow
+	err := row.Scan(&i.Datasources, &i.Chunks)
+	return i, err
+}
+
+const deleteOrgDatastores = `-- name: DeleteOrgDatastores :execrows
+DELETE FROM datastores WHERE org_id = $1
+`
+
+func (q *Queries) DeleteOrgDatastores(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgDatastores, orgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgFormSubmissions = `-- name: DeleteOrgFormSubmissions :execrows
+DELETE FROM form_submissions
+WHERE (org_id, id) IN (SELECT org_id, id FROM form_submissions WHERE org_id = $1::uuid LIMIT $2::int)
+`
+
+type DeleteOrgFormSubmissionsParams struct {
+	OrgID     uuid.UUID
+	BatchRows int32
+}
+
+func (q *Queries) DeleteOrgFormSubmissions(ctx context.Context, arg DeleteOrgFormSubmissionsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgFormSubmissions, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgForms = `-- name: DeleteOrgForms :execrows
+DELETE FROM forms WHERE org_id = $1
+`
+
+func (q *Queries) DeleteOrgForms(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgForms, orgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgMemberLinks = `-- name: DeleteOrgMemberLinks :execrows
+DELETE FROM member_links WHERE org_id = $1
+`
+
+func (q *Queries) DeleteOrgMemberLinks(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgMemberLinks, orgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgMembers = `-- name: DeleteOrgMembers :execrows
+DELETE FROM members WHERE org_id = $1
+`
+
+func (q *Queries) DeleteOrgMembers(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgMembers, orgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgMessages = `-- name: DeleteOrgMessages :execrows
+DELETE FROM messages
+WHERE (org_id, id) IN (SELECT org_id, id FROM messages WHERE org_id = $1::uuid LIMIT $2::int)
+`
+
+type DeleteOrgMessagesParams struct {
+	OrgID     uuid.UUID
+	BatchRows int32
+}
+
+func (q *Queries) DeleteOrgMessages(ctx context.Context, arg DeleteOrgMessagesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgMessages, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgWebhookAttempts = `-- name: DeleteOrgWebhookAttempts :execrows
+DELETE FROM webhook_attempts
+WHERE (org_id, delivery_id, attempt) IN (SELECT org_id, delivery_id, attempt FROM webhook_attempts WHERE org_id = $1::uuid LIMIT $2::int)
+`
+
+type DeleteOrgWebhookAttemptsParams struct {
+	OrgID     uuid.UUID
+	BatchRows int32
+}
+
+func (q *Queries) DeleteOrgWebhookAttempts(ctx context.Context, arg DeleteOrgWebhookAttemptsParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgWebhookAttempts, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgWebhookDeliveries = `-- name: DeleteOrgWebhookDeliveries :execrows
+DELETE FROM webhook_deliveries
+WHERE (org_id, id) IN (SELECT org_id, id FROM webhook_deliveries WHERE org_id = $1::uuid LIMIT $2::int)
+`
+
+type DeleteOrgWebhookDeliveriesParams struct {
+	OrgID     uuid.UUID
+	BatchRows int32
+}
+
+func (q *Queries) DeleteOrgWebhookDeliveries(ctx context.Context, arg DeleteOrgWebhookDeliveriesParams) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgWebhookDeliveries, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrgWebhooks = `-- name: DeleteOrgWebhooks :execrows
+DELETE FROM webhooks WHERE org_id = $1
+`
+
+func (q *Queries) DeleteOrgWebhooks(ctx context.Context, orgID uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrgWebhooks, orgID)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
+const deleteOrganization = `-- name: DeleteOrganization :execrows
+DELETE FROM organizations WHERE id = $1
+`
+
+// Last: its cascade takes every row left (usage_deleted, conversation
+// follows, anything written since its batch was deleted).
+func (q *Queries) DeleteOrganization(ctx context.Context, id uuid.UUID) (int64, error) {
+	result, err := q.db.Exec(ctx, deleteOrganization, id)
+	if err != nil {
+		return 0, err
+	}
+	return result.RowsAffected(), nil
+}
+
 const getOrganization = `-- name: GetOrganization :one
 SELECT o.id, o.name, o.plan, o.custom_requests_per_minute, o.custom_requests_per_day, o.created_at,
        coalesce(o.custom_requests_per_minute, p.requests_per_minute)::int AS requests_per_minute,
@@ -182,6 +436,44 @@ func (q *Queries) LockOrganizationPlan(ctx context.Context, id uuid.UUID) (strin
 	var plan string
 	err := row.Scan(&plan)
 	return plan, err
+}
+
+const orgDatasourceBatch = `-- name: OrgDatasourceBatch :many
+SELECT d.id FROM (
+  SELECT s.id, sum(s.chunk_count) OVER (ORDER BY s.id) - s.chunk_count AS before
+  FROM datasources s WHERE s.org_id = $1
+) d
+WHERE d.before < $2::bigint
+ORDER BY d.id
+`
+
+type OrgDatasourceBatchParams struct {
+	OrgID     uuid.UUID
+	BatchRows int64
+}
+
+// The next datasources to delete together: in id order, as many as hold
+// batch_rows chunks, and at least one. Their chunks go by cascade, with the
+// datasource's row: deleted apart in batches, each batch made the chunks
+// trigger index the datasource's remaining text again (parley_chunk_text_index).
+func (q *Queries) OrgDatasourceBatch(ctx context.Context, arg OrgDatasourceBatchParams) ([]uuid.UUID, error) {
+	rows, err := q.db.Query(ctx, orgDatasourceBatch, arg.OrgID, arg.BatchRows)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var items []uuid.UUID
+	for rows.Next() {
+		var id uuid.UUID
+		if err := rows.Scan(&id); err != nil {
+			return nil, err
+		}
+		items = append(items, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	return items, nil
 }
 
 const setOrganizationLimits = `-- name: SetOrganizationLimits :one

@@ -50,3 +50,81 @@ SELECT id FROM organizations
 WHERE id > sqlc.arg(after)::uuid
 ORDER BY id
 LIMIT sqlc.arg(max_rows);
+
+-- Deleting an organization (account.DeleteOrg, `parley admin delete-org`):
+-- first what lets anyone in, then its bulk in batches of batch_rows rows,
+-- each its own short transaction, and last the organization's row, whose
+-- cascade takes what is left.
+
+-- name: DeleteOrgAPIKeys :execrows
+DELETE FROM api_keys WHERE org_id = sqlc.arg(org_id);
+
+-- name: DeleteOrgMemberLinks :execrows
+DELETE FROM member_links WHERE org_id = sqlc.arg(org_id);
+
+-- name: DeleteOrgMembers :execrows
+DELETE FROM members WHERE org_id = sqlc.arg(org_id);
+
+-- name: DeleteOrgMessages :execrows
+DELETE FROM messages
+WHERE (org_id, id) IN (SELECT org_id, id FROM messages WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int);
+
+-- name: DeleteOrgConversationEvents :execrows
+DELETE FROM conversation_events
+WHERE (org_id, conversation_id, seq) IN (SELECT org_id, conversation_id, seq FROM conversation_events WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int);
+
+-- name: DeleteOrgConversations :execrows
+DELETE FROM conversations
+WHERE (org_id, id) IN (SELECT org_id, id FROM conversations WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int);
+
+-- name: DeleteOrgWebhookAttempts :execrows
+DELETE FROM webhook_attempts
+WHERE (org_id, delivery_id, attempt) IN (SELECT org_id, delivery_id, attempt FROM webhook_attempts WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int);
+
+-- name: DeleteOrgWebhookDeliveries :execrows
+DELETE FROM webhook_deliveries
+WHERE (org_id, id) IN (SELECT org_id, id FROM webhook_deliveries WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int);
+
+-- name: DeleteOrgFormSubmissions :execrows
+DELETE FROM form_submissions
+WHERE (org_id, id) IN (SELECT org_id, id FROM form_submissions WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int);
+
+-- name: DeleteOrgContacts :execrows
+DELETE FROM contacts
+WHERE (org_id, id) IN (SELECT org_id, id FROM contacts WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int);
+
+-- name: OrgDatasourceBatch :many
+-- The next datasources to delete together: in id order, as many as hold
+-- batch_rows chunks, and at least one. Their chunks go by cascade, with the
+-- datasource's row: deleted apart in batches, each batch made the chunks
+-- trigger index the datasource's remaining text again (parley_chunk_text_index).
+SELECT d.id FROM (
+  SELECT s.id, sum(s.chunk_count) OVER (ORDER BY s.id) - s.chunk_count AS before
+  FROM datasources s WHERE s.org_id = sqlc.arg(org_id)
+) d
+WHERE d.before < sqlc.arg(batch_rows)::bigint
+ORDER BY d.id;
+
+-- name: DeleteOrgDatasources :one
+WITH d AS (
+  DELETE FROM datasources WHERE org_id = sqlc.arg(org_id) AND id = ANY(sqlc.arg(ids)::uuid[])
+  RETURNING chunk_count
+)
+SELECT count(*)::bigint AS datasources, coalesce(sum(chunk_count), 0)::bigint AS chunks FROM d;
+
+-- name: DeleteOrgAgents :execrows
+DELETE FROM agents WHERE org_id = sqlc.arg(org_id);
+
+-- name: DeleteOrgDatastores :execrows
+DELETE FROM datastores WHERE org_id = sqlc.arg(org_id);
+
+-- name: DeleteOrgForms :execrows
+DELETE FROM forms WHERE org_id = sqlc.arg(org_id);
+
+-- name: DeleteOrgWebhooks :execrows
+DELETE FROM webhooks WHERE org_id = sqlc.arg(org_id);
+
+-- name: DeleteOrganization :execrows
+-- Last: its cascade takes every row left (usage_deleted, conversation
+-- follows, anything written since its batch was deleted).
+DELETE FROM organizations WHERE id = sqlc.arg(id);
