@@ -348,8 +348,8 @@ func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgI
 	if !plan.Valid(orgPlan) {
 		return uuid.Nil, "", fmt.Errorf("unknown plan %q (free, starter, pro or enterprise)", orgPlan)
 	}
-	if name == "" || len(name) > 200 {
-		return uuid.Nil, "", errors.New("the organization name must have 1 to 200 characters")
+	if !isText(name, 200) {
+		return uuid.Nil, "", errOrgName
 	}
 	orgID, err = uuid.NewV7()
 	if err != nil {
@@ -368,12 +368,33 @@ func Bootstrap(ctx context.Context, store *db.Store, name, orgPlan string) (orgI
 	return orgID, key, err
 }
 
+// isText says s is a name a text column holds and a person reads: 1 to
+// most characters of UTF-8, not blank, without NUL (which Postgres
+// refuses). A name's length is counted in characters, not bytes.
+func isText(s string, most int) bool {
+	return strings.TrimSpace(s) != "" && utf8.ValidString(s) && utf8.RuneCountInString(s) <= most && !strings.ContainsRune(s, 0)
+}
+
+// errOrgName refuses an organization's name (Bootstrap): with NUL it
+// was a raw database error, and a 100-character name in a script of
+// 3-byte characters was "too long".
+var errOrgName = errors.New("the organization name must be 1 to 200 characters of text, not blank")
+
+// CheckOrgName holds an organization's name from the command line to
+// Bootstrap's rule, before the database is opened.
+func CheckOrgName(name string) error {
+	if !isText(name, 200) {
+		return errOrgName
+	}
+	return nil
+}
+
 // CheckNewKey holds a key's name and scopes from the command line to the
 // API's rules (CreateApiKeyRequest's, which it does not pass through): a
 // name of 1 to 100 characters that is not blank, admin and/or chat, each
 // once.
 func CheckNewKey(name string, scopes []string) error {
-	if strings.TrimSpace(name) == "" || utf8.RuneCountInString(name) > 100 || !utf8.ValidString(name) || strings.ContainsRune(name, 0) {
+	if !isText(name, 100) {
 		return apperr.InvalidField("name", "must be 1 to 100 characters of text, not blank")
 	}
 	if len(scopes) == 0 {

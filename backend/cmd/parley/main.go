@@ -378,8 +378,11 @@ func bootstrap(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := parse(fs, args); err != nil {
 		return err
 	}
-	if strings.TrimSpace(*org) == "" {
+	if *org == "" {
 		return errors.New("--org is required")
+	}
+	if err := account.CheckOrgName(*org); err != nil {
+		return fmt.Errorf("--org: %w", err)
 	}
 	if !plan.Valid(*p) {
 		return fmt.Errorf("--plan %q: use free, starter, pro or enterprise", *p)

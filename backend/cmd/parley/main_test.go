@@ -46,6 +46,10 @@ func TestBootstrapPrintsExactlyTheDocumentedJSON(t *testing.T) {
 	require.Equal(t, "owner-"+second.OrganizationID+"@parley.localhost", second.OwnerEmail)
 	require.NotEqual(t, first.OwnerEmail, second.OwnerEmail)
 
+	// A name is counted in characters: 200 of three bytes each is one.
+	out.Reset()
+	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", strings.Repeat("組", 200)}, &out, &errOut), errOut.String())
+
 	// With an email and a public URL; a second organization cannot reuse the email.
 	out.Reset()
 	require.NoError(t, run(context.Background(), []string{"admin", "bootstrap", "--database-url", u, "--org", "Beta", "--email", "Ann@Example.com", "--public-url", "https://console.example/", "--json"}, &out, &errOut))
@@ -555,6 +559,11 @@ func TestAdminCommandsCheckTheirFlags(t *testing.T) {
 		{[]string{"bootstrap", "--org", "Acme", "--public-url", "console.example.com"}, "--public-url"},
 		{[]string{"bootstrap", "--org", "Acme", "--plan", "gold"}, `--plan "gold"`},
 		{[]string{"bootstrap", "--org", "Acme", "--email", "not an email"}, "--email"},
+		// Its name is counted in characters and held to text: a NUL was
+		// a raw database error, and 100 Japanese characters were too long.
+		{[]string{"bootstrap", "--org", " "}, "--org: the organization name must be 1 to 200 characters"},
+		{[]string{"bootstrap", "--org", "Ac\x00me"}, "--org: the organization name must be 1 to 200 characters"},
+		{[]string{"bootstrap", "--org", strings.Repeat("組", 201)}, "--org: the organization name must be 1 to 200 characters"},
 		{[]string{"signin-link", "--org", org, "--email", "a@example.com", "--public-url", "localhost:8080"}, "--public-url"},
 		{[]string{"signin-link", "--org", org}, "--email"},
 		{[]string{"create-key", "--org", org, "--plan", "gold"}, `--plan "gold"`},
