@@ -117,3 +117,29 @@ func TestMigrateTakesAURLWithPoolParameters(t *testing.T) {
 	require.NoError(t, err)
 	require.Zero(t, n)
 }
+
+// A database a newer release migrated (a goose and a River migration this
+// binary does not know) is this binary's to run on, as when the new
+// release's `parley migrate` runs before the instances roll (docs/
+// operations.md, "Upgrading"): nothing is pending (/readyz ready, jobs
+// start), and Migrate applies nothing and fails on nothing, so that an
+// older instance restarted meanwhile (--migrate by default) starts.
+func TestNewerSchemaLetsAnOlderBinaryRun(t *testing.T) {
+	t.Parallel()
+	url := dbtest.New(t)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, "INSERT INTO goose_db_version (version_id, is_applied) VALUES (99999, true)")
+	require.NoError(t, err)
+	_, err = conn.Exec(ctx, "INSERT INTO river_migration (line, version) VALUES ('main', 9999)")
+	require.NoError(t, err)
+
+	n, err := db.Pending(ctx, url)
+	require.NoError(t, err)
+	require.Zero(t, n)
+	res, err := db.Migrate(ctx, url)
+	require.NoError(t, err)
+	require.Empty(t, res)
+}
