@@ -330,7 +330,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	SecretVar(fs, &c.SecretsKey, "secrets-key", env("PARLEY_SECRETS_KEY", ""),
 		"base64 of 32 random bytes (openssl rand -base64 32) sealing the stored webhook signing secrets and http_request header values; neither can be stored without it, and every instance needs the same (PARLEY_SECRETS_KEY)")
 	SecretVar(fs, &c.SecretsKeyPrevious, "secrets-key-previous", env("PARLEY_SECRETS_KEY_PREVIOUS", ""),
-		"earlier secrets keys, comma-separated, each as --secrets-key: what they sealed still opens, and `parley admin reseal` seals it again under --secrets-key (PARLEY_SECRETS_KEY_PREVIOUS)")
+		"earlier secrets keys, comma-separated, each as --secrets-key: what they sealed still opens, and parley admin reseal seals it again under --secrets-key (PARLEY_SECRETS_KEY_PREVIOUS)")
 	c.prefixes(fs, &c.TrustedProxies, "trusted-proxy", "PARLEY_TRUSTED_PROXIES",
 		"the address range (CIDR) of a reverse proxy whose X-Forwarded-For gives the client's address, repeatable; none by default")
 	c.origins(fs)

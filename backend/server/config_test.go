@@ -279,6 +279,18 @@ func TestSecretFlagsAreRedactedInUsage(t *testing.T) {
 	require.Equal(t, "postgres://x", c.DatabaseURL)
 }
 
+// The usage names each flag's value by its kind: the flag package takes a
+// back-quoted word of a usage as the value's name, and printed
+// "-secrets-key-previous parley admin reseal", as if that were its value.
+func TestFlagUsagesNameNoValue(t *testing.T) {
+	var c Config
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	c.Flags(fs)
+	fs.VisitAll(func(f *flag.Flag) {
+		require.NotContains(t, f.Usage, "`", "--%s's usage", f.Name)
+	})
+}
+
 // The last-use flush interval is positive (a ticker's), whether from the
 // flag or the variable; negative timeouts and counts, and a public URL that
 // cannot begin a link, are refused naming their flag.
