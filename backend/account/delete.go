@@ -21,7 +21,7 @@ type OrgJobs interface {
 
 // DefaultDeleteBatch is how many rows each of a deletion's transactions
 // deletes at most (of chunks: how many its datasources hold, give or take
-// one datasource).
+// one datasource; of datasources, synced or not, no more than that).
 const DefaultDeleteBatch = 5000
 
 // ActionOrgDeleted is the operator_audit action of a deletion (the

@@ -200,3 +200,35 @@ func TestDeleteOrgDeletesEverythingOfItsOrganizationOnly(t *testing.T) {
 	_, err = del("Org A")
 	require.ErrorContains(t, err, "no organization")
 }
+
+// A deletion's transaction takes at most its batch of datasources, synced
+// or not: one not synced yet (pending, failed, or mid-ingestion) counts no
+// chunk, and an organization's thousands of them, each with its file,
+// went in one transaction, however small --batch.
+func TestDeleteOrgBatchesDatasourcesWithoutChunks(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	jc, err := jobs.New(e.App.Pool, nil, jobs.Config{})
+	require.NoError(t, err)
+	require.NoError(t, e.App.Store.TenantTx(ctx, e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+		store := uuid.New()
+		if _, err := tx.Exec(ctx, `INSERT INTO datastores (org_id, id, name, embedding_model, embedding_dim) VALUES ($1, $2, 'd', 'm', 3)`, e.A.ID, store); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO datasources (org_id, id, datastore_id, type, name, content)
+			SELECT $1, gen_random_uuid(), $2, 'text', 'pending ' || n, 'a file' FROM generate_series(1, 5) n`, e.A.ID, store)
+		return err
+	}))
+
+	var batches []int64
+	d := &account.Deleter{Store: e.App.Store, Jobs: jc, Batch: 2, Progress: func(what string, n int64) {
+		if what == "datasources" {
+			batches = append(batches, n)
+		}
+	}}
+	deleted, err := d.DeleteOrg(ctx, e.A.ID, "Org A")
+	require.NoError(t, err)
+	require.Equal(t, int64(5), deleted.Map()["datasources"])
+	require.Equal(t, []int64{2, 2, 1}, batches, "datasources deleted a transaction")
+}

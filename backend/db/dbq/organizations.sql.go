@@ -445,6 +445,7 @@ SELECT d.id FROM (
 ) d
 WHERE d.before < $2::bigint
 ORDER BY d.id
+LIMIT $2::bigint
 `
 
 type OrgDatasourceBatchParams struct {
@@ -453,9 +454,13 @@ type OrgDatasourceBatchParams struct {
 }
 
 // The next datasources to delete together: in id order, as many as hold
-// batch_rows chunks, and at least one. Their chunks go by cascade, with the
-// datasource's row: deleted apart in batches, each batch made the chunks
-// trigger index the datasource's remaining text again (parley_chunk_text_index).
+// batch_rows chunks, and at least one, but never more than batch_rows
+// datasources: one not yet synced counts no chunk (chunk_count is set as
+// it syncs), and an organization's thousands of pending or failed ones,
+// each with its file in content, went in one transaction. Their chunks go
+// by cascade, with the datasource's row: deleted apart in batches, each
+// batch made the chunks trigger index the datasource's remaining text
+// again (parley_chunk_text_index).
 func (q *Queries) OrgDatasourceBatch(ctx context.Context, arg OrgDatasourceBatchParams) ([]uuid.UUID, error) {
 	rows, err := q.db.Query(ctx, orgDatasourceBatch, arg.OrgID, arg.BatchRows)
 	if err != nil {

@@ -95,15 +95,20 @@ WHERE (org_id, id) IN (SELECT org_id, id FROM contacts WHERE org_id = sqlc.arg(o
 
 -- name: OrgDatasourceBatch :many
 -- The next datasources to delete together: in id order, as many as hold
--- batch_rows chunks, and at least one. Their chunks go by cascade, with the
--- datasource's row: deleted apart in batches, each batch made the chunks
--- trigger index the datasource's remaining text again (parley_chunk_text_index).
+-- batch_rows chunks, and at least one, but never more than batch_rows
+-- datasources: one not yet synced counts no chunk (chunk_count is set as
+-- it syncs), and an organization's thousands of pending or failed ones,
+-- each with its file in content, went in one transaction. Their chunks go
+-- by cascade, with the datasource's row: deleted apart in batches, each
+-- batch made the chunks trigger index the datasource's remaining text
+-- again (parley_chunk_text_index).
 SELECT d.id FROM (
   SELECT s.id, sum(s.chunk_count) OVER (ORDER BY s.id) - s.chunk_count AS before
   FROM datasources s WHERE s.org_id = sqlc.arg(org_id)
 ) d
 WHERE d.before < sqlc.arg(batch_rows)::bigint
-ORDER BY d.id;
+ORDER BY d.id
+LIMIT sqlc.arg(batch_rows)::bigint;
 
 -- name: DeleteOrgDatasources :one
 WITH d AS (
