@@ -18,7 +18,11 @@ import (
 // locked from its read to its write (as UpdateAgent locks it), so that
 // settings updated meanwhile are not written over with those read before.
 // A value no key of s opens is left as it is, and named by its agent's id,
-// endpoint and header (never the value).
+// endpoint and header (never the value). A value still stored in plain
+// text from before values were sealed (tool.Endpoint.Legacy) is sealed
+// under the current key too, and counted as resealed: left to the agent's
+// next update, a rotation that reseals "every value" left it readable in
+// the database.
 func Reseal(ctx context.Context, store *db.Store, s *seal.Sealer, org uuid.UUID, batch int32) (seal.Tally, []string, error) {
 	var t seal.Tally
 	var unopenable []string
@@ -42,12 +46,24 @@ func Reseal(ctx context.Context, store *db.Store, s *seal.Sealer, org uuid.UUID,
 				for _, l := range lost {
 					unopenable = append(unopenable, fmt.Sprintf("agent %s %s", r.ID, l))
 				}
-				if !changed {
-					continue
+				legacy := 0
+				for _, e := range settings.HTTPRequest.Endpoints {
+					legacy += len(e.Legacy)
 				}
-				stored, err := json.Marshal(settings)
+				// SECURITY: a plain value is sealed as an update seals it,
+				// in the settings as resealed above (nil: none was left).
+				stored, err := sealLegacy(settings, owner{s, org, r.ID})
 				if err != nil {
 					return err
+				}
+				t.Resealed += legacy
+				if stored == nil {
+					if !changed {
+						continue
+					}
+					if stored, err = json.Marshal(settings); err != nil {
+						return err
+					}
 				}
 				if err := q.ResealAgentToolSettings(ctx, dbq.ResealAgentToolSettingsParams{OrgID: org, ID: r.ID, ToolSettings: stored}); err != nil {
 					return err

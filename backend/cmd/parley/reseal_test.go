@@ -23,6 +23,7 @@ import (
 	"github.com/parleyhq/parley/backend/seal"
 	"github.com/parleyhq/parley/backend/server"
 	"github.com/parleyhq/parley/backend/testenv"
+	"github.com/parleyhq/parley/backend/tool"
 )
 
 // The secrets key is rotated as docs/operations.md says: every sealed
@@ -198,4 +199,46 @@ func TestResealChecksItsFlags(t *testing.T) {
 		require.NotContains(t, err.Error(), "bm9wZS1zM2NyM3Q")
 		require.Empty(t, out.String(), "%v", tc.args)
 	}
+}
+
+// A header value stored in plain text before values were sealed
+// (tool.Endpoint.Legacy) is sealed by reseal too, under the current key
+// and bound to its agent, endpoint and header: the next run finds it
+// current. Before, reseal passed it over, and "every value sealed under
+// the new key" left it readable in the database.
+func TestResealSealsLegacyHeaderValues(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := testenv.New(t)
+	agent := uuid.New()
+	const plain = "legacy-plain-token"
+	require.NoError(t, e.App.Store.Tenant(ctx, e.A.ID, func(q *dbq.Queries) error {
+		_, err := q.CreateAgent(ctx, dbq.CreateAgentParams{
+			OrgID: e.A.ID, ID: agent, Name: "crm", Instructions: "i", Model: "m", Temperature: 0.5,
+			Tools: []string{"http_request"}, Visibility: "private",
+			ToolSettings: []byte(`{"http_request":{"endpoints":[{"name":"crm","method":"GET","url":"https://crm.example.com/x",` +
+				`"headers":{"X-Api-Key":"` + plain + `"}}]}}`),
+		})
+		return err
+	}))
+	reseal := func() (string, error) {
+		var out, errOut bytes.Buffer
+		err := run(ctx, []string{"admin", "reseal", "--database-url", e.DBURL, "--secrets-key", testenv.TestSecretsKey}, &out, &errOut)
+		return out.String(), err
+	}
+	out, err := reseal()
+	require.NoError(t, err)
+	require.Contains(t, out, "http_request header values: 1 resealed, 0 already current, 0 unopenable\n")
+	require.NoError(t, e.App.Store.Tenant(ctx, e.A.ID, func(q *dbq.Queries) error {
+		a, err := q.GetAgent(ctx, dbq.GetAgentParams{OrgID: e.A.ID, ID: agent})
+		require.NotContains(t, string(a.ToolSettings), plain, "the plain value is still stored")
+		eps := tool.ParseSettings(a.ToolSettings).HTTPRequest.Endpoints
+		require.Len(t, eps, 1)
+		require.Empty(t, eps[0].Legacy)
+		require.Equal(t, []string{"X-Api-Key"}, eps[0].HeaderNames())
+		return err
+	}))
+	out, err = reseal()
+	require.NoError(t, err)
+	require.Contains(t, out, "http_request header values: 0 resealed, 1 already current, 0 unopenable\n")
 }
