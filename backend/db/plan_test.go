@@ -387,3 +387,90 @@ func TestForgetLeadCapturesUsesAnIndex(t *testing.T) {
 	})
 	require.Contains(t, plan, "using messages_org_lead_capture on messages", plan)
 }
+
+// Each batch of an organization's deletion (`parley admin delete-org`)
+// fetches its rows by their place (a Tid Scan). Named by key, `(org_id,
+// id) IN (a batch)`, they were joined to the whole table, every
+// organization's rows read by a sequential scan for each batch: 0.1-0.2 s
+// a batch at 200,000 to 500,000 rows, growing with the table
+// (docs/benchmarks.md, "Deleting a large organization").
+func TestOrgDeletionBatchesFetchTheirRowsByPlace(t *testing.T) {
+	t.Parallel()
+	store, org := planOrg(t)
+	ctx := context.Background()
+	agent := seedAgent(t, store, org)
+	// 3,000 rows of each (the messages' trigger writes their events),
+	// analyzed: on a table without statistics the planner may read the
+	// organization's rows by index instead, which at this size is as good.
+	hook, form := uuid.New(), uuid.New()
+	require.NoError(t, store.Tenant(ctx, org, func(q *dbq.Queries) error {
+		if _, err := q.CreateWebhook(ctx, dbq.CreateWebhookParams{OrgID: org, ID: hook, Url: "https://example.com/h", Events: []string{"form.submitted"}, Secret: []byte("s")}); err != nil {
+			return err
+		}
+		_, err := q.CreateForm(ctx, dbq.CreateFormParams{OrgID: org, ID: form, Name: "f", Fields: []byte("[]")})
+		return err
+	}))
+	require.NoError(t, store.TenantTx(ctx, org, func(tx pgx.Tx, _ *dbq.Queries) error {
+		for _, seed := range []struct {
+			sql string
+			id  any
+		}{
+			{`INSERT INTO conversations (org_id, id, agent_id, channel) SELECT $1, 'c' || i, $2, 'api' FROM generate_series(1, 3000) i`, agent},
+			{`INSERT INTO messages (org_id, id, conversation_id, role, content) SELECT $1, gen_random_uuid(), 'c' || i, 'user', $2 FROM generate_series(1, 3000) i`, "hi"},
+			{`INSERT INTO contacts (org_id, id, email) SELECT $1, gen_random_uuid(), i || $2 FROM generate_series(1, 3000) i`, "@example.com"},
+			{`INSERT INTO webhook_deliveries (org_id, id, webhook_id, event_id, event_type, body)
+			  SELECT $1, gen_random_uuid(), $2, 'evt_' || i, 'form.submitted', '{}' FROM generate_series(1, 3000) i`, hook},
+			{`INSERT INTO webhook_attempts (org_id, delivery_id, attempt, status_code, duration_ms) SELECT $1, id, 1, 200, 1 FROM webhook_deliveries WHERE webhook_id = $2`, hook},
+			{`INSERT INTO form_submissions (org_id, id, form_id, data) SELECT $1, gen_random_uuid(), $2, '{}' FROM generate_series(1, 3000) i`, form},
+		} {
+			if _, err := tx.Exec(ctx, seed.sql, org, seed.id); err != nil {
+				return err
+			}
+		}
+		return nil
+	}))
+	_, err := store.Pool.Exec(ctx, "ANALYZE conversations, messages, conversation_events, contacts, webhook_deliveries, webhook_attempts, form_submissions")
+	require.NoError(t, err)
+	for table, del := range map[string]func(q *dbq.Queries){
+		"messages": func(q *dbq.Queries) {
+			_, _ = q.DeleteOrgMessages(ctx, dbq.DeleteOrgMessagesParams{OrgID: org, BatchRows: 10})
+		},
+		"conversation_events": func(q *dbq.Queries) {
+			_, _ = q.DeleteOrgConversationEvents(ctx, dbq.DeleteOrgConversationEventsParams{OrgID: org, BatchRows: 10})
+		},
+		"conversations": func(q *dbq.Queries) {
+			_, _ = q.DeleteOrgConversations(ctx, dbq.DeleteOrgConversationsParams{OrgID: org, BatchRows: 10})
+		},
+		"webhook_attempts": func(q *dbq.Queries) {
+			_, _ = q.DeleteOrgWebhookAttempts(ctx, dbq.DeleteOrgWebhookAttemptsParams{OrgID: org, BatchRows: 10})
+		},
+		"webhook_deliveries": func(q *dbq.Queries) {
+			_, _ = q.DeleteOrgWebhookDeliveries(ctx, dbq.DeleteOrgWebhookDeliveriesParams{OrgID: org, BatchRows: 10})
+		},
+		"form_submissions": func(q *dbq.Queries) {
+			_, _ = q.DeleteOrgFormSubmissions(ctx, dbq.DeleteOrgFormSubmissionsParams{OrgID: org, BatchRows: 10})
+		},
+		"contacts": func(q *dbq.Queries) {
+			_, _ = q.DeleteOrgContacts(ctx, dbq.DeleteOrgContactsParams{OrgID: org, BatchRows: 10})
+		},
+	} {
+		plan := explainIn(t, store, org, del)
+		require.Contains(t, plan, "Tid Scan on "+table, plan)
+	}
+}
+
+// The conversations' delete trigger keeps generic plans of its statements
+// in a tenant transaction, which plans the transaction's own statements
+// for their parameters (plan_cache_mode force_custom_plan): planned again
+// for each row, it took 250 µs a conversation deleted, 1.2-1.7 s of each
+// batch of 5,000 of an organization's deletion (docs/benchmarks.md,
+// "Deleting a large organization"). Migration 00039 sets it on the
+// function; a CREATE OR REPLACE of the function must keep it.
+func TestConversationDeleteTriggerKeepsItsPlans(t *testing.T) {
+	t.Parallel()
+	store, _ := planOrg(t)
+	var config []string
+	require.NoError(t, store.Pool.QueryRow(context.Background(),
+		`SELECT coalesce(proconfig, '{}') FROM pg_proc WHERE oid = 'parley_keep_usage'::regproc`).Scan(&config))
+	require.Contains(t, config, "plan_cache_mode=auto")
+}

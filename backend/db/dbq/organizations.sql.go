@@ -93,6 +93,16 @@ DELETE FROM api_keys WHERE org_id = $1
 // first what lets anyone in, then its bulk in batches of batch_rows rows,
 // each its own short transaction, and last the organization's row, whose
 // cascade takes what is left.
+//
+// A batch names its rows by ctid: the deletion then fetches them by their
+// place (a Tid Scan). Named by key, `(org_id, id) IN (subquery)`, the
+// planner joined the batch to the whole table (a hash semi join over a
+// sequential scan of every organization's rows), 0.1-0.2 s a batch at
+// 200,000-500,000 rows and growing with the table (docs/benchmarks.md,
+// "Deleting a large organization"). Only the organization's rows are
+// named (the batch's org_id), and row-level security holds the delete to
+// them as well; an explicit org_id beside ctid let the planner read the
+// organization's rows instead on a small table.
 func (q *Queries) DeleteOrgAPIKeys(ctx context.Context, orgID uuid.UUID) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteOrgAPIKeys, orgID)
 	if err != nil {
@@ -115,7 +125,7 @@ func (q *Queries) DeleteOrgAgents(ctx context.Context, orgID uuid.UUID) (int64, 
 
 const deleteOrgContacts = `-- name: DeleteOrgContacts :execrows
 DELETE FROM contacts
-WHERE (org_id, id) IN (SELECT org_id, id FROM contacts WHERE org_id = $1::uuid LIMIT $2::int)
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM contacts WHERE org_id = $1::uuid LIMIT $2::int))
 `
 
 type DeleteOrgContactsParams struct {
@@ -133,7 +143,7 @@ func (q *Queries) DeleteOrgContacts(ctx context.Context, arg DeleteOrgContactsPa
 
 const deleteOrgConversationEvents = `-- name: DeleteOrgConversationEvents :execrows
 DELETE FROM conversation_events
-WHERE (org_id, conversation_id, seq) IN (SELECT org_id, conversation_id, seq FROM conversation_events WHERE org_id = $1::uuid LIMIT $2::int)
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM conversation_events WHERE org_id = $1::uuid LIMIT $2::int))
 `
 
 type DeleteOrgConversationEventsParams struct {
@@ -151,7 +161,7 @@ func (q *Queries) DeleteOrgConversationEvents(ctx context.Context, arg DeleteOrg
 
 const deleteOrgConversations = `-- name: DeleteOrgConversations :execrows
 DELETE FROM conversations
-WHERE (org_id, id) IN (SELECT org_id, id FROM conversations WHERE org_id = $1::uuid LIMIT $2::int)
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM conversations WHERE org_id = $1::uuid LIMIT $2::int))
 `
 
 type DeleteOrgConversationsParams struct {
@@ -206,7 +216,7 @@ func (q *Queries) DeleteOrgDatastores(ctx context.Context, orgID uuid.UUID) (int
 
 const deleteOrgFormSubmissions = `-- name: DeleteOrgFormSubmissions :execrows
 DELETE FROM form_submissions
-WHERE (org_id, id) IN (SELECT org_id, id FROM form_submissions WHERE org_id = $1::uuid LIMIT $2::int)
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM form_submissions WHERE org_id = $1::uuid LIMIT $2::int))
 `
 
 type DeleteOrgFormSubmissionsParams struct {
@@ -260,7 +270,7 @@ func (q *Queries) DeleteOrgMembers(ctx context.Context, orgID uuid.UUID) (int64,
 
 const deleteOrgMessages = `-- name: DeleteOrgMessages :execrows
 DELETE FROM messages
-WHERE (org_id, id) IN (SELECT org_id, id FROM messages WHERE org_id = $1::uuid LIMIT $2::int)
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM messages WHERE org_id = $1::uuid LIMIT $2::int))
 `
 
 type DeleteOrgMessagesParams struct {
@@ -278,7 +288,7 @@ func (q *Queries) DeleteOrgMessages(ctx context.Context, arg DeleteOrgMessagesPa
 
 const deleteOrgWebhookAttempts = `-- name: DeleteOrgWebhookAttempts :execrows
 DELETE FROM webhook_attempts
-WHERE (org_id, delivery_id, attempt) IN (SELECT org_id, delivery_id, attempt FROM webhook_attempts WHERE org_id = $1::uuid LIMIT $2::int)
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM webhook_attempts WHERE org_id = $1::uuid LIMIT $2::int))
 `
 
 type DeleteOrgWebhookAttemptsParams struct {
@@ -296,7 +306,7 @@ func (q *Queries) DeleteOrgWebhookAttempts(ctx context.Context, arg DeleteOrgWeb
 
 const deleteOrgWebhookDeliveries = `-- name: DeleteOrgWebhookDeliveries :execrows
 DELETE FROM webhook_deliveries
-WHERE (org_id, id) IN (SELECT org_id, id FROM webhook_deliveries WHERE org_id = $1::uuid LIMIT $2::int)
+WHERE ctid = ANY(ARRAY(SELECT ctid FROM webhook_deliveries WHERE org_id = $1::uuid LIMIT $2::int))
 `
 
 type DeleteOrgWebhookDeliveriesParams struct {
