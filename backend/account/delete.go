@@ -183,49 +183,59 @@ func (d *Deleter) batches(ctx context.Context, org uuid.UUID, add func(string, i
 	}
 	steps := []struct {
 		what string
-		next func(q *dbq.Queries) (int64, error)
+		next func(q *dbq.Queries) (batch, error)
 	}{
-		{"messages", func(q *dbq.Queries) (int64, error) {
-			return q.DeleteOrgMessages(ctx, dbq.DeleteOrgMessagesParams{OrgID: org, BatchRows: int32(size)})
+		{"messages", func(q *dbq.Queries) (batch, error) {
+			r, err := q.DeleteOrgMessages(ctx, dbq.DeleteOrgMessagesParams{OrgID: org, BatchRows: int32(size)})
+			return batch(r), err
 		}},
-		{"conversation events", func(q *dbq.Queries) (int64, error) {
-			return q.DeleteOrgConversationEvents(ctx, dbq.DeleteOrgConversationEventsParams{OrgID: org, BatchRows: int32(size)})
+		{"conversation events", func(q *dbq.Queries) (batch, error) {
+			r, err := q.DeleteOrgConversationEvents(ctx, dbq.DeleteOrgConversationEventsParams{OrgID: org, BatchRows: int32(size)})
+			return batch(r), err
 		}},
-		{"conversations", func(q *dbq.Queries) (int64, error) {
-			return q.DeleteOrgConversations(ctx, dbq.DeleteOrgConversationsParams{OrgID: org, BatchRows: int32(size)})
+		{"conversations", func(q *dbq.Queries) (batch, error) {
+			r, err := q.DeleteOrgConversations(ctx, dbq.DeleteOrgConversationsParams{OrgID: org, BatchRows: int32(size)})
+			return batch(r), err
 		}},
-		{"webhook attempts", func(q *dbq.Queries) (int64, error) {
-			return q.DeleteOrgWebhookAttempts(ctx, dbq.DeleteOrgWebhookAttemptsParams{OrgID: org, BatchRows: int32(size)})
+		{"webhook attempts", func(q *dbq.Queries) (batch, error) {
+			r, err := q.DeleteOrgWebhookAttempts(ctx, dbq.DeleteOrgWebhookAttemptsParams{OrgID: org, BatchRows: int32(size)})
+			return batch(r), err
 		}},
-		{"webhook deliveries", func(q *dbq.Queries) (int64, error) {
-			return q.DeleteOrgWebhookDeliveries(ctx, dbq.DeleteOrgWebhookDeliveriesParams{OrgID: org, BatchRows: int32(size)})
+		{"webhook deliveries", func(q *dbq.Queries) (batch, error) {
+			r, err := q.DeleteOrgWebhookDeliveries(ctx, dbq.DeleteOrgWebhookDeliveriesParams{OrgID: org, BatchRows: int32(size)})
+			return batch(r), err
 		}},
-		{"form submissions", func(q *dbq.Queries) (int64, error) {
-			return q.DeleteOrgFormSubmissions(ctx, dbq.DeleteOrgFormSubmissionsParams{OrgID: org, BatchRows: int32(size)})
+		{"form submissions", func(q *dbq.Queries) (batch, error) {
+			r, err := q.DeleteOrgFormSubmissions(ctx, dbq.DeleteOrgFormSubmissionsParams{OrgID: org, BatchRows: int32(size)})
+			return batch(r), err
 		}},
-		{"contacts", func(q *dbq.Queries) (int64, error) {
-			return q.DeleteOrgContacts(ctx, dbq.DeleteOrgContactsParams{OrgID: org, BatchRows: int32(size)})
+		{"contacts", func(q *dbq.Queries) (batch, error) {
+			r, err := q.DeleteOrgContacts(ctx, dbq.DeleteOrgContactsParams{OrgID: org, BatchRows: int32(size)})
+			return batch(r), err
 		}},
 	}
 	for _, s := range steps {
 		for {
-			var n int64
+			var b batch
 			err := d.Store.Tenant(ctx, org, func(q *dbq.Queries) error {
 				var err error
-				n, err = s.next(q)
+				b, err = s.next(q)
 				return err
 			})
 			if err != nil {
 				return fmt.Errorf("deleting %s: %w", s.what, err)
 			}
-			add(s.what, n)
-			d.progress(s.what, n)
-			// Until a batch finds none, not until one is short: a batch
-			// names its rows by their place (ctid), and a row another
-			// transaction updated meanwhile (a delivery's status, a
-			// conversation's last message) may be left to the next; a
-			// short batch then is no sign that the step is done.
-			if n == 0 {
+			add(s.what, b.Deleted)
+			d.progress(s.what, b.Deleted)
+			// Until a batch finds less than a batch, whatever it deleted:
+			// a batch names its rows by their place (ctid), and a row
+			// another transaction updated meanwhile (a delivery's status,
+			// a conversation's last message) is left to the next. Rows
+			// written after (a public agent's visitors, a published
+			// form's) go with the organization's row: waiting for a batch
+			// that finds none, a write between every two batches kept
+			// the step going for as long as they wrote.
+			if b.Found < int64(size) {
 				break
 			}
 		}
@@ -254,6 +264,12 @@ func (d *Deleter) batches(ctx context.Context, org uuid.UUID, add func(string, i
 			return nil
 		}
 	}
+}
+
+// batch is what one batch of DeleteOrg's third step found of its rows
+// and deleted (the queries' DeleteOrg<Rows>Row, all alike).
+type batch struct {
+	Found, Deleted int64
 }
 
 func (d *Deleter) progress(what string, n int64) {

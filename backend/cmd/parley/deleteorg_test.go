@@ -232,3 +232,48 @@ func TestDeleteOrgBatchesDatasourcesWithoutChunks(t *testing.T) {
 	require.Equal(t, int64(5), deleted.Map()["datasources"])
 	require.Equal(t, []int64{2, 2, 1}, batches, "datasources deleted a transaction")
 }
+
+// A deletion ends while the organization's published forms and public
+// agents are still written to (they are, until its last step): a step
+// ends with a batch that finds less than a batch, and what visitors
+// wrote after it goes with the organization's row. It waited for a
+// batch that found none, and a visitor's write between every two
+// batches kept it deleting for as long as they wrote.
+func TestDeleteOrgEndsWhileVisitorsWrite(t *testing.T) {
+	t.Parallel()
+	e := testenv.New(t)
+	ctx := context.Background()
+	jc, err := jobs.New(e.App.Pool, nil, jobs.Config{})
+	require.NoError(t, err)
+	form := uuid.New()
+	submit := func(n int) {
+		require.NoError(t, e.App.Store.TenantTx(ctx, e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+			_, err := tx.Exec(ctx, `INSERT INTO form_submissions (org_id, id, form_id, data) SELECT $1, gen_random_uuid(), $2, '{}' FROM generate_series(1, $3::int)`, e.A.ID, form, n)
+			return err
+		}))
+	}
+	require.NoError(t, e.App.Store.TenantTx(ctx, e.A.ID, func(tx pgx.Tx, _ *dbq.Queries) error {
+		_, err := tx.Exec(ctx, `INSERT INTO forms (org_id, id, name) VALUES ($1, $2, 'f')`, e.A.ID, form)
+		return err
+	}))
+	submit(3)
+
+	// A visitor submits the form again after each batch; past 20 batches
+	// the deletion is taken as endless and stopped.
+	dctx, stop := context.WithCancel(ctx)
+	defer stop()
+	batches := 0
+	d := &account.Deleter{Store: e.App.Store, Jobs: jc, Batch: 2, Progress: func(what string, n int64) {
+		if what != "form submissions" {
+			return
+		}
+		if batches++; batches > 20 {
+			stop()
+			return
+		}
+		submit(1)
+	}}
+	_, err = d.DeleteOrg(dctx, e.A.ID, "Org A")
+	require.NoError(t, err, "after %d batches of form submissions", batches)
+	require.Equal(t, 3, batches, "batches of form submissions")
+}

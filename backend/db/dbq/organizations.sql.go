@@ -103,6 +103,17 @@ DELETE FROM api_keys WHERE org_id = $1
 // named (the batch's org_id), and row-level security holds the delete to
 // them as well; an explicit org_id beside ctid let the planner read the
 // organization's rows instead on a small table.
+//
+// A batch says how many rows it found as well as how many it deleted: a
+// row another transaction updated meanwhile is not deleted (its place
+// changed) and is found again by the next batch, so only a batch that
+// finds less than batch_rows ends its step. (Waiting instead for one that
+// deleted none, a visitor of a public agent or published form writing
+// between every two batches kept the deletion going for as long as they
+// wrote.)
+// The places are taken once, in the statement's snapshot, and given to
+// ANY as an array (the cast: ANY of a subquery would compare each place
+// with the whole array).
 func (q *Queries) DeleteOrgAPIKeys(ctx context.Context, orgID uuid.UUID) (int64, error) {
 	result, err := q.db.Exec(ctx, deleteOrgAPIKeys, orgID)
 	if err != nil {
@@ -123,9 +134,10 @@ func (q *Queries) DeleteOrgAgents(ctx context.Context, orgID uuid.UUID) (int64, 
 	return result.RowsAffected(), nil
 }
 
-const deleteOrgContacts = `-- name: DeleteOrgContacts :execrows
-DELETE FROM contacts
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM contacts WHERE org_id = $1::uuid LIMIT $2::int))
+const deleteOrgContacts = `-- name: DeleteOrgContacts :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM contacts WHERE org_id = $1::uuid LIMIT $2::int) AS places),
+d AS (DELETE FROM contacts WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch
 `
 
 type DeleteOrgContactsParams struct {
@@ -133,17 +145,22 @@ type DeleteOrgContactsParams struct {
 	BatchRows int32
 }
 
-func (q *Queries) DeleteOrgContacts(ctx context.Context, arg DeleteOrgContactsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOrgContacts, arg.OrgID, arg.BatchRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type DeleteOrgContactsRow struct {
+	Found   int64
+	Deleted int64
 }
 
-const deleteOrgConversationEvents = `-- name: DeleteOrgConversationEvents :execrows
-DELETE FROM conversation_events
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM conversation_events WHERE org_id = $1::uuid LIMIT $2::int))
+func (q *Queries) DeleteOrgContacts(ctx context.Context, arg DeleteOrgContactsParams) (DeleteOrgContactsRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgContacts, arg.OrgID, arg.BatchRows)
+	var i DeleteOrgContactsRow
+	err := row.Scan(&i.Found, &i.Deleted)
+	return i, err
+}
+
+const deleteOrgConversationEvents = `-- name: DeleteOrgConversationEvents :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM conversation_events WHERE org_id = $1::uuid LIMIT $2::int) AS places),
+d AS (DELETE FROM conversation_events WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch
 `
 
 type DeleteOrgConversationEventsParams struct {
@@ -151,17 +168,22 @@ type DeleteOrgConversationEventsParams struct {
 	BatchRows int32
 }
 
-func (q *Queries) DeleteOrgConversationEvents(ctx context.Context, arg DeleteOrgConversationEventsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOrgConversationEvents, arg.OrgID, arg.BatchRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type DeleteOrgConversationEventsRow struct {
+	Found   int64
+	Deleted int64
 }
 
-const deleteOrgConversations = `-- name: DeleteOrgConversations :execrows
-DELETE FROM conversations
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM conversations WHERE org_id = $1::uuid LIMIT $2::int))
+func (q *Queries) DeleteOrgConversationEvents(ctx context.Context, arg DeleteOrgConversationEventsParams) (DeleteOrgConversationEventsRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgConversationEvents, arg.OrgID, arg.BatchRows)
+	var i DeleteOrgConversationEventsRow
+	err := row.Scan(&i.Found, &i.Deleted)
+	return i, err
+}
+
+const deleteOrgConversations = `-- name: DeleteOrgConversations :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM conversations WHERE org_id = $1::uuid LIMIT $2::int) AS places),
+d AS (DELETE FROM conversations WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch
 `
 
 type DeleteOrgConversationsParams struct {
@@ -169,12 +191,16 @@ type DeleteOrgConversationsParams struct {
 	BatchRows int32
 }
 
-func (q *Queries) DeleteOrgConversations(ctx context.Context, arg DeleteOrgConversationsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOrgConversations, arg.OrgID, arg.BatchRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type DeleteOrgConversationsRow struct {
+	Found   int64
+	Deleted int64
+}
+
+func (q *Queries) DeleteOrgConversations(ctx context.Context, arg DeleteOrgConversationsParams) (DeleteOrgConversationsRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgConversations, arg.OrgID, arg.BatchRows)
+	var i DeleteOrgConversationsRow
+	err := row.Scan(&i.Found, &i.Deleted)
+	return i, err
 }
 
 const deleteOrgDatasources = `-- name: DeleteOrgDatasources :one
@@ -214,9 +240,10 @@ func (q *Queries) DeleteOrgDatastores(ctx context.Context, orgID uuid.UUID) (int
 	return result.RowsAffected(), nil
 }
 
-const deleteOrgFormSubmissions = `-- name: DeleteOrgFormSubmissions :execrows
-DELETE FROM form_submissions
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM form_submissions WHERE org_id = $1::uuid LIMIT $2::int))
+const deleteOrgFormSubmissions = `-- name: DeleteOrgFormSubmissions :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM form_submissions WHERE org_id = $1::uuid LIMIT $2::int) AS places),
+d AS (DELETE FROM form_submissions WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch
 `
 
 type DeleteOrgFormSubmissionsParams struct {
@@ -224,12 +251,16 @@ type DeleteOrgFormSubmissionsParams struct {
 	BatchRows int32
 }
 
-func (q *Queries) DeleteOrgFormSubmissions(ctx context.Context, arg DeleteOrgFormSubmissionsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOrgFormSubmissions, arg.OrgID, arg.BatchRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type DeleteOrgFormSubmissionsRow struct {
+	Found   int64
+	Deleted int64
+}
+
+func (q *Queries) DeleteOrgFormSubmissions(ctx context.Context, arg DeleteOrgFormSubmissionsParams) (DeleteOrgFormSubmissionsRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgFormSubmissions, arg.OrgID, arg.BatchRows)
+	var i DeleteOrgFormSubmissionsRow
+	err := row.Scan(&i.Found, &i.Deleted)
+	return i, err
 }
 
 const deleteOrgForms = `-- name: DeleteOrgForms :execrows
@@ -268,9 +299,10 @@ func (q *Queries) DeleteOrgMembers(ctx context.Context, orgID uuid.UUID) (int64,
 	return result.RowsAffected(), nil
 }
 
-const deleteOrgMessages = `-- name: DeleteOrgMessages :execrows
-DELETE FROM messages
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM messages WHERE org_id = $1::uuid LIMIT $2::int))
+const deleteOrgMessages = `-- name: DeleteOrgMessages :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM messages WHERE org_id = $1::uuid LIMIT $2::int) AS places),
+d AS (DELETE FROM messages WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch
 `
 
 type DeleteOrgMessagesParams struct {
@@ -278,17 +310,22 @@ type DeleteOrgMessagesParams struct {
 	BatchRows int32
 }
 
-func (q *Queries) DeleteOrgMessages(ctx context.Context, arg DeleteOrgMessagesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOrgMessages, arg.OrgID, arg.BatchRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type DeleteOrgMessagesRow struct {
+	Found   int64
+	Deleted int64
 }
 
-const deleteOrgWebhookAttempts = `-- name: DeleteOrgWebhookAttempts :execrows
-DELETE FROM webhook_attempts
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM webhook_attempts WHERE org_id = $1::uuid LIMIT $2::int))
+func (q *Queries) DeleteOrgMessages(ctx context.Context, arg DeleteOrgMessagesParams) (DeleteOrgMessagesRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgMessages, arg.OrgID, arg.BatchRows)
+	var i DeleteOrgMessagesRow
+	err := row.Scan(&i.Found, &i.Deleted)
+	return i, err
+}
+
+const deleteOrgWebhookAttempts = `-- name: DeleteOrgWebhookAttempts :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM webhook_attempts WHERE org_id = $1::uuid LIMIT $2::int) AS places),
+d AS (DELETE FROM webhook_attempts WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch
 `
 
 type DeleteOrgWebhookAttemptsParams struct {
@@ -296,17 +333,22 @@ type DeleteOrgWebhookAttemptsParams struct {
 	BatchRows int32
 }
 
-func (q *Queries) DeleteOrgWebhookAttempts(ctx context.Context, arg DeleteOrgWebhookAttemptsParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOrgWebhookAttempts, arg.OrgID, arg.BatchRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type DeleteOrgWebhookAttemptsRow struct {
+	Found   int64
+	Deleted int64
 }
 
-const deleteOrgWebhookDeliveries = `-- name: DeleteOrgWebhookDeliveries :execrows
-DELETE FROM webhook_deliveries
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM webhook_deliveries WHERE org_id = $1::uuid LIMIT $2::int))
+func (q *Queries) DeleteOrgWebhookAttempts(ctx context.Context, arg DeleteOrgWebhookAttemptsParams) (DeleteOrgWebhookAttemptsRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgWebhookAttempts, arg.OrgID, arg.BatchRows)
+	var i DeleteOrgWebhookAttemptsRow
+	err := row.Scan(&i.Found, &i.Deleted)
+	return i, err
+}
+
+const deleteOrgWebhookDeliveries = `-- name: DeleteOrgWebhookDeliveries :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM webhook_deliveries WHERE org_id = $1::uuid LIMIT $2::int) AS places),
+d AS (DELETE FROM webhook_deliveries WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch
 `
 
 type DeleteOrgWebhookDeliveriesParams struct {
@@ -314,12 +356,16 @@ type DeleteOrgWebhookDeliveriesParams struct {
 	BatchRows int32
 }
 
-func (q *Queries) DeleteOrgWebhookDeliveries(ctx context.Context, arg DeleteOrgWebhookDeliveriesParams) (int64, error) {
-	result, err := q.db.Exec(ctx, deleteOrgWebhookDeliveries, arg.OrgID, arg.BatchRows)
-	if err != nil {
-		return 0, err
-	}
-	return result.RowsAffected(), nil
+type DeleteOrgWebhookDeliveriesRow struct {
+	Found   int64
+	Deleted int64
+}
+
+func (q *Queries) DeleteOrgWebhookDeliveries(ctx context.Context, arg DeleteOrgWebhookDeliveriesParams) (DeleteOrgWebhookDeliveriesRow, error) {
+	row := q.db.QueryRow(ctx, deleteOrgWebhookDeliveries, arg.OrgID, arg.BatchRows)
+	var i DeleteOrgWebhookDeliveriesRow
+	err := row.Scan(&i.Found, &i.Deleted)
+	return i, err
 }
 
 const deleteOrgWebhooks = `-- name: DeleteOrgWebhooks :execrows

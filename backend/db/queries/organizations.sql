@@ -65,6 +65,17 @@ LIMIT sqlc.arg(max_rows);
 -- named (the batch's org_id), and row-level security holds the delete to
 -- them as well; an explicit org_id beside ctid let the planner read the
 -- organization's rows instead on a small table.
+--
+-- A batch says how many rows it found as well as how many it deleted: a
+-- row another transaction updated meanwhile is not deleted (its place
+-- changed) and is found again by the next batch, so only a batch that
+-- finds less than batch_rows ends its step. (Waiting instead for one that
+-- deleted none, a visitor of a public agent or published form writing
+-- between every two batches kept the deletion going for as long as they
+-- wrote.)
+-- The places are taken once, in the statement's snapshot, and given to
+-- ANY as an array (the cast: ANY of a subquery would compare each place
+-- with the whole array).
 
 -- name: DeleteOrgAPIKeys :execrows
 DELETE FROM api_keys WHERE org_id = sqlc.arg(org_id);
@@ -75,33 +86,40 @@ DELETE FROM member_links WHERE org_id = sqlc.arg(org_id);
 -- name: DeleteOrgMembers :execrows
 DELETE FROM members WHERE org_id = sqlc.arg(org_id);
 
--- name: DeleteOrgMessages :execrows
-DELETE FROM messages
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM messages WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int));
+-- name: DeleteOrgMessages :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM messages WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int) AS places),
+d AS (DELETE FROM messages WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch;
 
--- name: DeleteOrgConversationEvents :execrows
-DELETE FROM conversation_events
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM conversation_events WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int));
+-- name: DeleteOrgConversationEvents :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM conversation_events WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int) AS places),
+d AS (DELETE FROM conversation_events WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch;
 
--- name: DeleteOrgConversations :execrows
-DELETE FROM conversations
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM conversations WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int));
+-- name: DeleteOrgConversations :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM conversations WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int) AS places),
+d AS (DELETE FROM conversations WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch;
 
--- name: DeleteOrgWebhookAttempts :execrows
-DELETE FROM webhook_attempts
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM webhook_attempts WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int));
+-- name: DeleteOrgWebhookAttempts :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM webhook_attempts WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int) AS places),
+d AS (DELETE FROM webhook_attempts WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch;
 
--- name: DeleteOrgWebhookDeliveries :execrows
-DELETE FROM webhook_deliveries
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM webhook_deliveries WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int));
+-- name: DeleteOrgWebhookDeliveries :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM webhook_deliveries WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int) AS places),
+d AS (DELETE FROM webhook_deliveries WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch;
 
--- name: DeleteOrgFormSubmissions :execrows
-DELETE FROM form_submissions
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM form_submissions WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int));
+-- name: DeleteOrgFormSubmissions :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM form_submissions WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int) AS places),
+d AS (DELETE FROM form_submissions WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch;
 
--- name: DeleteOrgContacts :execrows
-DELETE FROM contacts
-WHERE ctid = ANY(ARRAY(SELECT ctid FROM contacts WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int));
+-- name: DeleteOrgContacts :one
+WITH batch AS (SELECT ARRAY(SELECT ctid FROM contacts WHERE org_id = sqlc.arg(org_id)::uuid LIMIT sqlc.arg(batch_rows)::int) AS places),
+d AS (DELETE FROM contacts WHERE ctid = ANY((SELECT places FROM batch)::tid[]) RETURNING 1)
+SELECT cardinality(places)::bigint AS found, (SELECT count(*) FROM d)::bigint AS deleted FROM batch;
 
 -- name: OrgDatasourceBatch :many
 -- The next datasources to delete together: in id order, as many as hold
