@@ -9,6 +9,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -92,10 +93,13 @@ func vocabulary(n int, r *rand.Rand) []string {
 	return out
 }
 
-// setupSearch loads PARLEY_BENCH_CHUNKS (default 100,000) chunks once: rows
-// first, then the HNSW index built in bulk, as a restore would.
+// setupSearch loads PARLEY_BENCH_CHUNKS (default 100,000) chunks once for
+// the benchmark b: rows first, then the HNSW index built in bulk, as a
+// restore would. Their database is b's (dbtest drops it when b ends), so
+// the next benchmark to call it, or the next -count run of b, loads its own.
 func setupSearch(b *testing.B) kenv {
 	searchOnce.Do(func() {
+		b.Cleanup(func() { searchOnce, searchEnv, searchErr, queries = sync.Once{}, kenv{}, nil, nil })
 		n := 100_000
 		if v, err := strconv.Atoi(os.Getenv("PARLEY_BENCH_CHUNKS")); err == nil && v > 0 {
 			n = v
@@ -424,7 +428,7 @@ func benchmarkSearchIn(b *testing.B, env kenv, k *Knowledge, stores []dbq.Datast
 	// (PARLEY_BENCH_BUDGETS=5000,20000).
 	budgets := []int64{BM25.Budget}
 	for _, v := range strings.Split(os.Getenv("PARLEY_BENCH_BUDGETS"), ",") {
-		if n, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if n, err := strconv.ParseInt(v, 10, 64); err == nil && !slices.Contains(budgets, n) {
 			budgets = append(budgets, n)
 		}
 	}
