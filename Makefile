@@ -107,8 +107,8 @@ eval-knowledge: db ## Retrieval quality: hit@1, hit@5 and MRR per document and s
 
 .PHONY: bench-knowledge
 bench-knowledge: db ## Ingestion throughput, search p50/p95 and recall@10 at 100k chunks and on real English (about 12 minutes)
-	go test -run '^$$' -bench 'Search/(hybrid|vector)' -benchtime 200x -timeout 60m ./backend/knowledge/
-	go test -run '^$$' -bench 'Search/recall' -benchtime 1x -timeout 60m ./backend/knowledge/
+	go test -run '^$$' -bench 'Search$$/.*/(hybrid|vector)' -benchtime 200x -timeout 60m ./backend/knowledge/
+	go test -run '^$$' -bench 'Search$$/.*/recall' -benchtime 1x -timeout 60m ./backend/knowledge/
 	go test -run '^$$' -bench 'Ingest' -benchtime 5x ./backend/knowledge/
 	go test -run '^$$' -bench 'Embed' -benchmem -benchtime 20x ./backend/embed/usel/
 	go test -run '^$$' -bench 'NeuralRecall' -benchtime 1x -timeout 30m ./backend/knowledge/

@@ -5,7 +5,7 @@
 -- (session_replication_role), to load 5 million rows in about 4 minutes.
 --
 --   createdb -O parley parley_plans
---   parley migrate --database-url postgres://parley:parley@127.0.0.1:5432/parley_plans
+--   bin/parley migrate --database-url postgres://parley:parley@127.0.0.1:5432/parley_plans
 --   psql -U postgres -d parley_plans -v ON_ERROR_STOP=1 -f scripts/plans-at-volume.sql
 --
 -- Organization 0 (md5('org0')::uuid) has 20 agents (agent 0 with half of
