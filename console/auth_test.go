@@ -211,7 +211,9 @@ func testPasswords(t *testing.T, e *env) {
 func testSecurityHeaders(t *testing.T, e *env) {
 	// Served over https (--public-url https://...), the console says so
 	// for a year: its session cookie never goes in clear.
-	secure := console.New(console.Deps{Store: e.App.Store, Members: e.members, Limits: ratelimit.NewMemory(), Secure: true}).Handler()
+	cons := console.New(console.Deps{Store: e.App.Store, Members: e.members, Limits: ratelimit.NewMemory(), Secure: true})
+	t.Cleanup(cons.Close)
+	secure := cons.Handler()
 	w := httptest.NewRecorder()
 	secure.ServeHTTP(w, httptest.NewRequest("GET", "/console/signin", nil))
 	require.Equal(t, http.StatusOK, w.Code, w.Body.String())

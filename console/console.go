@@ -66,6 +66,8 @@ type Console struct {
 	Deps
 	sessions *scs.SessionManager
 	mux      *http.ServeMux
+	// stopCleanup ends the sessions' cleanup (Close).
+	stopCleanup func()
 }
 
 // Session lifetimes: a session ends after IdleTimeout without a request,
@@ -78,7 +80,8 @@ const (
 // New returns the console.
 func New(d Deps) *Console {
 	sm := scs.New()
-	sm.Store = newSessionStore(d.Store)
+	store, stopCleanup := newSessionStore(d.Store)
+	sm.Store = store
 	sm.IdleTimeout = IdleTimeout
 	sm.Lifetime = Lifetime
 	sm.Cookie.Name = "parley_session"
@@ -93,7 +96,7 @@ func New(d Deps) *Console {
 	sm.Cookie.SameSite = http.SameSiteLaxMode
 	sm.Cookie.Secure = d.Secure
 	sm.Cookie.Path = "/"
-	c := &Console{Deps: d, sessions: sm, mux: http.NewServeMux()}
+	c := &Console{Deps: d, sessions: sm, mux: http.NewServeMux(), stopCleanup: stopCleanup}
 	// A session the database could not read or write in time is a 503
 	// page (errorPage logs internal errors itself).
 	sm.ErrorFunc = func(w http.ResponseWriter, r *http.Request, err error) {
@@ -124,26 +127,37 @@ var _ scs.CtxStore = sessionStore{}
 const sessionCleanupInterval = 30 * time.Minute
 
 // newSessionStore returns the store and starts deleting expired sessions
-// every sessionCleanupInterval, for the life of the process (as pgxstore
-// did), and with them the sign-in links and invitations used or expired
+// every sessionCleanupInterval until stop is called (as pgxstore did),
+// and with them the sign-in links and invitations used or expired
 // member.LinkRetention ago (member.PruneLinks), with the email each holds.
-func newSessionStore(store *db.Store) sessionStore {
+func newSessionStore(store *db.Store) (_ sessionStore, stop func()) {
 	s := sessionStore{store: store}
+	ctx, stop := context.WithCancel(context.Background())
 	go func() {
-		for range time.Tick(sessionCleanupInterval) {
-			err := s.store.Bounded(context.Background(), func(ctx context.Context) error {
+		t := time.NewTicker(sessionCleanupInterval)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			err := s.store.Bounded(ctx, func(ctx context.Context) error {
 				return dbq.New(s.store.Pool).DeleteExpiredSessions(ctx)
 			})
-			if err != nil {
+			if err != nil && ctx.Err() == nil {
 				slog.Warn("console session cleanup", "err", err)
 			}
-			if _, err := member.PruneLinks(context.Background(), s.store, time.Now().Add(-member.LinkRetention)); err != nil {
+			if _, err := member.PruneLinks(ctx, s.store, time.Now().Add(-member.LinkRetention)); err != nil && ctx.Err() == nil {
 				slog.Warn("console link cleanup", "err", err)
 			}
 		}
 	}()
-	return s
+	return s, stop
 }
+
+// Close stops the sessions' cleanup; the console still serves.
+func (c *Console) Close() { c.stopCleanup() }
 
 func hashToken(t string) string {
 	h := sha256.Sum256([]byte(t))

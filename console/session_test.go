@@ -48,10 +48,12 @@ func TestStalledDatabaseConsoleIsUnavailableWithinTheBound(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(sessions.Close)
 	store := &db.Store{Pool: sessions, Timeout: 500 * time.Millisecond}
-	srv := httptest.NewServer(console.New(console.Deps{
+	cons := console.New(console.Deps{
 		Store: store, Members: &member.Service{Store: store},
 		Accounts: account.New(store, e.App.Auth, e.App.Limits),
-	}).Handler())
+	})
+	t.Cleanup(cons.Close)
+	srv := httptest.NewServer(cons.Handler())
 	t.Cleanup(srv.Close)
 	t.Cleanup(px.Restore) // first: a request left stalled must end for srv.Close to
 	bounded := *e.Env

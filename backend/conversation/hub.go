@@ -42,6 +42,10 @@ type Hub struct {
 	n      int
 	l      *listener
 	linger *time.Timer
+	// closed refuses new subscriptions once Close ran; running counts
+	// the listeners' goroutines (run and renew), which Close waits for.
+	closed  bool
+	running sync.WaitGroup
 }
 
 type topic struct {
@@ -89,11 +93,15 @@ type Sub struct {
 // after that wakes the Sub. (An event whose statement ran before the lease
 // committed and whose transaction commits after Subscribe returns does not:
 // readers read again FollowGrace after subscribing.)
-// Unavailable when the database cannot be listened to.
+// Unavailable when the database cannot be listened to, or the hub is closed.
 func (h *Hub) Subscribe(ctx context.Context, org uuid.UUID, conv string) (*Sub, error) {
 	c := make(chan struct{}, 1)
 	s := &Sub{C: c, c: c, h: h, t: topic{org, conv}}
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return nil, unavailable()
+	}
 	if h.subs[s.t] == nil {
 		h.subs[s.t] = map[*Sub]struct{}{}
 	}
@@ -121,9 +129,14 @@ func (h *Hub) Subscribe(ctx context.Context, org uuid.UUID, conv string) (*Sub, 
 	if err := h.lease(ctx, org, []string{conv}); err != nil {
 		s.Close()
 		slog.Warn("conversation events: cannot lease a conversation's notifications", "err", err)
-		return nil, apperr.New(apperr.Unavailable, "following conversations is unavailable right now; retry")
+		return nil, unavailable()
 	}
 	return s, nil
+}
+
+// unavailable is the error of a subscription the hub cannot serve.
+func unavailable() error {
+	return apperr.New(apperr.Unavailable, "following conversations is unavailable right now; retry")
 }
 
 // lease makes commits of org's conversations convs notify for FollowLease.
@@ -196,9 +209,37 @@ func (s *Sub) Close() {
 func (h *Hub) start() *listener {
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{cancel: cancel, ready: make(chan struct{})}
-	go h.run(ctx, l)
-	go h.renew(ctx)
+	h.running.Add(2)
+	go func() {
+		defer h.running.Done()
+		h.run(ctx, l)
+	}()
+	go func() {
+		defer h.running.Done()
+		h.renew(ctx)
+	}()
 	return l
+}
+
+// Close stops listening, lingering or not, and returns once the listening
+// connection is closed; later subscriptions fail (Unavailable). Without
+// it the listener outlived its owner: its connection is taken out of the
+// pool, so closing the pool does not close it, and it kept listening (or,
+// once the database closed it, trying to connect again through the closed
+// pool) until the last stream's Linger passed.
+func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	if h.linger != nil {
+		h.linger.Stop()
+		h.linger = nil
+	}
+	if h.l != nil {
+		h.l.cancel()
+		h.l = nil
+	}
+	h.mu.Unlock()
+	h.running.Wait()
 }
 
 // run listens until ctx ends, reconnecting with backoff when the
@@ -217,7 +258,7 @@ func (h *Hub) run(ctx context.Context, l *listener) {
 				h.mu.Unlock()
 				l.cancel()
 				slog.Warn("conversation events: cannot listen", "err", err)
-				l.err = apperr.New(apperr.Unavailable, "following conversations is unavailable right now; retry")
+				l.err = unavailable()
 				close(l.ready)
 				return
 			}

@@ -7,10 +7,12 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/parleyhq/parley/backend/account"
 	"github.com/parleyhq/parley/backend/agent"
+	"github.com/parleyhq/parley/backend/apperr"
 	"github.com/parleyhq/parley/backend/auth"
 	"github.com/parleyhq/parley/backend/conversation"
 	"github.com/parleyhq/parley/backend/db"
@@ -79,6 +81,15 @@ func woken(t *testing.T, s *conversation.Sub, want bool) {
 	}
 }
 
+// newHub returns a hub over pool that is closed, its listener with it,
+// when t ends (before pool closes).
+func newHub(t *testing.T, pool *pgxpool.Pool, store *db.Store) *conversation.Hub {
+	t.Helper()
+	hub := conversation.NewHub(pool, store)
+	t.Cleanup(hub.Close)
+	return hub
+}
+
 // A hub on one pool is woken by what another pool (another instance)
 // commits, for the conversation it follows only; it stops listening when
 // nobody follows, and listens again for the next one.
@@ -89,7 +100,7 @@ func TestHubAcrossPools(t *testing.T) {
 	pool, err := db.Open(ctx, s.url, 2, nil)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	hub := conversation.NewHub(pool, &db.Store{Pool: pool})
+	hub := newHub(t, pool, &db.Store{Pool: pool})
 	hub.Linger = 0
 
 	sub, err := hub.Subscribe(ctx, s.org, "c1")
@@ -124,7 +135,7 @@ func TestHubAcrossPools(t *testing.T) {
 	// Subscribing with a context already done fails.
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	hub2 := conversation.NewHub(pool, &db.Store{Pool: pool})
+	hub2 := newHub(t, pool, &db.Store{Pool: pool})
 	_, err = hub2.Subscribe(done, s.org, "c1")
 	require.ErrorIs(t, err, context.Canceled)
 }
@@ -159,7 +170,7 @@ func TestOnlyFollowedConversationsNotify(t *testing.T) {
 	s.say(t, "c1", "nobody follows")
 	require.False(t, notified(t, conn, 300*time.Millisecond), "a conversation nobody follows notified")
 
-	hub := conversation.NewHub(s.db.Pool, s.db)
+	hub := newHub(t, s.db.Pool, s.db)
 	sub, err := hub.Subscribe(ctx, s.org, "c1")
 	require.NoError(t, err)
 	defer sub.Close()
@@ -188,7 +199,7 @@ func TestWatchRunAndRequestHuman(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	svc := &conversation.Service{Store: s.db, Live: conversation.NewHub(s.db.Pool, s.db), Heartbeat: 50 * time.Millisecond}
+	svc := &conversation.Service{Store: s.db, Live: newHub(t, s.db.Pool, s.db), Heartbeat: 50 * time.Millisecond}
 	s.say(t, "c1", "first")
 	p, err := conversation.MemberParty(s.member, "ada@example.com")
 	require.NoError(t, err)
@@ -302,7 +313,7 @@ func TestStreamLife(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	svc := &conversation.Service{Store: s.db, Live: conversation.NewHub(s.db.Pool, s.db), Heartbeat: time.Hour, StreamLife: 200 * time.Millisecond}
+	svc := &conversation.Service{Store: s.db, Live: newHub(t, s.db.Pool, s.db), Heartbeat: time.Hour, StreamLife: 200 * time.Millisecond}
 	s.say(t, "c1", "first")
 	p, err := conversation.MemberParty(s.member, "ada@example.com")
 	require.NoError(t, err)
@@ -343,7 +354,7 @@ func watchThroughABlip(t *testing.T, heartbeat time.Duration) {
 	t.Cleanup(pool.Close)
 	t.Cleanup(px.Restore)
 	through := &db.Store{Pool: pool}
-	svc := &conversation.Service{Store: through, Live: conversation.NewHub(pool, through), Heartbeat: heartbeat}
+	svc := &conversation.Service{Store: through, Live: newHub(t, pool, through), Heartbeat: heartbeat}
 	p, err := conversation.MemberParty(s.member, "ada@example.com")
 	require.NoError(t, err)
 	w, err := svc.Follow(ctx, p, "c1", nil)
@@ -382,4 +393,33 @@ func watchThroughABlip(t *testing.T, heartbeat time.Duration) {
 	message("after")
 	stop()
 	require.NoError(t, <-ran)
+}
+
+// A hub closed while it lingers (its last stream gone, its Linger not
+// passed) closes its listening connection at once, and follows no more
+// conversations: the connection is out of the pool, which closing the
+// pool does not close, and it was left listening for Linger, to a closed
+// pool's database.
+func TestHubClose(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	ctx := context.Background()
+	hub := conversation.NewHub(s.db.Pool, s.db)
+	sub, err := hub.Subscribe(ctx, s.org, "c1")
+	require.NoError(t, err)
+	sub.Close()
+	listening := func() int {
+		var n int
+		require.NoError(t, s.db.Pool.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid() AND query LIKE '%LISTEN parley_conversation%'`).Scan(&n))
+		return n
+	}
+	require.Equal(t, 1, listening(), "the lingering hub's connection")
+
+	hub.Close()
+	// The server ends the connection's backend as it reads its end.
+	require.Eventually(t, func() bool { return listening() == 0 }, 5*time.Second, 10*time.Millisecond, "a closed hub still listens")
+	_, err = hub.Subscribe(ctx, s.org, "c1")
+	require.Equal(t, apperr.Unavailable, apperr.CodeOf(err))
+	hub.Close() // twice is harmless
 }

@@ -20,7 +20,7 @@ func TestReplayReadsBoundedBytes(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
-	svc := &conversation.Service{Store: s.db, Live: conversation.NewHub(s.db.Pool, s.db), Heartbeat: time.Hour}
+	svc := &conversation.Service{Store: s.db, Live: newHub(t, s.db.Pool, s.db), Heartbeat: time.Hour}
 	big := strings.Repeat("x", 600_000)
 	const n = 9
 	for range n {

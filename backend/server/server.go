@@ -83,6 +83,10 @@ type App struct {
 	sealer *seal.Sealer
 	// turnQueue admits chat turns (--max-turns, --turn-queue).
 	turnQueue *chat.TurnQueue
+	// hub wakes the conversations' watch streams and console the web
+	// console: Close stops what they run in the background.
+	hub     *conversation.Hub
+	console *console.Console
 
 	// drain ends when shutdown begins in earnest: running chat turns stop
 	// their model calls and send a final event.
@@ -403,7 +407,8 @@ func (a *App) routes() (http.Handler, error) {
 	uploads := knowledge.NewUploadBudget(cmp.Or(a.cfg.UploadBudget, knowledge.UploadBudgetBytes), cmp.Or(a.cfg.UploadWait, knowledge.UploadWait))
 	datastores := &knowledge.Service{K: a.K, Jobs: a.jobs, Uploads: uploads}
 	forms := &form.Service{Store: a.Store, Gate: gate, Hooks: a.hooks}
-	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: conversation.NewHub(a.Pool, a.Store), Drain: a.stopping, Hooks: a.hooks, Heartbeat: a.cfg.WatchHeartbeat,
+	a.hub = conversation.NewHub(a.Pool, a.Store)
+	conversations := &conversation.Service{Admit: admitter, Store: a.Store, Live: a.hub, Drain: a.stopping, Hooks: a.hooks, Heartbeat: a.cfg.WatchHeartbeat,
 		OrgStreams: a.cfg.OrgStreams}
 	contacts := &contact.Service{Store: a.Store}
 	webhooks := &webhook.Service{
@@ -448,12 +453,13 @@ func (a *App) routes() (http.Handler, error) {
 
 	compat.New(agents, gate, validator).WithChat(admitter, turns, conversations).WithKnowledge(datastores, uploads).WithForms(forms).WithContacts(contacts).WithWebhooks(webhooks).Register(mux)
 
-	cons := console.New(console.Deps{
+	a.console = console.New(console.Deps{
 		Store: a.Store, Members: &member.Service{Store: a.Store}, Accounts: accounts, Agents: agents,
 		Datastores: datastores, Turns: turns, Admit: admitter, Limits: a.Limits, Validator: validator, Hooks: a.hooks,
 		Webhooks: webhooks,
 		Secure:   SecureURL(a.cfg.PublicURL), PublicURL: a.cfg.PublicURL,
-	}).Handler()
+	})
+	cons := a.console.Handler()
 	mux.Handle("GET /{$}", cons)
 	mux.Handle("/console", cons)
 	mux.Handle("/console/", cons)
@@ -717,17 +723,24 @@ func NewHTTPServer(handler http.Handler) *http.Server {
 // closeWait bounds Close's wait for the pools' connections to close.
 const closeWait = 3 * time.Second
 
-// Close releases the pools and Redis client. It waits at most closeWait
-// for the pools: closing a connection to a database that stopped
-// answering takes pgx 15 s (its bound), which held a process that shut
-// down past its shutdown timeout; the connections are then left to the
-// process's exit.
+// Close stops the conversations' listener and the console's session
+// cleanup, and releases the pools and Redis client. It waits at most
+// closeWait for the listener's connection and the pools: closing a
+// connection to a database that stopped answering takes pgx 15 s (its
+// bound), which held a process that shut down past its shutdown timeout;
+// the connections are then left to the process's exit.
 func (a *App) Close() {
 	a.startStopping()
 	a.startDrain()
 	closed := make(chan struct{})
+	if a.console != nil {
+		a.console.Close()
+	}
 	go func() {
 		defer close(closed)
+		if a.hub != nil {
+			a.hub.Close()
+		}
 		if a.Pool != nil {
 			a.Pool.Close()
 		}
